@@ -1,0 +1,56 @@
+/* ork_test.h — the CUnit harness every test binary uses.
+ * ORK_TEST_MAIN registers one suite per behaviour area and gates the exit code
+ * on CU_get_number_of_failure_records() read BEFORE cleanup (CUnit's own exit
+ * code stays 0 when a test fails; a failed suite init is a failure record too).
+ *
+ *   static const ork_test_case cases[] = {{"name", fn}, ..., {NULL, NULL}};
+ *   ORK_TEST_MAIN("suite", NULL, NULL, cases)
+ *
+ * GPU tests call ork_test_require_gpu() first: it exits 77 (ctest: skipped)
+ * when no CUDA device is present. */
+#ifndef ORK_TEST_H
+#define ORK_TEST_H
+
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct ork_test_case {
+    const char *name;
+    void (*fn)(void);
+} ork_test_case;
+
+static inline int ork_test_run(const char *suite, CU_InitializeFunc init, CU_CleanupFunc clean,
+                               const ork_test_case *cases) {
+    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+    CU_pSuite s = CU_add_suite(suite, init, clean);
+    if (!s) { CU_cleanup_registry(); return 2; }
+    for (const ork_test_case *c = cases; c->name; c++)
+        if (!CU_add_test(s, c->name, c->fn)) { CU_cleanup_registry(); return 2; }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failure_records(); /* before cleanup */
+    CU_cleanup_registry();
+    return failed == 0 ? 0 : 1;
+}
+
+#define ORK_TEST_MAIN(suite, init, clean, cases) \
+    int main(void) { return ork_test_run((suite), (init), (clean), (cases)); }
+
+/* A path under ../shared, or NULL (and a note on stdout) when it is absent. */
+static inline const char *ork_test_shared(const char *rel, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s", ORK_SHARED_DIR, rel);
+    if (access(buf, R_OK) != 0) { printf("  (shared asset %s absent)\n", rel); return NULL; }
+    return buf;
+}
+
+/* |got - ref| <= abs + rel * |ref| */
+static inline int ork_close(double got, double ref, double abs_tol, double rel_tol) {
+    if (isnan(got) || isnan(ref)) return isnan(got) && isnan(ref);
+    return fabs(got - ref) <= abs_tol + rel_tol * fabs(ref);
+}
+
+#endif
