@@ -1,0 +1,104 @@
+/* orakul/ops.h — the ops service "orakul.ops/1": every differentiable op a
+ * model, loss or codec plugin may call. Plugins write the forward pass only;
+ * when the graph records (grad enabled and an input needs a gradient) the core
+ * puts each op on its autograd tape, and each op owns a hand-written backward.
+ *
+ * Conventions
+ * - Every op returns ork_status; results come back through the last argument,
+ *   owned by the graph (valid until the core resets it; never freed by you).
+ * - Inputs are borrowed for the duration of the call.
+ * - Activations use the graph's activation dtype (F32 on the CPU backend,
+ *   BF16 on CUDA); reductions and norms accumulate in F32.
+ * - Broadcasting (add, mul, modulate): b's shape is right-aligned against a's
+ *   and each of its dims equals a's or is 1 (numpy rules, b never larger).
+ *   The result has a's shape.
+ * - On CUDA every op is [stream-ordered] on the graph's stream.
+ * - Axis arguments may be negative (from the end). */
+#ifndef ORAKUL_OPS_H
+#define ORAKUL_OPS_H
+
+#include <orakul/abi.h>
+#include <orakul/tensor.h> /* ork_tensor, ork_graph */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ORK_SERVICE_OPS "orakul.ops/1"
+
+typedef struct ork_attn_opts {
+    ork_abi abi;
+    float scale;   /* 0: 1/sqrt(D) */
+    int causal;    /* 0: full attention (FLUX), 1: causal mask (text encoders) */
+} ork_attn_opts;
+
+typedef struct ork_ops {
+    ork_abi abi;
+
+    /* y (..., N) = x (..., K) · w (N, K)ᵀ + b (N). w is a weight from the store
+     * (any stored dtype: F32, BF16, or quantized FP8 with scales, which the core
+     * dequantizes) or a graph tensor. b may be NULL. If w is a LoRA target the
+     * core adds scale·up(down(x)); the model never knows. */
+    ork_status (*linear)(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor *b, ork_tensor **y);
+
+    /* Elementwise, b broadcast to a (see above). */
+    ork_status (*add)(ork_graph *g, ork_tensor *a, ork_tensor *b, ork_tensor **y);
+    ork_status (*mul)(ork_graph *g, ork_tensor *a, ork_tensor *b, ork_tensor **y);
+    ork_status (*scale)(ork_graph *g, ork_tensor *x, float s, ork_tensor **y);
+    /* y = (1 + scale)·x + shift; shift, scale broadcast to x, e.g. (B, 1, C) onto (B, L, C). */
+    ork_status (*modulate)(ork_graph *g, ork_tensor *x, ork_tensor *shift, ork_tensor *scale, ork_tensor **y);
+
+    /* Over the last dim. layernorm has no affine parameters; rmsnorm multiplies
+     * by w (C) when w is not NULL: y = x·rsqrt(mean(x²)+eps)·w. */
+    ork_status (*layernorm)(ork_graph *g, ork_tensor *x, float eps, ork_tensor **y);
+    ork_status (*rmsnorm)(ork_graph *g, ork_tensor *x, ork_tensor *w, float eps, ork_tensor **y);
+
+    /* Activations. swiglu: x (..., 2C) -> silu(x[..., :C]) · x[..., C:] (gate first). */
+    ork_status (*gelu_tanh)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    ork_status (*silu)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    ork_status (*relu)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    ork_status (*swiglu)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    /* y = c·tanh(x / c) (TAEF1's clamp uses c = 3). */
+    ork_status (*tanh_clamp)(ork_graph *g, ork_tensor *x, float c, ork_tensor **y);
+
+    /* Rotary embedding on adjacent pairs (FLUX): x (B, H, L, D), pe (L, D/2, 2)
+     * F32 holding (cos, sin) per pair; out[2k] = c·x[2k] − s·x[2k+1],
+     * out[2k+1] = s·x[2k] + c·x[2k+1]. */
+    ork_status (*rope)(ork_graph *g, ork_tensor *x, ork_tensor *pe, ork_tensor **y);
+
+    /* softmax(q·kᵀ·scale)·v for q, k, v (B, H, L, D) -> y (B, H, L, D).
+     * opts may be NULL. On CUDA: fused, never materialises L×L. */
+    ork_status (*attention)(ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v,
+                            const ork_attn_opts *opts, ork_tensor **y);
+
+    /* Shape ops. reshape keeps the element count (one dim may be -1); permute
+     * reorders dims (materialising a contiguous copy); concat joins n tensors
+     * along axis; split cuts x along axis into n parts of the given sizes. */
+    ork_status (*reshape)(ork_graph *g, ork_tensor *x, int ndim, const int64_t *shape, ork_tensor **y);
+    ork_status (*permute)(ork_graph *g, ork_tensor *x, const int *perm, ork_tensor **y);
+    ork_status (*concat)(ork_graph *g, int n, ork_tensor *const *xs, int axis, ork_tensor **y);
+    ork_status (*split)(ork_graph *g, ork_tensor *x, int axis, int n, const int64_t *sizes, ork_tensor **ys);
+
+    /* Images, NCHW. conv2d: w (Cout, Cin, kh, kw), b (Cout) or NULL. */
+    ork_status (*conv2d)(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor *b, int stride, int pad,
+                         ork_tensor **y);
+    ork_status (*maxpool2x2)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    ork_status (*upsample2x)(ork_graph *g, ork_tensor *x, ork_tensor **y); /* nearest */
+
+    /* Batched matmul: a (..., M, K) or (..., K, M) if ta; b (..., K, N) or
+     * (..., N, K) if tb; leading dims equal. Gram matrices: matmul(F, F, 0, 1). */
+    ork_status (*matmul)(ork_graph *g, ork_tensor *a, ork_tensor *b, int ta, int tb, ork_tensor **y);
+
+    /* Reductions to a scalar (shape (1)), F32. mse = mean((a − b)²). */
+    ork_status (*mse)(ork_graph *g, ork_tensor *a, ork_tensor *b, ork_tensor **y);
+    ork_status (*mean)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    ork_status (*sum)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+
+    /* Convert x to dtype dt (differentiable; the gradient is cast back). */
+    ork_status (*cast)(ork_graph *g, ork_tensor *x, ork_dtype dt, ork_tensor **y);
+} ork_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORAKUL_OPS_H */

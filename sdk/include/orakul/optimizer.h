@@ -1,0 +1,51 @@
+/* orakul/optimizer.h — the optimizer component (kind ORK_KIND_OPTIMIZER),
+ * chosen by train.optimizer with train.optimizer_params as its params.
+ *
+ * The core owns parameters, gradients and state memory; the optimizer says how
+ * many state bytes a parameter needs and updates any SUBSET of parameters per
+ * call, so the streaming runtime can step one block's parameters as soon as
+ * their gradients are complete. State is plain bytes (zeroed before the first
+ * step), so the core can save, restore and move it between host and device. */
+#ifndef ORAKUL_OPTIMIZER_H
+#define ORAKUL_OPTIMIZER_H
+
+#include <orakul/abi.h>
+#include <orakul/plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ork_opt_param {
+    const char *name;
+    ork_dtype dtype;    /* of data: F32 or BF16 */
+    int64_t numel;
+    void *data;         /* (numel) on the step's device */
+    const float *grad;  /* (numel) F32 on the step's device */
+    void *state;        /* state_bytes() bytes on the step's device, zeroed before step 1 */
+} ork_opt_param;
+
+typedef struct ork_opt_step {
+    ork_abi abi;
+    int64_t step;       /* 1-based, counts optimizer steps */
+    double lr;          /* this step's learning rate (after the schedule) */
+    float grad_scale;   /* multiply gradients by this first (clipping); 1 = none */
+    ork_device device;
+    void *stream;       /* cudaStream_t on ORK_DEV_CUDA, else NULL */
+    uint64_t seed;      /* for stochastic rounding of BF16 parameters */
+} ork_opt_step;
+
+typedef struct ork_optimizer_vtable {
+    ork_abi abi;
+    ork_status (*create)(const ork_host *host, const void *params, void **self); /* required */
+    void (*destroy)(void *self);                                                /* required */
+    /* Required: bytes of state for one parameter tensor. */
+    ork_status (*state_bytes)(void *self, ork_dtype dt, int64_t numel, size_t *bytes);
+    /* Required: update n parameters. [stream-ordered] on CUDA. */
+    ork_status (*step)(void *self, const ork_opt_step *s, ork_opt_param *params, int n);
+} ork_optimizer_vtable;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORAKUL_OPTIMIZER_H */
