@@ -75,6 +75,8 @@ typedef struct ork_model_inputs {
     ork_tensor *txt;        /* (B, T, context_dim) */
     ork_tensor *vec;        /* (B, vec_dim), or NULL */
     int h_tokens, w_tokens; /* the image token grid: N = h_tokens * w_tokens */
+    const float *timesteps_host; /* (B) the same timesteps on the host (embeddings are built there) */
+    const float *guidance_host;  /* (B) or NULL */
 } ork_model_inputs;
 
 /* The weight sink: how a model hands weights to the core's weight store.
