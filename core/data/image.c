@@ -152,7 +152,7 @@ static ork_status decode_jpeg(const uint8_t *data, size_t n, const char *name, i
         jpeg_destroy_decompress(&cinfo);
         free(cmyk);
         ork_image_free(out);
-        return ORK_FAIL(ORK_E_FORMAT, "%s: bad JPEG: %s", name, msg);
+        return ORK_FAIL(ORK_E_FORMAT, "%s: bad JPEG: %s%s", name, err.truncated ? "file is truncated: " : "", msg);
     }
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, data, (unsigned long)n);
