@@ -1,0 +1,204 @@
+/* numerics/quantize.c — FP8 weight pre-quantization on all CPU cores.
+ * Owns: the process-wide numerics thread count; per call, its scratch rows and
+ * per-row error sums (freed before return). Rows are split into contiguous
+ * ranges, one per thread; every row is computed the same way by whichever thread
+ * gets it and the error sums are added in row order, so results never depend on
+ * the thread count. */
+#include "numerics/quantize.h"
+
+#include "numerics/fp8.h"
+#include "numerics/half.h"
+#include "util/log.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static atomic_int g_threads; /* 0 = default */
+
+void ork_numerics_set_threads(int n) { atomic_store(&g_threads, n > 0 ? n : 0); }
+
+int ork_numerics_threads(void) {
+    int n = atomic_load(&g_threads);
+    if (n > 0) return n;
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
+typedef struct qjob {
+    const void *w;
+    ork_dtype in, fmt;
+    size_t rows, cols, block, nblk;
+    uint8_t *q;
+    float *scales;
+    double *err2, *ref2;  /* [rows] per-row sums */
+    float lut[256];       /* fp8 code -> value */
+} qjob;
+
+typedef struct qpart {
+    const qjob *j;
+    size_t r0, r1;
+    size_t bad;           /* first non-finite flat index, or SIZE_MAX */
+    ork_status st;
+} qpart;
+
+/* Row r of W as float32 (exact for every input dtype). buf: [cols] scratch. */
+static const float *load_row(const qjob *j, size_t r, float *buf) {
+    size_t n = j->cols;
+    if (j->in == ORK_F32) return (const float *)j->w + r * n;
+    const uint16_t *h = (const uint16_t *)j->w + r * n;
+    if (j->in == ORK_BF16)
+        for (size_t c = 0; c < n; c++) buf[c] = ork_bf16_to_f32(h[c]);
+    else
+        for (size_t c = 0; c < n; c++) buf[c] = ork_f16_to_f32(h[c]);
+    return buf;
+}
+
+/* Index of the first NaN/Inf in x[n], or n. Reads the bits: fast, no FP traps. */
+static size_t first_nonfinite(const float *x, size_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) any |= (uint32_t)((u[i] & 0x7F800000u) == 0x7F800000u);
+    if (!any) return n;
+    for (size_t i = 0; i < n; i++) if ((u[i] & 0x7F800000u) == 0x7F800000u) return i;
+    return n;
+}
+
+static void quant_row(const qjob *j, size_t r, const float *x) {
+    const float fmax = ork_fp8_max(j->fmt);
+    const int e4 = j->fmt == ORK_F8_E4M3;
+    size_t bw = j->block ? j->block : j->cols;
+    uint8_t *q = j->q + r * j->cols;
+    float *sc = j->scales + r * j->nblk;
+    double err2 = 0, ref2 = 0;
+    for (size_t b = 0; b < j->nblk; b++) {
+        size_t c0 = b * bw, c1 = c0 + bw < j->cols ? c0 + bw : j->cols;
+        float amax = 0;
+        for (size_t c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(x[c]));
+        float s = amax > 0 ? amax / fmax : 1.0f;
+        if (s < FLT_MIN) s = FLT_MIN;
+        sc[b] = s;
+        if (e4)
+            for (size_t c = c0; c < c1; c++) q[c] = ork_f32_to_e4m3(x[c] / s, ORK_FP8_SATFINITE);
+        else
+            for (size_t c = c0; c < c1; c++) q[c] = ork_f32_to_e5m2(x[c] / s, ORK_FP8_SATFINITE);
+        double be = 0, br = 0;
+        for (size_t c = c0; c < c1; c++) {
+            double d = (double)x[c] - (double)(j->lut[q[c]] * s);
+            be += d * d;
+            br += (double)x[c] * x[c];
+        }
+        err2 += be; ref2 += br;
+    }
+    j->err2[r] = err2;
+    j->ref2[r] = ref2;
+}
+
+static void *quant_part(void *arg) {
+    qpart *p = arg;
+    const qjob *j = p->j;
+    float *buf = j->in == ORK_F32 ? NULL : malloc(j->cols * sizeof(float));
+    if (j->in != ORK_F32 && !buf) { p->st = ORK_E_NOMEM; return NULL; }
+    for (size_t r = p->r0; r < p->r1; r++) {
+        const float *x = load_row(j, r, buf);
+        size_t c = first_nonfinite(x, j->cols);
+        if (c < j->cols) { p->bad = r * j->cols + c; break; }
+        quant_row(j, r, x);
+    }
+    free(buf);
+    return NULL;
+}
+
+ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype, size_t rows,
+                            size_t cols, ork_dtype fmt, size_t block, uint8_t *q,
+                            float *scales, double *rel_rms) {
+    if (!name) name = "(unnamed)";
+    if (fmt != ORK_F8_E4M3 && fmt != ORK_F8_E5M2)
+        return ORK_FAIL(ORK_E_INVALID, "quantize %s: target dtype %d is not fp8", name, (int)fmt);
+    if (in_dtype != ORK_F32 && in_dtype != ORK_BF16 && in_dtype != ORK_F16)
+        return ORK_FAIL(ORK_E_INVALID, "quantize %s: input dtype %d is not f32/bf16/f16", name,
+                        (int)in_dtype);
+    if (rows && cols && (!w || !q || !scales))
+        return ORK_FAIL(ORK_E_INVALID, "quantize %s: NULL array", name);
+    if (cols && rows > SIZE_MAX / cols)
+        return ORK_FAIL(ORK_E_INVALID, "quantize %s: %zu x %zu overflows", name, rows, cols);
+    if (rel_rms) *rel_rms = 0;
+    if (!rows || !cols) return ORK_OK;
+
+    qjob j = {.w = w, .in = in_dtype, .fmt = fmt, .rows = rows, .cols = cols, .block = block,
+              .nblk = ork_quant_nblocks(cols, block), .q = q, .scales = scales};
+    for (int c = 0; c < 256; c++) j.lut[c] = ork_fp8_to_f32((uint8_t)c, fmt);
+    j.err2 = malloc(rows * sizeof(double));
+    j.ref2 = malloc(rows * sizeof(double));
+    size_t nt = (size_t)ork_numerics_threads();
+    if (nt > rows) nt = rows;
+    qpart *parts = calloc(nt, sizeof(qpart));
+    pthread_t *tids = calloc(nt, sizeof(pthread_t));
+    unsigned char *started = calloc(nt, 1);
+    ork_status st = ORK_OK;
+    if (!j.err2 || !j.ref2 || !parts || !tids || !started) {
+        st = ORK_FAIL(ORK_E_NOMEM, "quantize %s: no memory for %zu rows of scratch", name, rows);
+        goto out;
+    }
+    for (size_t t = 0; t < nt; t++)
+        parts[t] = (qpart){&j, rows * t / nt, rows * (t + 1) / nt, SIZE_MAX, ORK_OK};
+    for (size_t t = 1; t < nt; t++)          /* a thread that cannot start runs inline */
+        started[t] = pthread_create(&tids[t], NULL, quant_part, &parts[t]) == 0;
+    quant_part(&parts[0]);
+    for (size_t t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(tids[t], NULL);
+        else quant_part(&parts[t]);
+    }
+    size_t bad = SIZE_MAX;
+    for (size_t t = 0; t < nt; t++) {
+        if (parts[t].st != ORK_OK && st == ORK_OK) st = parts[t].st;
+        if (parts[t].bad < bad) bad = parts[t].bad;
+    }
+    if (bad != SIZE_MAX) {
+        float v = in_dtype == ORK_F32 ? ((const float *)w)[bad]
+                : in_dtype == ORK_BF16 ? ork_bf16_to_f32(((const uint16_t *)w)[bad])
+                : ork_f16_to_f32(((const uint16_t *)w)[bad]);
+        st = ORK_FAIL(ORK_E_NUMERIC, "quantize %s: %s at [%zu, %zu] (element %zu of %zu x %zu); "
+                      "weights must be finite", name, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                      bad / cols, bad % cols, bad, rows, cols);
+        goto out;
+    }
+    if (st != ORK_OK) {
+        st = ORK_FAIL(st, "quantize %s: no memory for a row of %zu floats", name, cols);
+        goto out;
+    }
+    if (rel_rms) {
+        double e = 0, r = 0;
+        for (size_t i = 0; i < rows; i++) { e += j.err2[i]; r += j.ref2[i]; }
+        *rel_rms = r > 0 ? sqrt(e / r) : 0.0;
+    }
+out:
+    free(j.err2); free(j.ref2); free(parts); free(tids); free(started);
+    return st;
+}
+
+ork_status ork_dequantize_fp8(const uint8_t *q, const float *scales, size_t rows, size_t cols,
+                              ork_dtype fmt, size_t block, ork_dtype out_dtype, void *out) {
+    if (fmt != ORK_F8_E4M3 && fmt != ORK_F8_E5M2)
+        return ORK_FAIL(ORK_E_INVALID, "dequantize: dtype %d is not fp8", (int)fmt);
+    if (out_dtype != ORK_F32 && out_dtype != ORK_BF16 && out_dtype != ORK_F16)
+        return ORK_FAIL(ORK_E_INVALID, "dequantize: output dtype %d is not f32/bf16/f16",
+                        (int)out_dtype);
+    if (rows && cols && (!q || !scales || !out))
+        return ORK_FAIL(ORK_E_INVALID, "dequantize: NULL array");
+    float lut[256];
+    for (int c = 0; c < 256; c++) lut[c] = ork_fp8_to_f32((uint8_t)c, fmt);
+    size_t nblk = ork_quant_nblocks(cols, block), bw = block ? block : cols;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            size_t i = r * cols + c;
+            float v = lut[q[i]] * scales[r * nblk + c / bw];
+            if (out_dtype == ORK_F32) ((float *)out)[i] = v;
+            else if (out_dtype == ORK_BF16) ((uint16_t *)out)[i] = ork_f32_to_bf16(v);
+            else ((uint16_t *)out)[i] = ork_f32_to_f16(v);
+        }
+    return ORK_OK;
+}
