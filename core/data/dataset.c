@@ -226,11 +226,16 @@ ork_status ork_file_fingerprint(const char *path, int with_hash, ork_file_fp *ou
     if (!with_hash) return ORK_OK;
     FILE *f = fopen(path, "rb");
     if (!f) return ORK_FAIL(ORK_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    static __thread uint8_t buf[1 << 16];
+    uint8_t *buf = malloc(1 << 16);
+    if (!buf) {
+        fclose(f);
+        return ORK_FAIL(ORK_E_NOMEM, "%s: no memory to hash", path);
+    }
     uint64_t h = ORK_FNV1A64_INIT;
-    for (size_t got; (got = fread(buf, 1, sizeof buf, f)) > 0;) h = ork_fnv1a64(buf, got, h);
+    for (size_t got; (got = fread(buf, 1, 1 << 16, f)) > 0;) h = ork_fnv1a64(buf, got, h);
     int bad = ferror(f);
     fclose(f);
+    free(buf);
     if (bad) return ORK_FAIL(ORK_E_IO, "%s: read error", path);
     out->hash = h;
     return ORK_OK;
