@@ -1,0 +1,103 @@
+/* flux.h — internal header of the FLUX model-family plugin (FLUX.1 dev/schnell,
+ * FLUX.2 dev / klein 4B / klein 9B, and custom sizes). Facts: FLUX.md §1-§3.
+ * Owns: the variant description (flux_cfg), the plugin instance (flux_model),
+ * and the carry slot layout shared by begin() and the blocks. */
+#ifndef ORK_FLUX_H
+#define ORK_FLUX_H
+
+#include <orakul/orakul.h>
+
+/* Carry slots (ork_carry.t[]). */
+enum {
+    FC_IMG = 0,    /* (B, N, d) image stream; (B, T+N, d) joint stream in single blocks; output at the end */
+    FC_TXT = 1,    /* (B, T, d) text stream (double blocks only) */
+    FC_VEC = 2,    /* (B, d) conditioning vector */
+    FC_PE = 3,     /* (T+N, 64, 2) F32 rope table, text first */
+    FC_MOD_IMG = 4,    /* FLUX.2 shared modulation (B, 6d) */
+    FC_MOD_TXT = 5,    /* FLUX.2 (B, 6d) */
+    FC_MOD_SINGLE = 6, /* FLUX.2 (B, 3d) */
+    FC_TEMB = 7,   /* (B, 256) timestep embedding, consumed by block 0 */
+    FC_GEMB = 8,   /* (B, 256) guidance embedding, consumed by block 0 */
+    FC_Y = 9,      /* (B, vec_dim) pooled text vector, consumed by block 0 */
+    FC_COUNT = 10
+};
+
+typedef struct flux_cfg {
+    const char *variant;   /* "flux1-dev", ..., "custom" */
+    int version;           /* 1 or 2 */
+    int in_channels;       /* token channels: 64 / 128, or 3·p² for the pixel codec */
+    int hidden, heads, head_dim, mlp_hidden;
+    int depth, depth_single;
+    int context_dim, vec_dim;
+    int guidance;          /* guidance_in present */
+    int bias;              /* FLUX.1: biases everywhere; FLUX.2: none */
+    int n_axes, axes[4];
+    float theta;
+} flux_cfg;
+
+typedef struct flux_params { /* model.model_kwargs, see flux_plugin.c */
+    int64_t seed;
+    int64_t hidden_size, num_heads, depth, depth_single_blocks, context_in_dim, vec_in_dim, in_channels;
+    int64_t flux_version;
+    int32_t guidance_embed;
+    const char *codec;       /* auto | taef1 | pixel */
+    const char *taef1_path;  /* folder holding taef1_encoder/decoder.safetensors */
+    int64_t pixel_patch;     /* pixel codec: pixels per token side */
+    int64_t context_len;
+} flux_params;
+
+typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL } flux_codec;
+
+typedef struct flux_model {
+    const ork_host *host;
+    const ork_ops *ops;
+    const ork_tensor_api *ta;
+    const ork_safetensors_api *st;
+    flux_params p;
+    char codec_name[16];
+    char taef1_path[1024];
+    flux_cfg cfg;
+    flux_codec codec;
+    int pixel_patch;
+    /* Source checkpoint; NULL for presets (random weights). */
+    ork_st_set *src;
+    int src_diffusers;       /* 1: diffusers key names */
+    char src_prefix[64];     /* BFL prefix found ("", "model.diffusion_model.", ...) */
+    /* Declarations. */
+    int n_blocks;
+    char **block_names;
+    int n_weights, cap_weights;
+    ork_weight_decl *weights;
+    char **weight_names;
+    /* Per-forward state (one forward at a time). */
+    int T, N, h_tok, w_tok;
+} flux_model;
+
+#define FLUX_LOG(f, lvl, ...) (f)->host->log((f)->host, (lvl), __VA_ARGS__)
+
+/* flux_variants.c */
+int flux_preset(const char *name, flux_cfg *out); /* 1 when known */
+void flux_cfg_derive(flux_cfg *c);                /* fill head_dim, axes, theta, bias ... */
+const char *flux_cfg_match(const flux_cfg *c);    /* preset name or "custom" */
+
+/* flux_weights.c */
+ork_status flux_declare(flux_model *f);
+ork_status flux_detect(flux_model *f, const char *path);
+ork_status flux_load(flux_model *f, const ork_weight_sink *sink);
+
+/* flux_forward.c */
+ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, ork_carry *c);
+ork_status flux_block(flux_model *f, ork_graph *g, int i, ork_carry *c);
+ork_status flux_w(flux_model *f, ork_graph *g, ork_tensor **out, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* flux_codec.c */
+ork_status flux_codec_declare(flux_model *f);
+ork_status flux_codec_load(flux_model *f, const ork_weight_sink *sink);
+ork_status flux_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
+ork_status flux_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
+
+/* Declaration helper shared by flux_weights.c and flux_codec.c. */
+ork_status flux_decl(flux_model *f, const char *name, int block, uint32_t flags, int ndim, ...);
+
+#endif

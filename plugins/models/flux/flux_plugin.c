@@ -1,0 +1,218 @@
+/* flux_plugin.c — the FLUX model-family plugin's entry: the component
+ * "org.orakul.flux" (aliases flux, flux1, flux2, flex1), its model_kwargs key
+ * table and the vtable glue. Owns nothing global: each create() makes an
+ * independent flux_model. */
+#include "flux.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ork_host *g_host; /* set by init, valid until deinit */
+
+#define P(field) offsetof(flux_params, field)
+static const ork_param flux_keys[] = {
+    {"seed", ORK_PARAM_INT, 1, 0, "0", 0, 9.2e18, NULL, P(seed), "seed of the random weights of presets"},
+    {"hidden_size", ORK_PARAM_INT, 1, 0, "0", 0, 65536, NULL, P(hidden_size), "custom size: hidden width (0: the variant's)"},
+    {"num_heads", ORK_PARAM_INT, 1, 0, "0", 0, 1024, NULL, P(num_heads), "custom size: attention heads"},
+    {"depth", ORK_PARAM_INT, 1, 0, "-1", -1, 1024, NULL, P(depth), "custom size: double blocks (-1: the variant's)"},
+    {"depth_single_blocks", ORK_PARAM_INT, 1, 0, "-1", -1, 1024, NULL, P(depth_single_blocks), "custom size: single blocks"},
+    {"context_in_dim", ORK_PARAM_INT, 1, 0, "0", 0, 1 << 20, NULL, P(context_in_dim), "custom size: text embedding width"},
+    {"vec_in_dim", ORK_PARAM_INT, 1, 0, "-1", -1, 1 << 20, NULL, P(vec_in_dim), "custom size: pooled text width (FLUX.1; 0 = none)"},
+    {"in_channels", ORK_PARAM_INT, 1, 0, "0", 0, 1 << 16, NULL, P(in_channels), "custom size: token channels (0: from the codec)"},
+    {"flux_version", ORK_PARAM_INT, 1, 0, "1", 1, 2, NULL, P(flux_version), "custom size: 1 = FLUX.1 blocks, 2 = FLUX.2 blocks"},
+    {"guidance_embed", ORK_PARAM_BOOL, 1, 0, "false", 1, 0, NULL, P(guidance_embed), "custom size: guidance embedding"},
+    {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|taef1|pixel", P(codec), "image codec: taef1 (needs taef1_path), pixel (space-to-depth), auto"},
+    {"taef1_path", ORK_PARAM_STRING, 1, 0, "", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
+    {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side"},
+    {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "text tokens when no text embeddings are given (0: 512, or 8 for custom sizes)"},
+    {NULL},
+};
+#undef P
+
+static ork_status flux_create(const ork_host *host, const void *params, void **self) {
+    flux_model *f = calloc(1, sizeof *f);
+    if (!f) return ORK_E_NOMEM;
+    f->host = host ? host : g_host;
+    f->ops = f->host->get_service(f->host, ORK_SERVICE_OPS);
+    f->ta = f->host->get_service(f->host, ORK_SERVICE_TENSOR);
+    f->st = f->host->get_service(f->host, ORK_SERVICE_SAFETENSORS);
+    if (!f->ops || !f->ta || !f->st) {
+        f->host->log(f->host, ORK_LEVEL_ERROR, "the core lacks %s, %s or %s", ORK_SERVICE_OPS, ORK_SERVICE_TENSOR,
+                     ORK_SERVICE_SAFETENSORS);
+        free(f);
+        return ORK_E_ABI;
+    }
+    if (params) f->p = *(const flux_params *)params;
+    else { f->p.depth = f->p.depth_single_blocks = f->p.vec_in_dim = -1; f->p.flux_version = 1; f->p.pixel_patch = 4; }
+    /* strings are only valid during create: copy them */
+    snprintf(f->codec_name, sizeof f->codec_name, "%s", f->p.codec ? f->p.codec : "auto");
+    snprintf(f->taef1_path, sizeof f->taef1_path, "%s", f->p.taef1_path ? f->p.taef1_path : "");
+    f->p.codec = f->codec_name;
+    f->p.taef1_path = f->taef1_path;
+    *self = f;
+    return ORK_OK;
+}
+
+static void flux_destroy(void *self) {
+    flux_model *f = self;
+    if (!f) return;
+    if (f->src) f->st->close(f->src);
+    for (int i = 0; i < f->n_weights; i++) free(f->weight_names[i]);
+    for (int i = 0; i < f->n_blocks; i++) free(f->block_names[i]);
+    free(f->weight_names);
+    free(f->weights);
+    free(f->block_names);
+    free(f);
+}
+
+/* Custom-size overrides from model_kwargs on top of a preset. */
+static void apply_overrides(flux_model *f) {
+    flux_cfg *c = &f->cfg;
+    const flux_params *p = &f->p;
+    if (p->hidden_size > 0) c->hidden = (int)p->hidden_size;
+    if (p->num_heads > 0) c->heads = (int)p->num_heads;
+    if (p->depth >= 0) c->depth = (int)p->depth;
+    if (p->depth_single_blocks >= 0) c->depth_single = (int)p->depth_single_blocks;
+    if (p->context_in_dim > 0) c->context_dim = (int)p->context_in_dim;
+    if (p->vec_in_dim >= 0) c->vec_dim = (int)p->vec_in_dim;
+    if (p->in_channels > 0) c->in_channels = (int)p->in_channels;
+    if (p->hidden_size > 0) c->mlp_hidden = (c->version == 2 ? 3 : 4) * c->hidden;
+    flux_cfg_derive(c);
+}
+
+static ork_status flux_open(void *self, const char *name_or_path, ork_model_info *info) {
+    flux_model *f = self;
+    const char *preset = NULL;
+    if (strncmp(name_or_path, "preset:", 7) == 0) preset = name_or_path + 7;
+    if (preset) {
+        if (!strcmp(preset, "custom")) {
+            /* a small FLUX-architecture model: everything from model_kwargs */
+            memset(&f->cfg, 0, sizeof f->cfg);
+            f->cfg.variant = "custom";
+            f->cfg.version = (int)f->p.flux_version;
+            f->cfg.hidden = 64;
+            f->cfg.heads = 2;
+            f->cfg.depth = 1;
+            f->cfg.depth_single = 1;
+            f->cfg.context_dim = 32;
+            f->cfg.vec_dim = f->cfg.version == 1 ? 16 : 0;
+            f->cfg.guidance = f->p.guidance_embed;
+            f->cfg.in_channels = 0;
+            f->cfg.mlp_hidden = (f->cfg.version == 2 ? 3 : 4) * 64;
+        } else if (!flux_preset(preset, &f->cfg)) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "unknown FLUX preset '%s' (known: flux1-dev, flux1-schnell, flux2-dev, "
+                     "flux2-klein-4b, flux2-klein-9b, custom)", preset);
+            return ORK_E_CONFIG;
+        }
+        apply_overrides(f);
+    } else {
+        ORK_TRY(flux_detect(f, name_or_path));
+    }
+    /* codec */
+    const char *codec = f->p.codec;
+    if (!strcmp(codec, "auto")) codec = f->p.taef1_path[0] ? "taef1" : "pixel";
+    if (!strcmp(codec, "taef1")) {
+        if (!f->p.taef1_path[0]) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec taef1 needs model.model_kwargs.taef1_path");
+            return ORK_E_CONFIG;
+        }
+        f->codec = FLUX_CODEC_TAEF1;
+        if (f->cfg.in_channels == 0) f->cfg.in_channels = 64;
+        if (f->cfg.in_channels != 64) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec taef1 gives 64-channel tokens, %s takes %d", f->cfg.variant, f->cfg.in_channels);
+            return ORK_E_CONFIG;
+        }
+    } else {
+        f->pixel_patch = (int)f->p.pixel_patch;
+        int want = 3 * f->pixel_patch * f->pixel_patch;
+        if (f->cfg.in_channels == 0) f->cfg.in_channels = want;
+        f->codec = f->cfg.in_channels == want ? FLUX_CODEC_PIXEL : FLUX_CODEC_NONE;
+    }
+    if (f->cfg.hidden <= 0 || f->cfg.heads <= 0 || f->cfg.hidden % f->cfg.heads || f->cfg.head_dim % 2 ||
+        f->cfg.in_channels <= 0 || f->cfg.context_dim <= 0) {
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "invalid FLUX size: hidden %d, heads %d, in %d, context %d", f->cfg.hidden,
+                 f->cfg.heads, f->cfg.in_channels, f->cfg.context_dim);
+        return ORK_E_CONFIG;
+    }
+    ORK_TRY(flux_declare(f));
+    ORK_TRY(flux_codec_declare(f));
+    memset(info, 0, sizeof *info);
+    info->abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    info->family = "flux";
+    info->variant = f->cfg.variant;
+    info->n_blocks = f->n_blocks;
+    info->block_names = (const char *const *)f->block_names;
+    info->n_weights = f->n_weights;
+    info->weights = f->weights;
+    info->token_channels = f->cfg.in_channels;
+    info->pixels_per_token = f->codec == FLUX_CODEC_PIXEL ? f->pixel_patch : 16;
+    info->context_dim = f->cfg.context_dim;
+    info->context_len = f->p.context_len > 0 ? (int)f->p.context_len : (strcmp(f->cfg.variant, "custom") ? 512 : 8);
+    info->vec_dim = f->cfg.vec_dim;
+    info->has_guidance = f->cfg.guidance;
+    info->shift_base = 0.5;
+    info->shift_max = 1.15;
+    info->lora_format = f->cfg.version == 1 ? "kohya" : "peft-bfl";
+    FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights, codec %s",
+             f->cfg.variant, f->cfg.version, f->cfg.hidden, f->cfg.heads, f->cfg.depth, f->cfg.depth_single,
+             f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel" : "none");
+    return ORK_OK;
+}
+
+static ork_status v_load(void *self, const ork_weight_sink *sink) { return flux_load(self, sink); }
+static ork_status v_begin(void *self, ork_graph *g, const ork_model_inputs *in, ork_carry *c) {
+    return flux_begin(self, g, in, c);
+}
+static ork_status v_block(void *self, ork_graph *g, int i, ork_carry *c) { return flux_block(self, g, i, c); }
+static ork_status v_encode(void *self, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
+    return flux_encode(self, g, img, tokens);
+}
+static ork_status v_decode(void *self, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img) {
+    return flux_decode(self, g, tokens, h, w, img);
+}
+
+static const ork_model_vtable flux_vtable = {
+    .abi = ORK_ABI_INIT(ork_model_vtable),
+    .create = flux_create,
+    .destroy = flux_destroy,
+    .open = flux_open,
+    .load = v_load,
+    .begin = v_begin,
+    .block = v_block,
+    .encode = v_encode,
+    .decode = v_decode,
+};
+
+static const char *const flux_aliases[] = {"flux", "flux1", "flux2", "flex1", "flux2_klein", NULL};
+
+static const ork_component flux_component = {
+    .abi = ORK_ABI_INIT(ork_component),
+    .kind = ORK_KIND_MODEL,
+    .id = "org.orakul.flux",
+    .aliases = flux_aliases,
+    .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers with TAEF1 and pixel codecs",
+    .params = flux_keys,
+    .params_size = sizeof(flux_params),
+    .vtable = &flux_vtable,
+};
+
+static ork_status flux_init(const ork_host *host) {
+    g_host = host;
+    return ORK_OK;
+}
+static void flux_deinit(void) { g_host = NULL; }
+
+static const ork_component *const flux_components[] = {&flux_component, NULL};
+
+static const ork_plugin_entry flux_entry = {
+    .abi = ORK_ABI_INIT(ork_plugin_entry),
+    .name = "flux",
+    .version = "1.0.0",
+    .description = "FLUX model family",
+    .init = flux_init,
+    .deinit = flux_deinit,
+    .components = flux_components,
+};
+
+ORK_PLUGIN_ENTRY(flux_entry)
