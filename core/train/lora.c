@@ -1,0 +1,258 @@
+/* train/lora.c — see lora.h. */
+#include "train/lora.h"
+
+#include "io/safetensors.h"
+#include "numerics/half.h"
+#include "train/rng.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lora_mod {
+    char name[192];   /* module name: the weight name without ".weight" */
+    int block;
+    ork_tensor *w;    /* the frozen weight it adapts (borrowed from the store) */
+    ork_lora lora;
+} lora_mod;
+
+struct ork_lora_net {
+    const ork_backend *be;
+    ork_kctx *k;
+    int n;
+    lora_mod *m;
+    int64_t params;
+    double alpha;
+    int64_t rank;
+};
+
+static int contains(const char *module, const char *pat) {
+    if (strstr(module, pat)) return 1;
+    /* the same pattern in kohya spelling ('_' for '.') */
+    char a[192], b[192];
+    snprintf(a, sizeof a, "%s", module);
+    snprintf(b, sizeof b, "%s", pat);
+    for (char *p = a; *p; p++) if (*p == '.') *p = '_';
+    for (char *p = b; *p; p++) if (*p == '.') *p = '_';
+    return strstr(a, b) != NULL;
+}
+
+static int is_target(const ork_model_info *info, const ork_weight_decl *d, const ork_lora_opts *o,
+                     const char *module) {
+    if (!(d->flags & ORK_WEIGHT_LINEAR) || d->ndim != 2 || d->block < 0) return 0;
+    const char *bn = info->block_names[d->block];
+    int in_blocks = strstr(bn, "blocks.") != NULL; /* double_blocks.i / single_blocks.i */
+    if (o->n_only > 0) {
+        int hit = 0;
+        for (int i = 0; i < o->n_only && !hit; i++) hit = contains(module, o->only_if_contains[i]);
+        if (!hit) return 0;
+    } else if (!in_blocks) {
+        return 0;
+    }
+    for (int i = 0; i < o->n_ignore; i++)
+        if (contains(module, o->ignore_if_contains[i])) return 0;
+    return 1;
+}
+
+static ork_status upload(ork_lora_net *n, ork_tensor *t, const float *host) {
+    size_t numel = (size_t)ork_tensor_numel(t);
+    if (t->dtype == ORK_F32) {
+        ORK_TRY(n->be->memcpy_h2d(n->k, ork_tensor_data(t), host, numel * 4));
+    } else {
+        uint16_t *b = malloc(numel * 2);
+        if (!b) return ORK_E_NOMEM;
+        ork_bf16_from_f32(host, numel, b);
+        ork_status s = n->be->memcpy_h2d(n->k, ork_tensor_data(t), b, numel * 2);
+        if (s == ORK_OK) s = n->be->sync(n->k);
+        free(b);
+        return s;
+    }
+    return n->be->sync(n->k);
+}
+
+static ork_status download(ork_lora_net *n, ork_tensor *t, float *host) {
+    size_t numel = (size_t)ork_tensor_numel(t);
+    if (t->dtype == ORK_F32) {
+        ORK_TRY(n->be->memcpy_d2h(n->k, host, ork_tensor_data(t), numel * 4));
+        return n->be->sync(n->k);
+    }
+    uint16_t *b = malloc(numel * 2);
+    if (!b) return ORK_E_NOMEM;
+    ork_status s = n->be->memcpy_d2h(n->k, b, ork_tensor_data(t), numel * 2);
+    if (s == ORK_OK) s = n->be->sync(n->k);
+    if (s == ORK_OK) ork_bf16_to_f32_n(b, numel, host);
+    free(b);
+    return s;
+}
+
+ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork_wstore *ws,
+                           const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out) {
+    if (o->rank <= 0) return ORK_FAIL(ORK_E_CONFIG, "network.linear (rank) must be positive, got %lld", (long long)o->rank);
+    ork_lora_net *n = calloc(1, sizeof *n);
+    if (!n) return ORK_E_NOMEM;
+    n->be = be;
+    n->k = k;
+    n->alpha = o->alpha;
+    n->rank = o->rank;
+    n->m = calloc((size_t)info->n_weights + 1, sizeof *n->m);
+    if (!n->m) { free(n); return ORK_E_NOMEM; }
+    ork_rng r;
+    ork_rng_init(&r, o->seed, ORK_RNG_INIT);
+    ork_status st = ORK_OK;
+    for (int i = 0; st == ORK_OK && i < info->n_weights; i++) {
+        const ork_weight_decl *d = &info->weights[i];
+        char module[192];
+        size_t len = strlen(d->name);
+        if (len < 8 || strcmp(d->name + len - 7, ".weight") != 0) continue;
+        snprintf(module, sizeof module, "%.*s", (int)(len - 7), d->name);
+        if (!is_target(info, d, o, module)) continue;
+        lora_mod *m = &n->m[n->n];
+        snprintf(m->name, sizeof m->name, "%s", module);
+        m->block = d->block;
+        m->w = ork_wstore_find(ws, d->name);
+        int64_t out_f = d->shape[0], in_f = d->shape[1];
+        int64_t rank = o->rank;
+        if (rank > out_f) rank = out_f;
+        if (rank > in_f) rank = in_f;
+        int64_t sd[2] = {rank, in_f}, su[2] = {out_f, rank};
+        st = ork_tensor_new(a, "lora", o->param_dt, 2, sd, 1, &m->lora.down);
+        if (st == ORK_OK) st = ork_tensor_new(a, "lora", o->param_dt, 2, su, 1, &m->lora.up);
+        if (st != ORK_OK) break;
+        m->lora.scale = (float)(o->alpha / (double)rank);
+        m->lora.dropout = (float)o->dropout;
+        float *h = malloc((size_t)(rank * in_f > out_f * rank ? rank * in_f : out_f * rank) * sizeof *h);
+        if (!h) { st = ORK_E_NOMEM; break; }
+        double bound = 1.0 / sqrt((double)in_f);
+        for (int64_t q = 0; q < rank * in_f; q++) h[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
+        st = upload(n, m->lora.down, h);
+        if (st == ORK_OK) {
+            memset(h, 0, (size_t)(out_f * rank) * sizeof *h);
+            st = upload(n, m->lora.up, h);
+        }
+        free(h);
+        m->w->lora = &m->lora;
+        n->params += rank * (in_f + out_f);
+        n->n++;
+    }
+    if (st == ORK_OK && n->n == 0)
+        st = ORK_FAIL(ORK_E_CONFIG, "the LoRA network matched no linear layer (check network_kwargs.only_if_contains / ignore_if_contains)");
+    if (st != ORK_OK) { ork_lora_destroy(n); return st; }
+    *out = n;
+    return ORK_OK;
+}
+
+void ork_lora_destroy(ork_lora_net *n) {
+    if (!n) return;
+    for (int i = 0; i < n->n; i++) {
+        if (n->m[i].w) n->m[i].w->lora = NULL;
+        ork_tensor_free(n->m[i].lora.down);
+        ork_tensor_free(n->m[i].lora.up);
+    }
+    free(n->m);
+    free(n);
+}
+
+int ork_lora_count(const ork_lora_net *n) { return n->n; }
+const char *ork_lora_module(const ork_lora_net *n, int i) { return n->m[i].name; }
+ork_lora *ork_lora_at(ork_lora_net *n, int i) { return &n->m[i].lora; }
+int ork_lora_block(const ork_lora_net *n, int i) { return n->m[i].block; }
+int64_t ork_lora_params(const ork_lora_net *n) { return n->params; }
+
+void ork_lora_key(const char *module, const char *format, char *buf, size_t n) {
+    if (!strcmp(format, "kohya")) {
+        snprintf(buf, n, "lora_unet_%s", module);
+        for (char *p = buf + 10; *p; p++) if (*p == '.') *p = '_';
+    } else {
+        snprintf(buf, n, "diffusion_model.%s", module);
+    }
+}
+
+static void suffixes(const char *format, const char **down, const char **up) {
+    int kohya = !strcmp(format, "kohya");
+    *down = kohya ? "lora_down.weight" : "lora_A.weight";
+    *up = kohya ? "lora_up.weight" : "lora_B.weight";
+}
+
+ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
+                         const char *const *meta) {
+    ork_st_writer *w;
+    ORK_TRY(ork_st_writer_new(&w));
+    const char *sd, *su;
+    suffixes(format, &sd, &su);
+    /* host copies must outlive the commit: one block per tensor, freed at the end */
+    void **bufs = calloc((size_t)n->n * 3 + 1, sizeof *bufs);
+    ork_status st = bufs ? ORK_OK : ORK_E_NOMEM;
+    for (int i = 0; st == ORK_OK && i < n->n; i++) {
+        lora_mod *m = &n->m[i];
+        char key[320], prefix[256];
+        ork_lora_key(m->name, format, prefix, sizeof prefix);
+        ork_tensor *ts[2] = {m->lora.down, m->lora.up};
+        const char *sfx[2] = {sd, su};
+        for (int j = 0; st == ORK_OK && j < 2; j++) {
+            size_t numel = (size_t)ork_tensor_numel(ts[j]);
+            float *f = malloc(numel * sizeof *f);
+            if (!f) { st = ORK_E_NOMEM; break; }
+            st = download(n, ts[j], f);
+            void *out = f;
+            if (st == ORK_OK && save_dt != ORK_F32) {
+                uint16_t *h = malloc(numel * 2);
+                if (!h) st = ORK_E_NOMEM;
+                else if (save_dt == ORK_BF16) ork_bf16_from_f32(f, numel, h);
+                else ork_f16_from_f32(f, numel, h);
+                free(f);
+                out = h;
+            }
+            bufs[i * 3 + j] = out;
+            snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
+            if (st == ORK_OK)
+                st = ork_st_writer_add(w, key, save_dt, 2, ts[j]->shape, out, numel * ork_dtype_size(save_dt));
+        }
+        if (st != ORK_OK) break;
+        float *alpha = malloc(sizeof *alpha);
+        if (!alpha) { st = ORK_E_NOMEM; break; }
+        /* alpha so that alpha / rank of THIS module is the scale we trained with */
+        *alpha = m->lora.scale * (float)m->lora.down->shape[0];
+        bufs[i * 3 + 2] = alpha;
+        snprintf(key, sizeof key, "%s.alpha", prefix);
+        st = ork_st_writer_add(w, key, ORK_F32, 0, NULL, alpha, sizeof *alpha);
+    }
+    for (int i = 0; st == ORK_OK && meta && meta[i] && meta[i + 1]; i += 2) st = ork_st_writer_meta(w, meta[i], meta[i + 1]);
+    if (st == ORK_OK) st = ork_st_writer_commit(w, path);
+    ork_st_writer_free(w);
+    if (bufs)
+        for (int i = 0; i < n->n * 3; i++) free(bufs[i]);
+    free(bufs);
+    return st;
+}
+
+ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) {
+    ork_st_file *f;
+    ORK_TRY(ork_st_open(path, &f));
+    const char *sd, *su;
+    suffixes(format, &sd, &su);
+    ork_status st = ORK_OK;
+    for (int i = 0; st == ORK_OK && i < n->n; i++) {
+        lora_mod *m = &n->m[i];
+        char key[320], prefix[256];
+        ork_lora_key(m->name, format, prefix, sizeof prefix);
+        ork_tensor *ts[2] = {m->lora.down, m->lora.up};
+        const char *sfx[2] = {sd, su};
+        for (int j = 0; st == ORK_OK && j < 2; j++) {
+            snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
+            const ork_st_tensor *t = ork_st_find(f, key);
+            if (!t || t->ndim != 2 || t->shape[0] != ts[j]->shape[0] || t->shape[1] != ts[j]->shape[1]) {
+                st = ORK_FAIL(ORK_E_FORMAT, "%s: missing or misshapen '%s'", path, key);
+                break;
+            }
+            float *h = malloc((size_t)ork_tensor_numel(ts[j]) * sizeof *h);
+            if (!h) { st = ORK_E_NOMEM; break; }
+            st = ork_st_read_f32(t, h);
+            if (st == ORK_OK) st = upload(n, ts[j], h);
+            free(h);
+        }
+    }
+    ork_st_close(f);
+    return st;
+}

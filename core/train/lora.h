@@ -1,0 +1,56 @@
+/* train/lora.h — the LoRA network: which linear weights get an adapter, the
+ * adapters' trainable tensors, and the LoRA file users load in ComfyUI,
+ * diffusers and stable-diffusion.cpp (FLUX.md §4).
+ *
+ * Targets: weights flagged ORK_WEIGHT_LINEAR inside the transformer blocks
+ * (not the embedders, not the final layer: ai-toolkit's default for FLUX),
+ * filtered by network_kwargs.only_if_contains / ignore_if_contains (substring
+ * match on the module name with '.' or with '_' as separator, so both BFL
+ * and kohya spellings work). rank = min(network.linear, out, in); scale =
+ * alpha / rank always. down (r, in) Kaiming-uniform (a = √5, PyTorch's Linear
+ * init: U(±1/√in)), up (out, r) zero.
+ *
+ * Owns the adapters (tensors under tag "lora") and attaches them to the weight
+ * store's tensors (ork_tensor.lora). [control-thread] */
+#ifndef ORK_TRAIN_LORA_H
+#define ORK_TRAIN_LORA_H
+
+#include "train/wstore.h"
+
+#include <stdio.h>
+
+typedef struct ork_lora_opts {
+    int64_t rank;
+    double alpha;
+    double dropout;
+    const char *const *only_if_contains; int n_only;
+    const char *const *ignore_if_contains; int n_ignore;
+    ork_dtype param_dt;      /* F32 (default) */
+    uint64_t seed;
+} ork_lora_opts;
+
+typedef struct ork_lora_net ork_lora_net;
+
+ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork_wstore *ws,
+                           const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out);
+void ork_lora_destroy(ork_lora_net *n);
+
+int ork_lora_count(const ork_lora_net *n);          /* adapted modules */
+const char *ork_lora_module(const ork_lora_net *n, int i); /* "double_blocks.0.img_attn.qkv" */
+ork_lora *ork_lora_at(ork_lora_net *n, int i);
+int ork_lora_block(const ork_lora_net *n, int i);    /* model block index */
+int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter count */
+
+/* Write the LoRA file (atomic). format "kohya" or "peft-bfl"; save_dt F32,
+ * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__. */
+ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
+                         const char *const *meta);
+/* Read adapter values back from a file written by ork_lora_save (any dtype);
+ * used by resume and by tests. */
+ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format);
+
+/* The key prefix of module m in the given format ("lora_unet_double_blocks_0_img_attn_qkv"
+ * or "diffusion_model.double_blocks.0.img_attn.qkv"). */
+void ork_lora_key(const char *module, const char *format, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,39 @@
+/* train/wstore.h — the weight store: every declared model weight, on the
+ * training device, looked up by canonical name.
+ *
+ * Owns the weights' device memory (tag "weights") and their tensor headers.
+ * Storage dtypes: linear weights and biases in the store dtype (BF16 on CUDA,
+ * F32 on the CPU unless asked otherwise), norm scales in F32. Weights arriving
+ * as fp8 with scales are dequantized on the host for now (the quantizer
+ * plugins keep them fp8 once issue 6 lands). Everything is resident; the
+ * streaming runtime (issue 8) will replace residency per block.
+ * [control-thread] */
+#ifndef ORK_TRAIN_WSTORE_H
+#define ORK_TRAIN_WSTORE_H
+
+#include "tensor/graph.h"
+
+#include <orakul/model.h>
+
+typedef struct ork_wstore ork_wstore;
+
+/* info: the model's declarations (borrowed until destroy). */
+ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
+                             ork_dtype store_dt, ork_wstore **out);
+void ork_wstore_destroy(ork_wstore *w);
+
+/* The sink to pass to model->load. Every declared weight must be put once;
+ * ork_wstore_check_complete names the first one that was not. */
+const ork_weight_sink *ork_wstore_sink(ork_wstore *w);
+ork_status ork_wstore_check_complete(const ork_wstore *w);
+
+/* Install the lookup hook on a graph (tensor_api->weight). */
+void ork_wstore_attach(ork_wstore *w, ork_graph *g);
+
+int ork_wstore_count(const ork_wstore *w);
+ork_tensor *ork_wstore_at(ork_wstore *w, int i);        /* in declaration order */
+const ork_weight_decl *ork_wstore_decl(const ork_wstore *w, int i);
+ork_tensor *ork_wstore_find(ork_wstore *w, const char *name);
+size_t ork_wstore_bytes(const ork_wstore *w);
+
+#endif
