@@ -1,0 +1,201 @@
+/* train/runner.c — see runner.h. */
+#include "train/runner.h"
+
+#include "tensor/ops.h"
+#include "tensor/tape.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A reusable persistent buffer and a header viewing it with the shape and
+ * dtype of its current use; both persist across graph regions and steps. */
+typedef struct buf {
+    ork_tensor *store;  /* persistent allocation (1-D U8, cap bytes) */
+    size_t cap;
+    ork_tensor *view;   /* header over store (ork_tensor_wrap), or NULL */
+} buf;
+
+struct ork_runner {
+    ork_graph *g;
+    ork_alloc *a;
+    const ork_model_vtable *vt;
+    void *model;
+    const ork_model_info *info;
+    const ork_tensor_api *ta;
+    int first_trainable;
+    buf *ckpt;            /* [(n_blocks + 1) * ORK_CARRY_MAX]: carry at each block boundary */
+    int *ckpt_n;          /* [(n_blocks + 1)]: carry.n at each boundary */
+    buf dgrad[2][ORK_CARRY_MAX];
+};
+
+ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
+                             const ork_model_info *info, ork_runner **out) {
+    ork_runner *r = calloc(1, sizeof *r);
+    if (!r) return ORK_E_NOMEM;
+    r->g = g;
+    r->a = a;
+    r->vt = vt;
+    r->model = model;
+    r->info = info;
+    r->ta = ork_tensor_api_table();
+    r->ckpt = calloc((size_t)(info->n_blocks + 1) * ORK_CARRY_MAX, sizeof *r->ckpt);
+    r->ckpt_n = calloc((size_t)(info->n_blocks + 1), sizeof *r->ckpt_n);
+    if (!r->ckpt || !r->ckpt_n) { free(r->ckpt); free(r->ckpt_n); free(r); return ORK_E_NOMEM; }
+    *out = r;
+    return ORK_OK;
+}
+
+static void buf_free(buf *b) {
+    ork_tensor_free(b->view);
+    ork_tensor_free(b->store);
+    memset(b, 0, sizeof *b);
+}
+
+void ork_runner_destroy(ork_runner *r) {
+    if (!r) return;
+    for (int i = 0; i < (r->info->n_blocks + 1) * ORK_CARRY_MAX; i++) buf_free(&r->ckpt[i]);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->dgrad[k][j]);
+    free(r->ckpt);
+    free(r->ckpt_n);
+    free(r);
+}
+
+void ork_runner_set_first_trainable(ork_runner *r, int block) { r->first_trainable = block; }
+
+/* b viewed with like's shape and dtype dt, grown if needed. */
+static ork_status buf_view(ork_runner *r, buf *b, const char *tag, const ork_tensor *like, ork_dtype dt,
+                           ork_tensor **out) {
+    size_t need = (size_t)ork_tensor_numel(like) * ork_dtype_size(dt);
+    if (need > b->cap) {
+        buf_free(b);
+        int64_t n = (int64_t)need;
+        ORK_TRY(ork_tensor_new(r->a, tag, ORK_U8, 1, &n, 0, &b->store));
+        b->cap = need;
+    }
+    int same = b->view && b->view->dtype == dt && ork_shape_equal(b->view, like);
+    if (!same) {
+        ork_tensor_free(b->view);
+        b->view = NULL;
+        ORK_TRY(ork_tensor_wrap(b->store->device, dt, like->ndim, like->shape, ork_tensor_data(b->store), "", &b->view));
+    }
+    *out = b->view;
+    return ORK_OK;
+}
+
+/* Keep carry c at block boundary i. */
+static ork_status keep_carry(ork_runner *r, int i, const ork_carry *c) {
+    r->ckpt_n[i] = c->n;
+    for (int j = 0; j < ORK_CARRY_MAX; j++) {
+        buf *b = &r->ckpt[i * ORK_CARRY_MAX + j];
+        if (j >= c->n || !c->t[j]) {
+            ork_tensor_free(b->view); /* the slot is empty at this boundary */
+            b->view = NULL;
+            continue;
+        }
+        ork_tensor *dst;
+        ORK_TRY(buf_view(r, b, "checkpoints", c->t[j], c->t[j]->dtype, &dst));
+        ORK_TRY(ork_graph_copy_to(r->g, c->t[j], dst));
+    }
+    return ORK_OK;
+}
+
+/* Leaves over the carry kept at boundary i; float activations get requires_grad. */
+static ork_status leaves(ork_runner *r, int i, int want_grad, ork_carry *in) {
+    memset(in, 0, sizeof *in);
+    in->n = r->ckpt_n[i];
+    for (int j = 0; j < in->n; j++) {
+        ork_tensor *kt = r->ckpt[i * ORK_CARRY_MAX + j].view;
+        if (!kt) continue;
+        int fp = kt->dtype == ORK_F32 || kt->dtype == ORK_BF16 || kt->dtype == ORK_F16;
+        ORK_TRY(ork_graph_leaf(r->g, kt, want_grad && fp, &in->t[j]));
+    }
+    return ORK_OK;
+}
+
+ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred) {
+    int prev = ork_graph_set_grad(r->g, 0);
+    ork_carry c;
+    ork_status s = r->vt->begin(r->model, r->g, in, &c);
+    for (int i = 0; s == ORK_OK && i < r->info->n_blocks; i++) s = r->vt->block(r->model, r->g, i, &c);
+    ork_graph_set_grad(r->g, prev);
+    if (s == ORK_OK) *pred = c.t[0];
+    return s;
+}
+
+static ork_status run_loss(ork_runner *r, ork_tensor *pred, ork_loss_fn fn, void *ctx, ork_tensor **loss,
+                           float *loss_out) {
+    ORK_TRY(fn(ctx, r->g, pred, loss));
+    float v = 0;
+    ORK_TRY(r->ta->to_host(r->g, *loss, ORK_F32, &v));
+    *loss_out = v;
+    return ORK_OK;
+}
+
+ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkpointing, ork_loss_fn loss_fn,
+                           void *loss_ctx, float *loss_out) {
+    ork_graph *g = r->g;
+    const int n = r->info->n_blocks;
+    ork_carry c;
+    ork_tensor *loss;
+    if (!checkpointing) {
+        int prev = ork_graph_set_grad(g, 1);
+        ork_status s = r->vt->begin(r->model, g, in, &c);
+        for (int i = 0; s == ORK_OK && i < n; i++) s = r->vt->block(r->model, g, i, &c);
+        if (s == ORK_OK) s = run_loss(r, c.t[0], loss_fn, loss_ctx, &loss, loss_out);
+        if (s == ORK_OK) s = ork_backward(g, loss);
+        ork_graph_set_grad(g, prev);
+        return s;
+    }
+    /* forward, grad off, keeping the carry at every block boundary */
+    int prev = ork_graph_set_grad(g, 0);
+    ork_status s = r->vt->begin(r->model, g, in, &c);
+    if (s == ORK_OK) s = keep_carry(r, 0, &c);
+    for (int i = 0; s == ORK_OK && i < n; i++) {
+        ork_region reg = ork_graph_region_begin(g);
+        s = leaves(r, i, 0, &c);
+        if (s == ORK_OK) s = r->vt->block(r->model, g, i, &c);
+        if (s == ORK_OK) s = keep_carry(r, i + 1, &c);
+        ork_graph_region_end(g, reg);
+    }
+    if (s != ORK_OK) { ork_graph_set_grad(g, prev); return s; }
+    ork_graph_set_grad(g, 1);
+    /* loss from the final carry; its gradient seeds the backward */
+    int cur = 0;
+    ork_tensor *dc[ORK_CARRY_MAX] = {0};
+    {
+        ork_region reg = ork_graph_region_begin(g);
+        ork_carry last;
+        s = leaves(r, n, 1, &last);
+        if (s == ORK_OK) s = run_loss(r, last.t[0], loss_fn, loss_ctx, &loss, loss_out);
+        if (s == ORK_OK) s = ork_backward(g, loss);
+        for (int j = 0; s == ORK_OK && j < last.n; j++) {
+            if (!last.t[j] || !last.t[j]->grad) continue;
+            s = buf_view(r, &r->dgrad[cur][j], "carry_grads", last.t[j], last.t[j]->grad->dtype, &dc[j]);
+            if (s == ORK_OK) s = ork_graph_copy_to(g, last.t[j]->grad, dc[j]);
+        }
+        ork_graph_region_end(g, reg);
+    }
+    /* backward through the blocks in reverse, recomputing each from its input */
+    for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) {
+        ork_region reg = ork_graph_region_begin(g);
+        ork_carry cin, cout;
+        int need_in = i > r->first_trainable;
+        s = leaves(r, i, need_in, &cin);
+        cout = cin;
+        if (s == ORK_OK) s = r->vt->block(r->model, g, i, &cout);
+        if (s == ORK_OK) s = ork_backward_from(g, cout.n, cout.t, dc);
+        ork_tensor *ndc[ORK_CARRY_MAX] = {0};
+        for (int j = 0; s == ORK_OK && need_in && j < cin.n; j++) {
+            if (!cin.t[j] || !cin.t[j]->grad) continue;
+            s = buf_view(r, &r->dgrad[!cur][j], "carry_grads", cin.t[j], cin.t[j]->grad->dtype, &ndc[j]);
+            if (s == ORK_OK) s = ork_graph_copy_to(g, cin.t[j]->grad, ndc[j]);
+        }
+        ork_graph_region_end(g, reg);
+        memcpy(dc, ndc, sizeof dc);
+        cur = !cur;
+    }
+    ork_graph_set_grad(g, prev);
+    return s;
+}

@@ -1,0 +1,40 @@
+/* train/runner.h — runs a model plugin's blocks on a graph: the forward pass,
+ * and the forward+backward of a training step with per-block activation
+ * checkpointing (the recipe in tensor/tape.h): block inputs are kept at block
+ * boundaries, each block is recomputed with grad on in reverse order, and the
+ * carry gradients flow from block to block. Without checkpointing the whole
+ * forward is recorded once.
+ *
+ * Owns the checkpoint tensors (tag "checkpoints") and the carry-gradient
+ * buffers (tag "carry_grads"); both are reused from step to step and grow
+ * only when a batch's shapes grow. [control-thread] */
+#ifndef ORK_TRAIN_RUNNER_H
+#define ORK_TRAIN_RUNNER_H
+
+#include "tensor/graph.h"
+
+#include <orakul/model.h>
+
+typedef struct ork_runner ork_runner;
+
+/* Called with the prediction (B, N, C) on the graph with grad on; returns the
+ * scalar loss (1) F32 to differentiate. */
+typedef ork_status (*ork_loss_fn)(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss);
+
+ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
+                             const ork_model_info *info, ork_runner **out);
+void ork_runner_destroy(ork_runner *r);
+
+/* Only blocks >= first_trainable need a backward (earlier blocks hold no
+ * trainable weights; their input gradients are not needed). */
+void ork_runner_set_first_trainable(ork_runner *r, int block);
+
+/* Forward only (grad off): *pred on g's arena, valid until ork_graph_reset. */
+ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred);
+
+/* One training micro-step: forward, loss, backward; gradients accumulate
+ * into the trainable parameters. *loss_out is the loss value (host). */
+ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkpointing, ork_loss_fn loss_fn,
+                           void *loss_ctx, float *loss_out);
+
+#endif
