@@ -1,20 +1,29 @@
-# orakul_add_plugin(<name> SOURCES <files...> [LIBRARIES <libs...>])
-# Builds orakul-<name>.so: a MODULE with hidden visibility, a version script
-# that exports only orakul_plugin_entry, and -z defs (plugins never link the
-# core: every host service arrives through the host table).
+# orakul_add_plugin(<name> SOURCES <files...> [LIBRARIES <libs...>]
+#                   [OUTPUT_DIRECTORY <dir>] [NO_INSTALL])
+# Builds orakul-<name>.so as the target orakul_plugin_<name>: a MODULE with
+# hidden visibility, a version script that exports only orakul_plugin_entry,
+# and -z defs (plugins never link the core: every host service arrives through
+# the host table). It is installed into ORAKUL_PLUGIN_INSTALL_DIR (relative to
+# the install prefix) unless NO_INSTALL. OUTPUT_DIRECTORY overrides where the
+# build puts it (default: ORAKUL_PLUGIN_BUILD_DIR when set, else CMake's).
 # Shared by the in-tree build and the installed CMake package.
 include_guard(GLOBAL)
 set(_ORK_PLUGIN_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 
 function(orakul_add_plugin name)
-  cmake_parse_arguments(P "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(P "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LIBRARIES" ${ARGN})
+  if(NOT P_SOURCES)
+    message(FATAL_ERROR "orakul_add_plugin(${name}): no SOURCES")
+  endif()
   set(tgt orakul_plugin_${name})
   add_library(${tgt} MODULE ${P_SOURCES})
   set_target_properties(${tgt} PROPERTIES
     PREFIX "" OUTPUT_NAME "orakul-${name}" SUFFIX ".so"
     C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
-  if(DEFINED ORAKUL_PLUGIN_BUILD_DIR)
+  if(P_OUTPUT_DIRECTORY)
+    set_target_properties(${tgt} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${P_OUTPUT_DIRECTORY}")
+  elseif(DEFINED ORAKUL_PLUGIN_BUILD_DIR)
     set_target_properties(${tgt} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ORAKUL_PLUGIN_BUILD_DIR}")
   endif()
   target_link_options(${tgt} PRIVATE
@@ -27,7 +36,7 @@ function(orakul_add_plugin name)
   if(P_LIBRARIES)
     target_link_libraries(${tgt} PRIVATE ${P_LIBRARIES})
   endif()
-  if(DEFINED ORAKUL_PLUGIN_INSTALL_DIR)
+  if(DEFINED ORAKUL_PLUGIN_INSTALL_DIR AND NOT P_NO_INSTALL)
     install(TARGETS ${tgt} LIBRARY DESTINATION "${ORAKUL_PLUGIN_INSTALL_DIR}")
   endif()
 endfunction()
