@@ -68,6 +68,9 @@ ork_status ork_st_writer_add(ork_st_writer *w, const char *name, ork_dtype dtype
     if (ndim < 0 || ndim > ORK_ST_MAX_NDIM || (ndim && !shape))
         return ORK_FAIL(ORK_E_INVALID, "safetensors writer: tensor '%s': ndim %d not in 0..%d", name,
                         ndim, ORK_ST_MAX_NDIM);
+    json_t *js = json_string(name);
+    if (!js) return ORK_FAIL(ORK_E_INVALID, "safetensors writer: tensor name is not valid UTF-8");
+    json_decref(js);
     if (json_object_get(w->names, name))
         return ORK_FAIL(ORK_E_INVALID, "safetensors writer: duplicate tensor name '%s'", name);
     uint64_t nel = 1;

@@ -155,7 +155,9 @@ static void test_writer_rejects(void) {
     CU_ASSERT_EQUAL(ork_st_writer_add(w, "d", ORK_F32, 1, &neg, d, 0), ORK_E_INVALID);
     CU_ASSERT_EQUAL(ork_st_writer_add(w, "__metadata__", ORK_F32, 1, sh, d, 8), ORK_E_INVALID);
     CU_ASSERT_EQUAL(ork_st_writer_add(w, "e", ORK_DTYPE_COUNT, 1, sh, d, 8), ORK_E_INVALID);
-    CU_ASSERT_EQUAL(g_nlines, 6);
+    CU_ASSERT_EQUAL(ork_st_writer_add(w, "bad\xff", ORK_F32, 1, sh, d, 8), ORK_E_INVALID);
+    CU_ASSERT(strstr(g_log, "not valid UTF-8") != NULL);
+    CU_ASSERT_EQUAL(g_nlines, 7);
     ork_st_writer_free(w);
 }
 
