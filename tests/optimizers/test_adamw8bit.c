@@ -58,7 +58,7 @@ static void test_quantizer(void) {
     CU_ASSERT_EQUAL(bad, 0);
     /* sign fix: a tiny negative m must not land on +0 (index 127) */
     CU_ASSERT_EQUAL(ork_q8_quantize_m(s, -1e-9f, 1.0f), 126);
-    CU_ASSERT_EQUAL(ork_q8_quantize_m(s, 1e-9f, 1.0f), 128);
+    CU_ASSERT_EQUAL(ork_q8_quantize_m(s, 1e-9f, 1.0f), 127); /* +0: same sign, kept */
     /* midpoint: just above the midpoint of codes 200/201 goes up */
     float mid = (s[200] + s[201]) * 0.5f;
     CU_ASSERT_EQUAL(ork_q8_quantize(s, nextafterf(mid, 2.0f), 1), 201);
@@ -161,10 +161,11 @@ static void test_bnb_harness(void) {
 static void test_free_running(void) {
     double ea, er;
     int bad;
-    harness(1024 * 1024, 200, 0, &ea, &er, &bad);
-    printf("\n  1024x1024 free-running 200 steps: param mean abs err %.3g, mean rel err %.3g, "
-           "state elements not close %d\n", ea, er, bad);
-    CU_ASSERT(ea < 2e-3);
+    harness(512 * 1024, 100, 0, &ea, &er, &bad);
+    /* rel err is dominated by params that pass near 0; abs err is the measure */
+    printf("\n  512x1024 free-running 100 steps, worst step: param mean abs err %.3g (params "
+           "move ~1e-3/step), mean rel err %.3g, state elements not close %d\n", ea, er, bad);
+    CU_ASSERT(ea < 5e-4);
 }
 
 static void test_nan_guard(void) {
