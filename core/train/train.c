@@ -1,0 +1,874 @@
+/* train/train.c — the LoRA training job (see train.h). One job owns every
+ * object of a run: components, backend, allocator, graph, weight store, LoRA
+ * network, latent cache in memory, optimizer state. [control-thread] */
+#include "train/train.h"
+
+#include <orakul/orakul.h>
+
+#include "data/dataset.h"
+#include "data/image.h"
+#include "io/safetensors.h"
+#include "plugin/loader.h"
+#include "tensor/ops.h"
+#include "tensor/tape.h"
+#include "train/lora.h"
+#include "train/runner.h"
+#include "train/schedule.h"
+#include "train/services.h"
+#include "train/wstore.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef ORAKUL_HAVE_CUDA
+int ork_cuda_device_count(void);
+#endif
+
+typedef struct item {
+    char *path;
+    int h_tok, w_tok;
+    float *tokens;  /* (N, C) clean latent tokens x0 */
+    float *txt;     /* (T, ctx) text embedding, or NULL: zeros */
+    float *vec;     /* (vec_dim), or NULL: zeros */
+} item;
+
+typedef struct job {
+    ork_config *cfg;
+    const ork_process_config *p;
+    const ork_registry *reg;
+    const ork_plugin_component *c_model, *c_loss, *c_opt;
+    void *model_params, *loss_params, *opt_params;
+    const ork_model_vtable *mvt;
+    void *model;
+    ork_model_info info;
+    const ork_loss_vtable *lvt;
+    void *loss;
+    const ork_optimizer_vtable *ovt;
+    void *opt;
+    const ork_ops *ops;
+    const ork_tensor_api *ta;
+    const ork_backend *be;
+    ork_alloc *alloc;
+    ork_graph *g;
+    ork_wstore *ws;
+    ork_lora_net *lora;
+    ork_runner *runner;
+    item *items;
+    int n_items;
+    int T;                  /* text tokens */
+    int have_te;            /* text embeddings found on disk */
+    /* optimizer */
+    int n_params;
+    ork_tensor **pt;        /* [n_params] LoRA tensors (down, up alternating) */
+    ork_tensor **state;     /* [n_params] U8 state */
+    ork_tensor *norms;      /* F32 (n_params) device scratch for gradient norms */
+    ork_ts_params ts;
+    ork_lr_params lr;
+    uint64_t seed;
+    char out_dir[1024];
+    char name[256];
+    /* batches: micro-batches per epoch, for the deterministic data order */
+    int *order;             /* [n_items] permutation of the current epoch */
+    int64_t order_epoch;
+} job;
+
+static void job_free(job *j) {
+    if (j->runner) ork_runner_destroy(j->runner);
+    for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
+    free(j->state);
+    free(j->pt);
+    ork_tensor_free(j->norms);
+    if (j->lora) ork_lora_destroy(j->lora);
+    if (j->ws) ork_wstore_destroy(j->ws);
+    if (j->opt) j->ovt->destroy(j->opt);
+    if (j->loss) j->lvt->destroy(j->loss);
+    if (j->model) j->mvt->destroy(j->model);
+    if (j->g) ork_graph_destroy(j->g);
+    if (j->alloc) ork_alloc_destroy(j->alloc);
+    for (int i = 0; i < j->n_items; i++) {
+        free(j->items[i].path);
+        free(j->items[i].tokens);
+        free(j->items[i].txt);
+        free(j->items[i].vec);
+    }
+    free(j->items);
+    free(j->order);
+    free(j->model_params);
+    free(j->loss_params);
+    free(j->opt_params);
+}
+
+/* ---- components -------------------------------------------------------- */
+
+static ork_status resolve(job *j, ork_component_kind kind, const ork_plugin_component **out, void **params) {
+    ork_loc at;
+    const char *name = ork_config_component_name(j->cfg, kind, &at);
+    const ork_plugin_component *pc = ork_registry_find(j->reg, kind, name);
+    if (!pc) {
+        char list[1024] = "";
+        size_t len = 0;
+        for (int i = 0; i < ork_registry_count(j->reg); i++) {
+            const ork_plugin *p = ork_registry_plugin(j->reg, i);
+            for (int k = 0; k < p->n_components; k++) {
+                const ork_component *c = p->components[k].c;
+                if (c->kind != kind) continue;
+                const char *shown = c->aliases && c->aliases[0] ? c->aliases[0] : c->id;
+                len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s",
+                                        len ? ", " : "", shown);
+            }
+        }
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "unknown %s '%s' (available: %s)", ork_kind_name(kind), name,
+                                  len ? list : "none: no plugin of this kind was found");
+    }
+    size_t sz = pc->c->params_size ? pc->c->params_size : 1;
+    void *buf = calloc(1, sz);
+    if (!buf) return ORK_E_NOMEM;
+    ork_status s = ork_config_component_params(j->cfg, ork_config_component_params_path(kind), pc->c->params, buf,
+                                               pc->c->params_size);
+    if (s != ORK_OK) { free(buf); return s; }
+    *out = pc;
+    *params = buf;
+    return ORK_OK;
+}
+
+static ork_status resolve_all(job *j) {
+    ORK_TRY(resolve(j, ORK_KIND_MODEL, &j->c_model, &j->model_params));
+    ORK_TRY(resolve(j, ORK_KIND_LOSS, &j->c_loss, &j->loss_params));
+    ORK_TRY(resolve(j, ORK_KIND_OPTIMIZER, &j->c_opt, &j->opt_params));
+    j->mvt = j->c_model->c->vtable;
+    j->lvt = j->c_loss->c->vtable;
+    j->ovt = j->c_opt->c->vtable;
+    return ORK_OK;
+}
+
+static ork_status open_model(job *j) {
+    ORK_TRY(j->mvt->create(&j->c_model->host, j->model_params, &j->model));
+    return j->mvt->open(j->model, j->p->model.name_or_path, &j->info);
+}
+
+/* ---- device -------------------------------------------------------------- */
+
+static ork_status pick_backend(job *j) {
+    const char *dev = j->p->device ? j->p->device : "cuda:0";
+    if (!strncmp(dev, "cpu", 3)) {
+        j->be = ork_cpu_backend();
+        return ORK_OK;
+    }
+    if (!strncmp(dev, "cuda", 4)) {
+#ifdef ORAKUL_HAVE_CUDA
+        if (ork_cuda_device_count() > 0) {
+            j->be = ork_cuda_backend();
+            return ORK_OK;
+        }
+#endif
+        ork_loc at;
+        if (ork_config_where(j->cfg, "device", &at) && at.line > 0)
+            return ork_config_fail_at(&at, ORK_E_CONFIG, "device '%s': no CUDA device available (use device: cpu)", dev);
+        return ORK_FAIL(ORK_E_CONFIG, "%s: device '%s' (the default): no CUDA device available; set device: cpu",
+                        ork_config_file(j->cfg), dev);
+    }
+    return ORK_FAIL(ORK_E_CONFIG, "%s: unknown device '%s' (cpu or cuda:N)", ork_config_file(j->cfg), dev);
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+static int mkdir_p(const char *path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static const char *stem_of(const char *path, char *buf, size_t n) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(buf, n, "%s", base);
+    char *dot = strrchr(buf, '.');
+    if (dot && dot != buf) *dot = 0;
+    return buf;
+}
+
+/* Encode one image into tokens with the model's codec (grad off). */
+static ork_status encode_image(job *j, const char *path, int res, item *it) {
+    ork_image img = {0}, fit = {0};
+    ORK_TRY(ork_image_load(path, &img));
+    int bw, bh, ppt = j->info.pixels_per_token > 0 ? j->info.pixels_per_token : 16;
+    ork_image_bucket(img.w, img.h, res, ppt, &bw, &bh);
+    ork_status s = ork_image_fit(&img, bw, bh, &fit);
+    ork_image_free(&img);
+    if (s != ORK_OK) return s;
+    float *chw = malloc((size_t)3 * bw * bh * sizeof *chw);
+    if (!chw) { ork_image_free(&fit); return ORK_E_NOMEM; }
+    ork_image_to_f32_chw(&fit, chw);
+    ork_image_free(&fit);
+    ORK_TRY(ork_graph_reset(j->g));
+    int prev = ork_graph_set_grad(j->g, 0);
+    ork_tensor *x, *tok;
+    int64_t shape[4] = {1, 3, bh, bw};
+    s = j->ta->from_host(j->g, ORK_F32, 4, shape, chw, &x);
+    free(chw);
+    if (s == ORK_OK && j->g->act_dt != ORK_F32) s = j->ops->cast(j->g, x, j->g->act_dt, &x);
+    if (s == ORK_OK) s = j->mvt->encode(j->model, j->g, x, &tok);
+    ork_graph_set_grad(j->g, prev);
+    if (s != ORK_OK) return s;
+    it->h_tok = bh / ppt;
+    it->w_tok = bw / ppt;
+    int64_t n = j->ta->numel(tok);
+    if (n != (int64_t)it->h_tok * it->w_tok * j->info.token_channels)
+        return ORK_FAIL(ORK_E_INTERNAL, "codec returned %lld values for a %dx%d token grid", (long long)n, it->w_tok, it->h_tok);
+    it->tokens = malloc((size_t)n * sizeof *it->tokens);
+    if (!it->tokens) return ORK_E_NOMEM;
+    return j->ta->to_host(j->g, tok, ORK_F32, it->tokens);
+}
+
+static ork_status load_cached(const char *cache, uint64_t key, item *it, int C) {
+    ork_st_file *f;
+    if (access(cache, R_OK) != 0) return ORK_E_IO;
+    if (ork_st_open(cache, &f) != ORK_OK) return ORK_E_IO; /* unreadable cache: rebuild */
+    ork_status s = ORK_E_IO;
+    const char *k = ork_st_meta(f, "key");
+    const ork_st_tensor *t = ork_st_find(f, "tokens");
+    char want[32];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)key);
+    if (k && !strcmp(k, want) && t && t->ndim == 3 && t->shape[2] == C) {
+        it->h_tok = (int)t->shape[0];
+        it->w_tok = (int)t->shape[1];
+        it->tokens = malloc((size_t)ork_st_nelements(t) * sizeof(float));
+        s = it->tokens ? ork_st_read_f32(t, it->tokens) : ORK_E_NOMEM;
+    }
+    ork_st_close(f);
+    return s;
+}
+
+static ork_status load_text(job *j, const char *img_path, item *it) {
+    char te[1200], stem[512];
+    const char *slash = strrchr(img_path, '/');
+    int dlen = slash ? (int)(slash - img_path) : 1;
+    snprintf(te, sizeof te, "%.*s/%s.te.safetensors", dlen, slash ? img_path : ".", stem_of(img_path, stem, sizeof stem));
+    if (access(te, R_OK) != 0) return ORK_OK;
+    ork_st_file *f;
+    ORK_TRY(ork_st_open(te, &f));
+    ork_status s = ORK_OK;
+    const ork_st_tensor *t = ork_st_find(f, "txt"), *v = ork_st_find(f, "vec");
+    if (!t || t->ndim != 2 || t->shape[1] != j->info.context_dim || t->shape[0] != j->T) {
+        s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor 'txt' must be (%d, %d)", te, j->T, j->info.context_dim);
+    } else {
+        it->txt = malloc((size_t)ork_st_nelements(t) * sizeof(float));
+        s = it->txt ? ork_st_read_f32(t, it->txt) : ORK_E_NOMEM;
+        if (s == ORK_OK && j->info.vec_dim > 0 && v) {
+            if (v->ndim != 1 || v->shape[0] != j->info.vec_dim) s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor 'vec' must be (%d)", te, j->info.vec_dim);
+            else if (!(it->vec = malloc((size_t)j->info.vec_dim * sizeof(float)))) s = ORK_E_NOMEM;
+            else s = ork_st_read_f32(v, it->vec);
+        }
+        if (s == ORK_OK) j->have_te++;
+    }
+    ork_st_close(f);
+    return s;
+}
+
+static ork_status build_dataset(job *j) {
+    const ork_process_config *p = j->p;
+    j->T = j->info.context_len > 0 ? j->info.context_len : 512;
+    for (size_t d = 0; d < p->datasets.n; d++) {
+        const ork_dataset_config *dc = &p->datasets.v[d];
+        ork_dataset ds;
+        ork_dataset_opts o = {.folder_path = dc->folder_path, .caption_ext = dc->caption_ext,
+                              .default_caption = dc->default_caption, .trigger_word = p->trigger_word,
+                              .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
+        ORK_TRY(ork_dataset_scan(&o, &ds));
+        int res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512;
+        char cache_dir[1100];
+        snprintf(cache_dir, sizeof cache_dir, "%s/_latent_cache", ds.folder);
+        if (mkdir_p(cache_dir) != 0) ORK_WARN("cannot create %s: latents will not be cached on disk", cache_dir);
+        int64_t reps = dc->num_repeats > 0 ? dc->num_repeats : 1;
+        item *grown = realloc(j->items, (size_t)(j->n_items + ds.n * reps) * sizeof *grown);
+        if (!grown) { ork_dataset_free(&ds); return ORK_E_NOMEM; }
+        j->items = grown;
+        ork_status s = ORK_OK;
+        int first = j->n_items, encoded = 0, cached = 0;
+        for (size_t i = 0; s == ORK_OK && i < ds.n; i++) {
+            item *it = &j->items[j->n_items];
+            memset(it, 0, sizeof *it);
+            it->path = strdup(ds.items[i].path);
+            j->n_items++;
+            ork_file_fp fp;
+            s = ork_file_fingerprint(it->path, 1, &fp);
+            if (s != ORK_OK) break;
+            /* the cache key: image bytes, resolution and everything about the codec */
+            char keytxt[512];
+            snprintf(keytxt, sizeof keytxt, "%016llx|%d|%s|%s|%d|%d", (unsigned long long)fp.hash, res,
+                     j->info.variant, p->model.name_or_path, j->info.token_channels, j->info.pixels_per_token);
+            uint64_t key = ork_fnv1a64(keytxt, strlen(keytxt), ORK_FNV1A64_INIT);
+            char stem[512], cache[2048];
+            snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", cache_dir, stem_of(it->path, stem, sizeof stem),
+                     (unsigned long long)key);
+            if (load_cached(cache, key, it, j->info.token_channels) == ORK_OK) {
+                cached++;
+            } else {
+                s = encode_image(j, it->path, res, it);
+                if (s != ORK_OK) break;
+                encoded++;
+                ork_st_writer *w;
+                if (ork_st_writer_new(&w) == ORK_OK) {
+                    int64_t shape[3] = {it->h_tok, it->w_tok, j->info.token_channels};
+                    char ks[32];
+                    snprintf(ks, sizeof ks, "%016llx", (unsigned long long)key);
+                    size_t nb = (size_t)it->h_tok * it->w_tok * j->info.token_channels * sizeof(float);
+                    if (ork_st_writer_add(w, "tokens", ORK_F32, 3, shape, it->tokens, nb) != ORK_OK ||
+                        ork_st_writer_meta(w, "key", ks) != ORK_OK || ork_st_writer_commit(w, cache) != ORK_OK)
+                        ORK_WARN("could not write the latent cache %s", cache);
+                    ork_st_writer_free(w);
+                }
+            }
+            s = load_text(j, it->path, it);
+        }
+        ork_dataset_free(&ds);
+        if (s != ORK_OK) return s;
+        ORK_INFO("dataset %s: %d images (%d encoded, %d from the latent cache)", dc->folder_path, j->n_items - first,
+                 encoded, cached);
+        /* num_repeats: the same items again (shared data, fresh struct copies) */
+        int n = j->n_items - first;
+        for (int64_t r = 1; r < reps; r++)
+            for (int i = 0; i < n; i++) {
+                item *src = &j->items[first + i], *dst = &j->items[j->n_items++];
+                *dst = *src;
+                dst->path = strdup(src->path);
+                dst->tokens = malloc((size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
+                if (!dst->tokens) return ORK_E_NOMEM;
+                memcpy(dst->tokens, src->tokens, (size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
+                dst->txt = dst->vec = NULL;
+                if (src->txt) {
+                    size_t nt = (size_t)j->T * j->info.context_dim * sizeof(float);
+                    if (!(dst->txt = malloc(nt))) return ORK_E_NOMEM;
+                    memcpy(dst->txt, src->txt, nt);
+                }
+            }
+    }
+    if (j->have_te) ORK_INFO("text conditioning: embeddings from <image>.te.safetensors for %d of %d images (others: zeros)", j->have_te, j->n_items);
+    else ORK_INFO("text conditioning: no <image>.te.safetensors found; training with zero text embeddings (an empty-prompt stand-in; tools/encode_text.py writes real ones)");
+    return ORK_OK;
+}
+
+/* Items of micro-batch k: an epoch is a seeded permutation; a batch takes the
+ * next items with the same token grid as its first. Deterministic in k. */
+static void batch_items(job *j, int64_t k, int B, int *idx, int *nb) {
+    int64_t per_epoch = (j->n_items + B - 1) / B;
+    int64_t epoch = k / per_epoch, pos = (k % per_epoch) * B;
+    if (epoch != j->order_epoch) {
+        ork_rng r;
+        ork_rng_init(&r, j->seed, ORK_RNG_DATA);
+        ork_rng_seek(&r, (uint64_t)epoch << 20);
+        for (int i = 0; i < j->n_items; i++) j->order[i] = i;
+        for (int i = j->n_items - 1; i > 0; i--) {
+            int q = (int)(ork_rng_u32(&r) % (uint32_t)(i + 1));
+            int t = j->order[i]; j->order[i] = j->order[q]; j->order[q] = t;
+        }
+        j->order_epoch = epoch;
+    }
+    int first = j->order[pos % j->n_items];
+    *nb = 0;
+    idx[(*nb)++] = first;
+    for (int64_t q = pos + 1; *nb < B && q < pos + j->n_items; q++) {
+        int c = j->order[q % j->n_items];
+        if (j->items[c].h_tok == j->items[first].h_tok && j->items[c].w_tok == j->items[first].w_tok) idx[(*nb)++] = c;
+    }
+}
+
+/* ---- optimizer ----------------------------------------------------------- */
+
+static ork_status setup_optimizer(job *j) {
+    ORK_TRY(j->ovt->create(&j->c_opt->host, j->opt_params, &j->opt));
+    int nm = ork_lora_count(j->lora);
+    j->n_params = 2 * nm;
+    j->pt = calloc((size_t)j->n_params, sizeof *j->pt);
+    j->state = calloc((size_t)j->n_params, sizeof *j->state);
+    if (!j->pt || !j->state) return ORK_E_NOMEM;
+    for (int i = 0; i < nm; i++) {
+        j->pt[2 * i] = ork_lora_at(j->lora, i)->down;
+        j->pt[2 * i + 1] = ork_lora_at(j->lora, i)->up;
+    }
+    size_t total = 0;
+    for (int i = 0; i < j->n_params; i++) {
+        size_t bytes = 0;
+        ORK_TRY(j->ovt->state_bytes(j->opt, j->pt[i]->dtype, ork_tensor_numel(j->pt[i]), &bytes));
+        int64_t n = (int64_t)(bytes ? bytes : 1);
+        ORK_TRY(ork_tensor_new(j->alloc, "optimizer", ORK_U8, 1, &n, 0, &j->state[i]));
+        void *z = calloc(1, (size_t)n);
+        if (!z) return ORK_E_NOMEM;
+        ork_kctx *k = &j->g->k;
+        ork_status s = j->be->memcpy_h2d(k, ork_tensor_data(j->state[i]), z, (size_t)n);
+        if (s == ORK_OK) s = j->be->sync(k);
+        free(z);
+        ORK_TRY(s);
+        total += (size_t)n;
+    }
+    int64_t np = j->n_params;
+    ORK_TRY(ork_tensor_new(j->alloc, "workspace", ORK_F32, 1, &np, 0, &j->norms));
+    ORK_INFO("optimizer %s: %d tensors, %.1f MiB of state", j->c_opt->c->id, j->n_params, (double)total / 1048576.0);
+    return ORK_OK;
+}
+
+/* Global L2 norm of the LoRA gradients (missing grads count as zero). */
+static ork_status grad_norm(job *j, double *out) {
+    ork_kctx *k = &j->g->k;
+    float *dn = ork_tensor_data(j->norms);
+    ORK_TRY(j->be->fill(k, j->n_params, 0.0f, dn, ORK_F32));
+    for (int i = 0; i < j->n_params; i++) {
+        ork_tensor *gr = j->pt[i]->grad;
+        if (!gr) continue;
+        ORK_TRY(j->be->reduce(k, ORK_REDUCE_SUMSQ, ork_tensor_numel(gr), ork_tensor_data(gr), gr->dtype, dn + i));
+    }
+    float *h = malloc((size_t)j->n_params * sizeof *h);
+    if (!h) return ORK_E_NOMEM;
+    ork_status s = j->be->memcpy_d2h(k, h, dn, (size_t)j->n_params * sizeof *h);
+    if (s == ORK_OK) s = j->be->sync(k);
+    double sum = 0;
+    for (int i = 0; s == ORK_OK && i < j->n_params; i++) sum += h[i];
+    free(h);
+    *out = sqrt(sum);
+    return s;
+}
+
+static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_scale) {
+    ork_opt_param *ps = calloc((size_t)j->n_params, sizeof *ps);
+    if (!ps) return ORK_E_NOMEM;
+    int n = 0;
+    for (int i = 0; i < j->n_params; i++) {
+        ork_tensor *t = j->pt[i];
+        if (!t->grad) continue; /* no gradient reached it this step */
+        ps[n].name = "";
+        ps[n].dtype = t->dtype;
+        ps[n].numel = ork_tensor_numel(t);
+        ps[n].data = ork_tensor_data(t);
+        ps[n].grad = ork_tensor_data(t->grad);
+        ps[n].state = ork_tensor_data(j->state[i]);
+        n++;
+    }
+    ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = step, .lr = lr, .grad_scale = grad_scale,
+                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed};
+    ork_status s = n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
+    free(ps);
+    return s;
+}
+
+static ork_status zero_grads(job *j) {
+    for (int i = 0; i < j->n_params; i++) ORK_TRY(ork_tensor_zero_grad(j->g, j->pt[i]));
+    return ORK_OK;
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+static ork_status dev_read(job *j, ork_tensor *t, void *host) {
+    ORK_TRY(j->be->memcpy_d2h(&j->g->k, host, ork_tensor_data(t), ork_tensor_nbytes(t)));
+    return j->be->sync(&j->g->k);
+}
+static ork_status dev_write(job *j, ork_tensor *t, const void *host) {
+    ORK_TRY(j->be->memcpy_h2d(&j->g->k, ork_tensor_data(t), host, ork_tensor_nbytes(t)));
+    return j->be->sync(&j->g->k);
+}
+
+static void state_path(job *j, char *buf, size_t n) { snprintf(buf, n, "%s/%s_state.safetensors", j->out_dir, j->name); }
+
+/* The training state: LoRA tensors exactly (their own dtype), optimizer state
+ * bytes and the step. Written atomically; everything else (data order, noise,
+ * timesteps) is a function of the seed and the step. */
+static ork_status save_state(job *j, int64_t step) {
+    ork_st_writer *w;
+    ORK_TRY(ork_st_writer_new(&w));
+    void **bufs = calloc((size_t)j->n_params * 2, sizeof *bufs);
+    ork_status s = bufs ? ORK_OK : ORK_E_NOMEM;
+    for (int i = 0; s == ORK_OK && i < j->n_params; i++) {
+        ork_tensor *ts[2] = {j->pt[i], j->state[i]};
+        for (int q = 0; s == ORK_OK && q < 2; q++) {
+            size_t nb = ork_tensor_nbytes(ts[q]);
+            void *h = malloc(nb ? nb : 1);
+            if (!h) { s = ORK_E_NOMEM; break; }
+            bufs[2 * i + q] = h;
+            s = dev_read(j, ts[q], h);
+            char key[64];
+            snprintf(key, sizeof key, "%s.%d", q ? "opt" : "lora", i);
+            if (s == ORK_OK) s = ork_st_writer_add(w, key, ts[q]->dtype, ts[q]->ndim, ts[q]->shape, h, nb);
+        }
+    }
+    char v[64];
+    snprintf(v, sizeof v, "%lld", (long long)step);
+    if (s == ORK_OK) s = ork_st_writer_meta(w, "step", v);
+    snprintf(v, sizeof v, "%d", j->n_params);
+    if (s == ORK_OK) s = ork_st_writer_meta(w, "tensors", v);
+    if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
+    char path[1200];
+    state_path(j, path, sizeof path);
+    if (s == ORK_OK) s = ork_st_writer_commit(w, path);
+    ork_st_writer_free(w);
+    for (int i = 0; bufs && i < j->n_params * 2; i++) free(bufs[i]);
+    free(bufs);
+    return s;
+}
+
+static ork_status load_state(job *j, int64_t *step) {
+    char path[1200];
+    state_path(j, path, sizeof path);
+    *step = 0;
+    if (access(path, F_OK) != 0) return ORK_OK;
+    ork_st_file *f;
+    ORK_TRY(ork_st_open(path, &f));
+    ork_status s = ORK_OK;
+    const char *ms = ork_st_meta(f, "step"), *mt = ork_st_meta(f, "tensors"), *mo = ork_st_meta(f, "optimizer");
+    if (!ms || !mt || atoi(mt) != j->n_params || !mo || strcmp(mo, j->c_opt->c->id) != 0)
+        s = ORK_FAIL(ORK_E_CONFIG, "%s: the saved training state does not match this config's LoRA network or optimizer; "
+                     "move it away to start over", path);
+    for (int i = 0; s == ORK_OK && i < j->n_params; i++) {
+        ork_tensor *ts[2] = {j->pt[i], j->state[i]};
+        for (int q = 0; s == ORK_OK && q < 2; q++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s.%d", q ? "opt" : "lora", i);
+            const ork_st_tensor *t = ork_st_find(f, key);
+            if (!t || t->dtype != ts[q]->dtype || t->nbytes != ork_tensor_nbytes(ts[q])) {
+                s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, key);
+                break;
+            }
+            void *h = malloc(t->nbytes ? t->nbytes : 1);
+            if (!h) { s = ORK_E_NOMEM; break; }
+            memcpy(h, t->data, t->nbytes);
+            s = dev_write(j, ts[q], h);
+            free(h);
+        }
+    }
+    if (s == ORK_OK) {
+        *step = atoll(ms);
+        ORK_INFO("resuming from %s at step %lld", path, (long long)*step);
+    }
+    ork_st_close(f);
+    return s;
+}
+
+static ork_dtype save_dtype(const char *s) {
+    if (!s) return ORK_F16;
+    if (!strcmp(s, "float32") || !strcmp(s, "fp32") || !strcmp(s, "float")) return ORK_F32;
+    if (!strcmp(s, "bfloat16") || !strcmp(s, "bf16")) return ORK_BF16;
+    return ORK_F16;
+}
+
+static ork_status save_lora(job *j, int64_t step) {
+    char path[1400], rank[32], alpha[32], st[32];
+    snprintf(path, sizeof path, "%s/%s_%09lld.safetensors", j->out_dir, j->name, (long long)step);
+    snprintf(rank, sizeof rank, "%lld", (long long)j->p->network.linear);
+    snprintf(alpha, sizeof alpha, "%g", j->p->network.linear_alpha);
+    snprintf(st, sizeof st, "%lld", (long long)step);
+    const char *meta[] = {"ss_network_dim", rank, "ss_network_alpha", alpha, "ss_network_module", "networks.lora",
+                          "orakul_base_model", j->p->model.name_or_path, "orakul_variant", j->info.variant,
+                          "training_info.step", st, "orakul_version", ORAKUL_VERSION, NULL, NULL};
+    ORK_TRY(ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta));
+    ORK_INFO("saved %s", path);
+    /* keep the newest max_step_saves_to_keep step files */
+    int64_t keep = j->p->save.max_step_saves_to_keep;
+    int64_t every = j->p->save.save_every > 0 ? j->p->save.save_every : 1;
+    if (keep > 0)
+        for (int64_t old = step - keep * every; old > 0 && old > step - (keep + 64) * every; old -= every) {
+            char op[1400];
+            snprintf(op, sizeof op, "%s/%s_%09lld.safetensors", j->out_dir, j->name, (long long)old);
+            unlink(op);
+        }
+    return ORK_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------- */
+
+typedef struct loss_ctx {
+    job *j;
+    ork_tensor *target, *x_t, *x0, *t;
+    const float *t_host;
+    int h_tok, w_tok;
+    float scale;            /* 1 / accumulation · timestep weight */
+} loss_ctx;
+
+static ork_status decode_cb(void *ctx, ork_graph *g, ork_tensor *tokens, ork_tensor **img) {
+    loss_ctx *lc = ctx;
+    return lc->j->mvt->decode(lc->j->model, g, tokens, lc->h_tok, lc->w_tok, img);
+}
+
+static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss) {
+    loss_ctx *lc = ctx;
+    job *j = lc->j;
+    ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = pred, .target = lc->target, .x_t = lc->x_t,
+                          .x0 = lc->x0, .t = lc->t, .t_host = lc->t_host, .h_tokens = lc->h_tok,
+                          .w_tokens = lc->w_tok, .decode = j->mvt->decode ? decode_cb : NULL, .decode_ctx = lc};
+    ORK_TRY(j->lvt->compute(j->loss, g, &in, loss));
+    if (lc->scale != 1.0f) ORK_TRY(j->ops->scale(g, *loss, lc->scale, loss));
+    return ORK_OK;
+}
+
+static ork_status upload_act(job *j, const float *host, int ndim, const int64_t *shape, ork_tensor **out) {
+    ORK_TRY(j->ta->from_host(j->g, ORK_F32, ndim, shape, host, out));
+    if (j->g->act_dt != ORK_F32) ORK_TRY(j->ops->cast(j->g, *out, j->g->act_dt, out));
+    return ORK_OK;
+}
+
+/* One micro-batch: inputs built on the host from the latent cache and the
+ * step's noise and timesteps, then forward + loss + backward. */
+static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
+    const int C = j->info.token_channels, ctx = j->info.context_dim, T = j->T;
+    int B = (int)(j->p->train.batch_size > 0 ? j->p->train.batch_size : 1);
+    int idx[256];
+    if (B > 256) B = 256;
+    int nb;
+    batch_items(j, k, B, idx, &nb);
+    const item *first = &j->items[idx[0]];
+    int N = first->h_tok * first->w_tok;
+    size_t nt = (size_t)nb * N * C;
+    float *x0 = malloc(nt * sizeof *x0), *xt = malloc(nt * sizeof *xt), *tg = malloc(nt * sizeof *tg);
+    float *txt = calloc((size_t)nb * T * ctx, sizeof *txt);
+    float *vec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *vec) : NULL;
+    float ts[256], gd[256], wsum = 0;
+    ork_status s = (x0 && xt && tg && txt && (vec || !j->info.vec_dim)) ? ORK_OK : ORK_E_NOMEM;
+    ork_rng rn, rt;
+    ork_rng_init(&rn, j->seed, ORK_RNG_NOISE);
+    ork_rng_seek(&rn, (uint64_t)k << 32);
+    ork_rng_init(&rt, j->seed, ORK_RNG_TIMESTEP);
+    ork_rng_seek(&rt, (uint64_t)k << 16);
+    for (int b = 0; s == ORK_OK && b < nb; b++) {
+        const item *it = &j->items[idx[b]];
+        float w;
+        ork_ts_sample(&j->ts, &rt, &ts[b], &w);
+        wsum += w;
+        gd[b] = (float)j->p->train.cfg_scale;
+        float t = ts[b];
+        for (size_t q = 0; q < (size_t)N * C; q++) {
+            float e = (float)ork_rng_normal(&rn), x = it->tokens[q];
+            size_t o = (size_t)b * N * C + q;
+            x0[o] = x;
+            xt[o] = (1.0f - t) * x + t * e;
+            tg[o] = e - x;
+        }
+        if (it->txt) memcpy(txt + (size_t)b * T * ctx, it->txt, (size_t)T * ctx * sizeof *txt);
+        if (vec && it->vec) memcpy(vec + (size_t)b * j->info.vec_dim, it->vec, (size_t)j->info.vec_dim * sizeof *vec);
+    }
+    loss_ctx lc = {.j = j, .t_host = ts, .h_tok = first->h_tok, .w_tok = first->w_tok,
+                   .scale = inv_accum * (nb ? wsum / (float)nb : 1.0f)};
+    ork_model_inputs in = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = first->h_tok, .w_tokens = first->w_tok,
+                           .timesteps_host = ts, .guidance_host = j->info.has_guidance ? gd : NULL};
+    if (s == ORK_OK) s = ork_graph_reset(j->g);
+    int64_t sh3[3] = {nb, N, C}, sht[3] = {nb, T, ctx}, shv[2] = {nb, j->info.vec_dim}, shb = nb;
+    if (s == ORK_OK) s = upload_act(j, xt, 3, sh3, &in.tokens);
+    if (s == ORK_OK) s = upload_act(j, tg, 3, sh3, &lc.target);
+    if (s == ORK_OK) s = upload_act(j, x0, 3, sh3, &lc.x0);
+    if (s == ORK_OK) lc.x_t = in.tokens;
+    if (s == ORK_OK) s = upload_act(j, txt, 3, sht, &in.txt);
+    if (s == ORK_OK && vec) s = upload_act(j, vec, 2, shv, &in.vec);
+    if (s == ORK_OK) s = j->ta->from_host(j->g, ORK_F32, 1, &shb, ts, &in.timesteps);
+    if (s == ORK_OK) lc.t = in.timesteps;
+    if (s == ORK_OK && in.guidance_host) s = j->ta->from_host(j->g, ORK_F32, 1, &shb, gd, &in.guidance);
+    free(x0); free(xt); free(tg); free(txt); free(vec);
+    if (s != ORK_OK) return s;
+    return ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out);
+}
+
+static ork_status setup_schedule(job *j) {
+    const ork_train_config *t = &j->p->train;
+    ork_loc at;
+    if (ork_ts_type_parse(t->timestep_type, &j->ts.type) != ORK_OK) {
+        ork_config_where(j->cfg, "train.timestep_type", &at);
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "timestep_type '%s' is not implemented (sigmoid, linear, weighted, shift, flux_shift)", t->timestep_type);
+    }
+    if (ork_cs_type_parse(t->content_or_style, &j->ts.cs) != ORK_OK) {
+        ork_config_where(j->cfg, "train.content_or_style", &at);
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "content_or_style '%s' (balanced, content, style)", t->content_or_style);
+    }
+    j->ts.shift = 3.0;
+    j->ts.base_shift = j->info.shift_base > 0 ? j->info.shift_base : 0.5;
+    j->ts.max_shift = j->info.shift_max > 0 ? j->info.shift_max : 1.15;
+    j->ts.base_seq = 256;
+    j->ts.max_seq = 4096;
+    j->ts.image_seq_len = j->n_items ? (int64_t)j->items[0].h_tok * j->items[0].w_tok : 1024;
+    if (ork_lr_type_parse(t->lr_scheduler, &j->lr.type) != ORK_OK) {
+        ork_config_where(j->cfg, "train.lr_scheduler", &at);
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "lr_scheduler '%s' is not implemented (constant, cosine, linear, constant_with_warmup)", t->lr_scheduler);
+    }
+    typedef struct { int64_t warmup; double eta_min; int64_t decay; double start, end; int64_t total; } lrp;
+    static const ork_param lr_keys[] = {
+        {"num_warmup_steps", ORK_PARAM_INT, 1, 0, "-1", -1, 1e12, NULL, offsetof(lrp, warmup), "warmup steps (cosine: 0, constant_with_warmup: 1000)"},
+        {"eta_min", ORK_PARAM_FLOAT, 1, 0, "0", 0, 1e9, NULL, offsetof(lrp, eta_min), "cosine: final learning rate"},
+        {"cosine_decay_steps", ORK_PARAM_INT, 1, 0, "0", 0, 1e12, NULL, offsetof(lrp, decay), "cosine: decay length (0: steps)"},
+        {"start_factor", ORK_PARAM_FLOAT, 1, 0, "0.3333333333333333", 0, 1e9, NULL, offsetof(lrp, start), "linear: first factor"},
+        {"end_factor", ORK_PARAM_FLOAT, 1, 0, "1.0", 0, 1e9, NULL, offsetof(lrp, end), "linear: last factor"},
+        {"total_iters", ORK_PARAM_INT, 1, 0, "0", 0, 1e12, NULL, offsetof(lrp, total), "schedule length (0: train.steps)"},
+        {NULL},
+    };
+    lrp v;
+    ORK_TRY(ork_config_component_params(j->cfg, "train.lr_scheduler_params", lr_keys, &v, sizeof v));
+    j->lr.lr = t->lr;
+    j->lr.total_steps = v.total > 0 ? v.total : t->steps;
+    j->lr.warmup_steps = v.warmup >= 0 ? v.warmup : (j->lr.type == ORK_LR_CONSTANT_WARMUP ? 1000 : 0);
+    j->lr.eta_min = v.eta_min;
+    j->lr.cosine_decay_steps = v.decay;
+    j->lr.start_factor = v.start;
+    j->lr.end_factor = v.end;
+    return ORK_OK;
+}
+
+static ork_status setup(job *j) {
+    ORK_TRY(ork_services_register());
+    j->ops = ork_ops_table();
+    j->ta = ork_tensor_api_table();
+    ORK_TRY(resolve_all(j));
+    ORK_TRY(pick_backend(j));
+    size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
+    ORK_TRY(ork_alloc_create(j->be, budget, &j->alloc));
+    ork_graph_opts go = {0};
+    go.act_dtype = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
+    ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &j->g));
+    ORK_TRY(open_model(j));
+    if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
+    ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
+    ORK_TRY(ork_wstore_create(j->alloc, j->be, &j->g->k, &j->info, store, &j->ws));
+    ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
+    ORK_TRY(ork_wstore_check_complete(j->ws));
+    ork_wstore_attach(j->ws, j->g);
+    ORK_INFO("model %s (%s): %d blocks, %.1f MiB of weights on %s", j->p->model.name_or_path, j->info.variant,
+             j->info.n_blocks, (double)ork_wstore_bytes(j->ws) / 1048576.0, j->be->name);
+    const ork_network_config *nc = &j->p->network;
+    ork_lora_opts lo = {.rank = nc->linear, .alpha = nc->linear_alpha, .dropout = nc->dropout,
+                        .only_if_contains = nc->only_if_contains.v, .n_only = (int)nc->only_if_contains.n,
+                        .ignore_if_contains = nc->ignore_if_contains.v, .n_ignore = (int)nc->ignore_if_contains.n,
+                        .param_dt = ORK_F32, .seed = j->seed};
+    ORK_TRY(ork_lora_create(j->alloc, j->be, &j->g->k, j->ws, &j->info, &lo, &j->lora));
+    int first = j->info.n_blocks;
+    for (int i = 0; i < ork_lora_count(j->lora); i++)
+        if (ork_lora_block(j->lora, i) < first) first = ork_lora_block(j->lora, i);
+    ORK_INFO("LoRA: %d modules, rank %lld, alpha %g, %lld trainable parameters", ork_lora_count(j->lora),
+             (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
+    ORK_TRY(ork_runner_create(j->g, j->alloc, j->mvt, j->model, &j->info, &j->runner));
+    ork_runner_set_first_trainable(j->runner, first);
+    ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
+    if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
+    ORK_TRY(build_dataset(j));
+    if (j->n_items == 0) return ORK_FAIL(ORK_E_CONFIG, "%s: no images to train on", ork_config_file(j->cfg));
+    j->order = malloc((size_t)j->n_items * sizeof *j->order);
+    if (!j->order) return ORK_E_NOMEM;
+    j->order_epoch = -1;
+    ORK_TRY(setup_schedule(j));
+    return setup_optimizer(j);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static ork_status train_loop(job *j) {
+    const ork_train_config *t = &j->p->train;
+    int64_t start;
+    ORK_TRY(load_state(j, &start));
+    int64_t accum = t->gradient_accumulation_steps > 0 ? t->gradient_accumulation_steps : 1;
+    int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
+    int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
+    double t0 = now_s(), loss_sum = 0;
+    int64_t loss_n = 0, skipped = 0;
+    for (int64_t step = start + 1; step <= t->steps; step++) {
+        ORK_TRY(zero_grads(j));
+        float loss = 0;
+        int bad = 0;
+        for (int64_t a = 0; a < accum; a++) {
+            float l = 0;
+            ORK_TRY(micro_step(j, (step - 1) * accum + a, 1.0f / (float)accum, &l));
+            if (!isfinite(l)) bad = 1;
+            loss += l;
+        }
+        double norm = 0;
+        ORK_TRY(grad_norm(j, &norm));
+        if (bad || !isfinite(norm)) {
+            ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
+                     bad ? "loss" : "gradient", (double)loss, norm);
+            skipped++;
+        } else {
+            double max_norm = t->max_grad_norm;
+            float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+            double lr = ork_lr_at(&j->lr, step - 1);
+            ORK_TRY(optimizer_step(j, step - 1 - skipped + 1, lr, gs));
+            loss_sum += loss;
+            loss_n++;
+        }
+        if (step % log_every == 0 || step == start + 1 || step == t->steps) {
+            double dt = now_s() - t0;
+            printf("step %lld/%lld  loss %.6f  lr %.3g  grad_norm %.4g  %.3f s/it\n", (long long)step,
+                   (long long)t->steps, loss_n ? loss_sum / (double)loss_n : (double)loss, ork_lr_at(&j->lr, step - 1),
+                   norm, dt / (double)(step - start));
+            fflush(stdout);
+            loss_sum = 0;
+            loss_n = 0;
+        }
+        if (step % save_every == 0 || step == t->steps) {
+            ORK_TRY(save_state(j, step));
+            ORK_TRY(save_lora(j, step));
+        }
+    }
+    if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
+    return ORK_OK;
+}
+
+static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) {
+    memset(j, 0, sizeof *j);
+    j->cfg = cfg;
+    j->reg = reg;
+    j->p = ork_config_process(cfg);
+    const ork_job_config *jc = ork_config_job(cfg);
+    snprintf(j->name, sizeof j->name, "%s", jc->name ? jc->name : "lora");
+    snprintf(j->out_dir, sizeof j->out_dir, "%s/%s", j->p->training_folder ? j->p->training_folder : "output", j->name);
+    j->seed = (uint64_t)j->p->train.seed;
+    return ORK_OK;
+}
+
+ork_status ork_train_run(ork_config *cfg, const ork_registry *reg) {
+    job j;
+    ORK_TRY(common_init(&j, cfg, reg));
+    ork_status s = setup(&j);
+    if (s == ORK_OK && mkdir_p(j.out_dir) != 0) s = ORK_FAIL(ORK_E_IO, "cannot create %s: %s", j.out_dir, strerror(errno));
+    if (s == ORK_OK) s = train_loop(&j);
+    job_free(&j);
+    return s;
+}
+
+ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
+    job j;
+    ORK_TRY(common_init(&j, cfg, reg));
+    ork_status s = ork_services_register();
+    if (s == ORK_OK) s = resolve_all(&j);
+    if (s == ORK_OK) s = open_model(&j);
+    for (size_t d = 0; s == ORK_OK && d < j.p->datasets.n; d++) {
+        ork_dataset ds;
+        ork_dataset_opts o = {.folder_path = j.p->datasets.v[d].folder_path, .caption_ext = j.p->datasets.v[d].caption_ext};
+        s = ork_dataset_scan(&o, &ds);
+        if (s == ORK_OK) {
+            fprintf(out, "dataset %s: %zu images\n", j.p->datasets.v[d].folder_path, ds.n);
+            ork_dataset_free(&ds);
+        }
+    }
+    if (s == ORK_OK) {
+        int64_t bytes = 0, lin = 0;
+        for (int i = 0; i < j.info.n_weights; i++) {
+            int64_t n = 1;
+            for (int k = 0; k < j.info.weights[i].ndim; k++) n *= j.info.weights[i].shape[k];
+            bytes += n;
+            if (j.info.weights[i].flags & ORK_WEIGHT_LINEAR) lin++;
+        }
+        fprintf(out, "model: %s (%s), %d blocks, %d weights (%lld linear), %.3f G parameters\n",
+                j.p->model.name_or_path, j.info.variant, j.info.n_blocks, j.info.n_weights, (long long)lin,
+                (double)bytes / 1e9);
+        fprintf(out, "components: model %s, loss %s, optimizer %s\n", j.c_model->c->id, j.c_loss->c->id, j.c_opt->c->id);
+        fprintf(out, "output: %s/%s_<step>.safetensors (%s LoRA format)\n", j.out_dir, j.name, j.info.lora_format);
+    }
+    job_free(&j);
+    return s;
+}
