@@ -185,23 +185,29 @@ const ork_plugin_component *ork_registry_find(const ork_registry *r, ork_compone
     return NULL;
 }
 
+void ork_registry_available(const ork_registry *r, ork_component_kind kind, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+#define PUT(...) (len < n ? len += (size_t)snprintf(buf + len, n - len, __VA_ARGS__) : 0)
+    for (int i = 0; i < r->n; i++)
+        for (int j = 0; j < r->plugins[i]->n_components; j++) {
+            const ork_component *c = r->plugins[i]->components[j].c;
+            if (c->kind != kind) continue;
+            PUT("%s%s", len ? ", " : "", c->id);
+            for (const char *const *a = c->aliases; a && *a; a++)
+                PUT("%s%s", a == c->aliases ? " (" : ", ", *a);
+            if (c->aliases && c->aliases[0]) PUT(")");
+        }
+#undef PUT
+    if (!buf[0]) snprintf(buf, n, "none (no plugin provides a %s)", ork_kind_name(kind));
+}
+
 ork_status ork_registry_require(const ork_registry *r, ork_component_kind kind, const char *name,
                                 const char *field, const ork_plugin_component **out) {
     *out = ork_registry_find(r, kind, name);
     if (*out) return ORK_OK;
-    char avail[1024] = "";
-    size_t len = 0;
-    for (int i = 0; i < r->n; i++)
-        for (int j = 0; j < r->plugins[i]->n_components; j++) {
-            const ork_component *c = r->plugins[i]->components[j].c;
-            if (c->kind != kind || len >= sizeof avail) continue;
-            len += (size_t)snprintf(avail + len, sizeof avail - len, "%s%s", len ? ", " : "", c->id);
-            for (const char *const *a = c->aliases; a && *a && len < sizeof avail; a++)
-                len += (size_t)snprintf(avail + len, sizeof avail - len, "%s%s",
-                                        a == c->aliases ? " (" : ", ", *a);
-            if (c->aliases && c->aliases[0] && len < sizeof avail)
-                len += (size_t)snprintf(avail + len, sizeof avail - len, ")");
-        }
+    char avail[1024];
+    ork_registry_available(r, kind, avail, sizeof avail);
     return ORK_FAIL(ORK_E_CONFIG, "%s: no %s component '%s'; available: %s", field ? field : "config",
-                    ork_kind_name(kind), name ? name : "(none)", len ? avail : "none (no plugin provides one)");
+                    ork_kind_name(kind), name ? name : "(none)", avail);
 }

@@ -35,6 +35,10 @@ const ork_plugin *ork_registry_plugin(const ork_registry *r, int i);
 const ork_plugin_component *ork_registry_find(const ork_registry *r, ork_component_kind kind,
                                               const char *name);
 
+/* "<id> (<alias>, ...), ..." for every component of kind, or "none (...)",
+ * truncated to fit buf[n]. For error lines. */
+void ork_registry_available(const ork_registry *r, ork_component_kind kind, char *buf, size_t n);
+
 /* ork_registry_find, but a miss is ORK_E_CONFIG with one line:
  * "<field>: no <kind> component '<name>'; available: <id> (<aliases>), ..." */
 ork_status ork_registry_require(const ork_registry *r, ork_component_kind kind, const char *name,
