@@ -1,0 +1,195 @@
+/* tests/cli/test_cli.c — the orakul executable end to end: exit codes (0 ok,
+ * 1 training failed, 2 usage/config/input/plugin error) and what it prints,
+ * for each command. Configs are written into a temporary directory. */
+#include "ork_test.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static char g_tmp[PATH_MAX];
+static char g_out[1 << 16];
+
+/* Run `env orakul args` (stderr folded into stdout); return its exit code. */
+static int orakul(const char *env, const char *args) {
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cd %s && env -u ORAKUL_PLUGIN_PATH %s '%s' %s 2>&1", g_tmp,
+             env ? env : "", ORK_CLI_EXE, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
+    g_out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+static int out_has(const char *s) {
+    int ok = strstr(g_out, s) != NULL;
+    if (!ok) printf("\n  output lacks \"%s\":\n%s\n", s, g_out);
+    return ok;
+}
+
+static void write_file(const char *name, const char *text) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A job config with the probe plugin's components (the loss named `loss`);
+ * extra goes under train:. */
+static void write_job(const char *name, const char *plugin_dir, const char *folder, const char *loss,
+                      const char *extra) {
+    char text[4 * PATH_MAX];
+    snprintf(text, sizeof text,
+             "job: extension\n"
+             "config:\n"
+             "  name: t\n"
+             "  process:\n"
+             "    - type: sd_trainer\n"
+             "      datasets:\n"
+             "        - folder_path: %s\n"
+             "      model:\n"
+             "        name_or_path: black-forest-labs/FLUX.1-dev\n"
+             "        arch: probe-model\n"
+             "      plugins:\n"
+             "        path: [%s]\n"
+             "      train:\n"
+             "        optimizer: test.probe.opt\n"
+             "        loss_type: %s\n"
+             "%s",
+             folder, plugin_dir, loss, extra);
+    write_file(name, text);
+}
+
+static int setup(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-cli-XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    char images[PATH_MAX + 16];
+    snprintf(images, sizeof images, "%s/images", g_tmp);
+    if (mkdir(images, 0755) != 0) return 1;
+    /* one real image for the dataset scan */
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cp '%s/assets/photos/coffee.png' '%s/'", ORK_SOURCE_DIR, images);
+    return system(cmd) == 0 ? 0 : 1;
+}
+static int teardown(void) {
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static void test_usage(void) {
+    CU_ASSERT_EQUAL(orakul(NULL, ""), 2);
+    CU_ASSERT_TRUE(out_has("usage: orakul <command>"));
+    CU_ASSERT_EQUAL(orakul(NULL, "frobnicate"), 2);
+    CU_ASSERT_TRUE(out_has("unknown command 'frobnicate'"));
+    CU_ASSERT_EQUAL(orakul(NULL, "run"), 2);
+    CU_ASSERT_TRUE(out_has("expected one CONFIG argument"));
+    CU_ASSERT_EQUAL(orakul(NULL, "plan a.yaml b.yaml"), 2);
+    CU_ASSERT_EQUAL(orakul(NULL, "plugins --frob"), 2);
+    CU_ASSERT_EQUAL(orakul(NULL, "help"), 0);
+    CU_ASSERT_TRUE(out_has("plan CONFIG"));
+    CU_ASSERT_TRUE(out_has("ORAKUL_PLUGIN_PATH"));
+}
+
+static void test_version(void) {
+    CU_ASSERT_EQUAL(orakul(NULL, "--version"), 0);
+    CU_ASSERT_TRUE(out_has("orakul " ORAKUL_VERSION " (plugin ABI "));
+}
+
+static void test_config_errors(void) {
+    CU_ASSERT_EQUAL(orakul(NULL, "run missing.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("missing.yaml"));
+    CU_ASSERT_EQUAL(orakul(NULL, "plan missing.yaml"), 2);
+    write_file("empty.yaml", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "run empty.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("empty.yaml"));
+    CU_ASSERT_EQUAL(orakul(NULL, "plan empty.yaml"), 2);
+    write_file("junk.yaml", "job: [unclosed\n");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan junk.yaml"), 2);
+}
+
+static void test_plugins_keys(void) {
+    char env[PATH_MAX + 32];
+    snprintf(env, sizeof env, "ORAKUL_PLUGIN_PATH=%s/probe", PROBE_DIR);
+    CU_ASSERT_EQUAL(orakul(env, "plugins --keys"), 0);
+    CU_ASSERT_TRUE(out_has("/probe/orakul-probe.so"));
+    CU_ASSERT_TRUE(out_has("loss      test.probe (alias: probe)"));
+    CU_ASSERT_TRUE(out_has("weight"));
+    CU_ASSERT_TRUE(out_has("default 1.0"));
+    CU_ASSERT_TRUE(out_has("range [0, 10]"));
+    CU_ASSERT_TRUE(out_has("Scale of the loss."));
+    CU_ASSERT_TRUE(out_has("float[2]"));
+    CU_ASSERT_TRUE(out_has("one of sum|mean"));
+    /* the chosen path is logged */
+    CU_ASSERT_TRUE(out_has("plugin probe 0.1 (ABI "));
+    CU_ASSERT_EQUAL(orakul(env, "plugins"), 0);
+    CU_ASSERT_PTR_NULL(strstr(g_out, "Scale of the loss."));
+}
+
+static void test_plugin_errors(void) {
+    char env[2 * PATH_MAX + 32], dir[PATH_MAX], folder[PATH_MAX + 16];
+    /* a refused plugin on the path: listed as an error, exit 2 */
+    snprintf(env, sizeof env, "ORAKUL_PLUGIN_PATH=%s/probe:%s/major2", PROBE_DIR, PROBE_DIR);
+    CU_ASSERT_EQUAL(orakul(env, "plugins"), 2);
+    CU_ASSERT_TRUE(out_has("/major2/orakul-major2.so: entry built for ABI 2.0"));
+    CU_ASSERT_TRUE(out_has("test.probe")); /* the good one is still listed */
+
+    snprintf(folder, sizeof folder, "%s/images", g_tmp);
+    snprintf(dir, sizeof dir, "%s/major2", PROBE_DIR);
+    write_job("bad_plugin.yaml", dir, folder, "probe", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan bad_plugin.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("orakul-major2.so"));
+    CU_ASSERT_EQUAL(orakul(NULL, "run bad_plugin.yaml"), 2);
+
+    /* a component no plugin provides: the error lists the available ones */
+    snprintf(dir, sizeof dir, "%s/probe", PROBE_DIR);
+    write_job("no_such.yaml", dir, folder, "l7", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan no_such.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("no loss component 'l7'; available: test.probe (probe)"));
+
+    /* a plugins.path that does not exist */
+    write_job("no_dir.yaml", "/nonexistent/plugins", folder, "probe", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan no_dir.yaml"), 2);
+}
+
+static void test_plan(void) {
+    char dir[PATH_MAX], folder[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/probe", PROBE_DIR);
+    snprintf(folder, sizeof folder, "%s/images", g_tmp);
+    write_job("ok.yaml", dir, folder, "probe", "        loss_params:\n          weight: 2.5\n");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan ok.yaml"), 0);
+    CU_ASSERT_TRUE(out_has("plan: ok.yaml is valid"));
+    CU_ASSERT_TRUE(out_has("train.loss_params.weight = 2.5  (ok.yaml:"));
+    CU_ASSERT_TRUE(out_has("train.loss_params.steps = 3  (default)"));
+    CU_ASSERT_TRUE(out_has("train.steps = 1000  (default)"));
+    CU_ASSERT_TRUE(out_has("1 images"));
+
+    /* a component key out of range, an unknown component key */
+    write_job("range.yaml", dir, folder, "probe", "        loss_params:\n          weight: 11\n");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan range.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("range.yaml:"));
+    write_job("typo.yaml", dir, folder, "probe", "        loss_params:\n          wieght: 1\n");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan typo.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("wieght"));
+
+    /* a dataset folder that is missing, or holds no image */
+    write_job("no_folder.yaml", dir, "/nonexistent/images", "probe", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan no_folder.yaml"), 2);
+    CU_ASSERT_TRUE(out_has("/nonexistent/images"));
+    write_job("empty_folder.yaml", dir, g_tmp, "probe", "");
+    CU_ASSERT_EQUAL(orakul(NULL, "plan empty_folder.yaml"), 2);
+}
+
+static const ork_test_case cases[] = {
+    {"usage errors exit 2, help exits 0", test_usage},
+    {"--version", test_version},
+    {"missing, empty and malformed configs exit 2", test_config_errors},
+    {"plugins --keys documents every key", test_plugins_keys},
+    {"plugin errors exit 2", test_plugin_errors},
+    {"plan validates and prints the resolved config", test_plan},
+    {NULL, NULL},
+};
+ORK_TEST_MAIN("cli", setup, teardown, cases)
