@@ -135,7 +135,9 @@ typedef struct ork_backend {
     /* Pinned host memory for staging (CPU: plain malloc). */
     ork_status (*host_alloc)(size_t bytes, void **ptr);
     void (*host_free)(void *ptr);
-    /* [stream-ordered] copies; host memory should be pinned for real asynchrony. */
+    /* [stream-ordered] copies; host memory should be pinned for real asynchrony.
+     * memcpy_h2d from pageable memory must have consumed src when it returns
+     * (cudaMemcpyAsync does); d2h results are valid after sync. */
     ork_status (*memcpy_h2d)(const ork_kctx *k, void *dst, const void *src, size_t bytes);
     ork_status (*memcpy_d2h)(const ork_kctx *k, void *dst, const void *src, size_t bytes);
     ork_status (*memcpy_d2d)(const ork_kctx *k, void *dst, const void *src, size_t bytes);

@@ -1,0 +1,65 @@
+/* cpu/cpu.h — internals shared by the CPU backend's files: element load/store
+ * with conversion, the parallel-for, and the kernels each file defines.
+ * Owns nothing. */
+#ifndef ORK_CPU_CPU_H
+#define ORK_CPU_CPU_H
+
+#include "numerics/half.h"
+#include "tensor/backend.h"
+#include "util/log.h"
+
+#include <stdint.h>
+
+#define ORK_CPU_ALIGN 64
+
+/* Element i of p (dtype dt) as float / double; store v converted. */
+static inline double ork_cpu_ld(const void *p, ork_dtype dt, int64_t i) {
+    switch (dt) {
+    case ORK_F32: return ((const float *)p)[i];
+    case ORK_BF16: return ork_bf16_to_f32(((const uint16_t *)p)[i]);
+    case ORK_F16: return ork_f16_to_f32(((const uint16_t *)p)[i]);
+    case ORK_F64: return ((const double *)p)[i];
+    default: return 0.0;
+    }
+}
+static inline void ork_cpu_st(void *p, ork_dtype dt, int64_t i, double v) {
+    switch (dt) {
+    case ORK_F32: ((float *)p)[i] = (float)v; break;
+    case ORK_BF16: ((uint16_t *)p)[i] = ork_f32_to_bf16((float)v); break;
+    case ORK_F16: ((uint16_t *)p)[i] = ork_f32_to_f16((float)v); break;
+    case ORK_F64: ((double *)p)[i] = v; break;
+    default: break;
+    }
+}
+static inline int ork_cpu_float_dt(ork_dtype dt) {
+    return dt == ORK_F32 || dt == ORK_BF16 || dt == ORK_F16 || dt == ORK_F64;
+}
+static inline int ork_cpu_weight_dt(ork_dtype dt) { return dt == ORK_F32 || dt == ORK_BF16; }
+
+/* Run fn(ctx, lo, hi) over [0, n) split into at most nthreads contiguous
+ * ranges of at least min_chunk items; inline when that makes one range. */
+typedef void (*ork_par_fn)(void *ctx, int64_t lo, int64_t hi);
+void ork_par_for(int nthreads, int64_t n, int64_t min_chunk, ork_par_fn fn, void *ctx);
+
+/* cpu_gemm.c */
+ork_status ork_cpu_gemm(const ork_kctx *k, const ork_gemm_desc *d);
+
+/* cpu_nn.c: attention and convolution */
+size_t ork_cpu_attention_ws(const ork_attn_desc *d, int backward);
+ork_status ork_cpu_attention(const ork_kctx *k, const ork_attn_desc *d, const void *q, const void *kk,
+                             const void *v, void *y, float *lse, void *ws, ork_dtype dt);
+ork_status ork_cpu_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, const void *q, const void *kk,
+                                 const void *v, const void *y, const float *lse, const void *dy, void *dq,
+                                 void *dk, void *dv, void *ws, ork_dtype dt);
+size_t ork_cpu_conv2d_ws(const ork_conv2d_desc *d, int backward);
+ork_status ork_cpu_conv2d(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *w,
+                          const void *b, ork_dtype wdt, void *y, void *ws, ork_dtype dt);
+ork_status ork_cpu_conv2d_dgrad(const ork_kctx *k, const ork_conv2d_desc *d, const void *dy, const void *w,
+                                ork_dtype wdt, void *dx, void *ws, ork_dtype dt);
+ork_status ork_cpu_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *dy,
+                                float *dw, float *db, void *ws, ork_dtype dt);
+
+#define ORK_CPU_NEED_F32(dt, what) \
+    do { if ((dt) != ORK_F32) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu: %s needs f32 activations", (what)); } while (0)
+
+#endif
