@@ -392,9 +392,11 @@ static ork_status unknown_key(walker *w, const ork_ck_table *t, const yaml_node_
     size_t n = 0;
     for (const ork_ck *k = t->keys; k->key && n < 256; k++) cand[n++] = k->key;
     const char *near = nearest(sval(key), cand, n);
-    const char *where = *path ? path : t->anonymous ? "config.process[0]" : "the top level";
-    if (near) return fail(w, key, "unknown key '%s' in %s (did you mean '%s'?)", sval(key), where, near);
-    return fail(w, key, "unknown key '%s' in %s", sval(key), where);
+    const char *where = *path ? path : t->anonymous ? "config.process[0]" : NULL;
+    char in[600];
+    snprintf(in, sizeof in, "%s%s", where ? "in " : "at the top level", where ? where : "");
+    if (near) return fail(w, key, "unknown key '%s' %s (did you mean '%s'?)", sval(key), in, near);
+    return fail(w, key, "unknown key '%s' %s", sval(key), in);
 }
 
 static ork_status missing(walker *w, const yaml_mark_t *at, const yaml_node_t *null_value, const char *path) {
@@ -429,11 +431,7 @@ static ork_status walk_key(walker *w, const ork_ck *k, const yaml_node_t *key, c
     const yaml_node_t *null_value = is_null(v) && k->kind != ORK_CK_ANY ? v : NULL;
     if (null_value) v = NULL;
     const yaml_mark_t *kat = key ? &key->start_mark : at;
-    if (k->cls == ORK_CK_KNOWN) {
-        ork_loc l = loc_of(w->c, kat);
-        if (v && !restates_default(w, k, v)) warn_at(&l, "ignored: %s (not implemented yet)", path);
-        return ORK_OK;
-    }
+    if (k->cls == ORK_CK_KNOWN) return ORK_OK; /* warned while reading the keys */
     if (k->required && !v && k->kind != ORK_CK_MAP) return missing(w, kat, null_value, path);
     switch (k->kind) {
     case ORK_CK_MAP:
@@ -468,7 +466,8 @@ static size_t find_key(const ork_ck_table *t, const char *name) {
 static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *map, const yaml_mark_t *at,
                            const char *path, char *base) {
     if (map && map->type != YAML_MAPPING_NODE)
-        return fail(w, map, "%s: expected a mapping, got %s", *path ? path : "the document", what(map));
+        return fail(w, map, "%s: expected a mapping, got %s", *path ? path : "the top level (job:, config:, meta:)",
+                    what(map));
     size_t nk = 0;
     while (t->keys[nk].key) nk++;
     const yaml_node_pair_t **seen = calloc(nk + 1, sizeof *seen);
@@ -484,6 +483,13 @@ static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *
         size_t i = find_key(t, sval(key));
         if (i == (size_t)-1) { s = unknown_key(w, t, key, path); break; }
         if (t->keys[i].cls == ORK_CK_ALIAS) i = find_key(t, t->keys[i].alias);
+        if (t->keys[i].cls == ORK_CK_KNOWN && !t->unimplemented) { /* warn in file order */
+            const yaml_node_t *v = node(w->doc, p->value);
+            char kpath[512];
+            ork_loc l = loc_of(w->c, &key->start_mark);
+            if (!restates_default(w, &t->keys[i], v))
+                warn_at(&l, "ignored: %s (not implemented yet)", join(path, sval(key), kpath, sizeof kpath));
+        }
         if (seen[i]) {
             const yaml_node_t *first = node(w->doc, seen[i]->key);
             if (!strcmp(sval(first), sval(key)))
