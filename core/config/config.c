@@ -387,6 +387,20 @@ static int restates_default(walker *w, const ork_ck *k, const yaml_node_t *n) {
 static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *map, const yaml_mark_t *at,
                            const char *path, char *base);
 
+/* The section of the core schema that does take `name` (for a misplaced key). */
+static int home_of(const ork_ck_table *t, const char *prefix, const char *name, char *out, size_t n) {
+    for (const ork_ck *k = t->keys; k->key; k++) {
+        if (k->cls != ORK_CK_KNOWN && !strcmp(k->key, name) && *prefix) return snprintf(out, n, "%s", prefix), 1;
+        if ((k->kind == ORK_CK_MAP || k->kind == ORK_CK_LIST) && k->sub) {
+            char sub[256];
+            snprintf(sub, sizeof sub, "%s%s%s%s", prefix, *prefix ? "." : "", k->key,
+                     k->kind == ORK_CK_LIST ? "[]" : "");
+            if (home_of(k->sub, k->sub->anonymous ? "" : sub, name, out, n)) return 1;
+        }
+    }
+    return 0;
+}
+
 static ork_status unknown_key(walker *w, const ork_ck_table *t, const yaml_node_t *key, const char *path) {
     const char *cand[256];
     size_t n = 0;
@@ -396,6 +410,9 @@ static ork_status unknown_key(walker *w, const ork_ck_table *t, const yaml_node_
     char in[600];
     snprintf(in, sizeof in, "%s%s", where ? "in " : "at the top level", where ? where : "");
     if (near) return fail(w, key, "unknown key '%s' %s (did you mean '%s'?)", sval(key), in, near);
+    char home[256];
+    if (!w->own_text && home_of(&ork_schema_root, "", sval(key), home, sizeof home))
+        return fail(w, key, "unknown key '%s' %s (it belongs in %s)", sval(key), in, home);
     return fail(w, key, "unknown key '%s' %s", sval(key), in);
 }
 

@@ -126,7 +126,9 @@ typedef struct ork_logging_config {
 } ork_logging_config;
 
 typedef struct ork_plugins_config {
-    ork_strs path; /* orakul: extra plugin directories, searched first; each must exist */
+    ork_strs path; /* orakul: extra plugin directories, searched first; each must exist
+                    * (relative paths: from the current directory, like every path in
+                    * ai-toolkit's YAML) */
 } ork_plugins_config;
 
 typedef struct ork_process_config {

@@ -91,6 +91,7 @@ static void t_unknown_key(void) {
     expect_error("unknown_top.yaml", ORK_E_CONFIG, "1:1", "unknown key 'jobb' at the top level (did you mean 'job'?)");
     expect_error("unknown_far.yaml", ORK_E_CONFIG, "11:9", "unknown key 'frobnicate' in train");
     CU_ASSERT_PTR_NULL(logged("did you mean", NULL));
+    expect_error("misplaced.yaml", ORK_E_CONFIG, "10:9", "unknown key 'lr' in model (it belongs in train)");
 }
 static void t_choices(void) {
     expect_error("bad_choice.yaml", ORK_E_CONFIG, "11:26",
