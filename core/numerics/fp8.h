@@ -54,6 +54,22 @@ static inline uint8_t ork_fp8_round_bits_(uint32_t u, unsigned mbits, unsigned b
     return (uint8_t)(sign | code);
 }
 
+/* The same rounding for FINITE inputs with SATFINITE only, written without
+ * branches so that compilers can vectorize it (the quantizer's inner loop; both
+ * paths are computed and one selected). Equal to ork_fp8_round_bits_(u, ..., 1)
+ * for every finite u (tests/numerics/test_fp8.c checks it). */
+static inline uint8_t ork_fp8_round_finite_sat_(uint32_t u, unsigned mbits, unsigned bias,
+                                                unsigned maxcode) {
+    uint32_t a = u & 0x7FFFFFFFu, sign = (u >> 24) & 0x80u, sh = 23u - mbits;
+    uint32_t cn = ((a + ((1u << (sh - 1)) - 1u) + ((a >> sh) & 1u)) >> sh) - ((127u - bias) << mbits);
+    int32_t ss = (int32_t)(151u - bias - mbits) - (int32_t)(a >> 23);
+    uint32_t s2 = (uint32_t)(ss < 1 ? 1 : ss > 31 ? 31 : ss); /* >= 25 rounds to 0 */
+    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    uint32_t cs = (m + ((1u << (s2 - 1)) - 1u) + ((m >> s2) & 1u)) >> s2;
+    uint32_t code = a >= (128u - bias) << 23 ? cn : cs;
+    return (uint8_t)(sign | (code < maxcode ? code : maxcode));
+}
+
 static inline uint8_t ork_f32_to_e4m3(float x, ork_fp8_sat sat) {
     uint32_t u; memcpy(&u, &x, 4);
     return ork_fp8_round_bits_(u, 3, 7, 0x7E, 0x7F, sat == ORK_FP8_SATFINITE);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static atomic_int g_threads; /* 0 = default */
@@ -45,7 +46,16 @@ typedef struct qpart {
     ork_status st;
 } qpart;
 
+/* GCC builds AVX2 copies of the hot loops next to the baseline ones and picks
+ * them at load time (the rounding vectorizes with AVX2's per-lane shifts). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define ORK_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ORK_CLONES
+#endif
+
 /* Row r of W as float32 (exact for every input dtype). buf: [cols] scratch. */
+ORK_CLONES
 static const float *load_row(const qjob *j, size_t r, float *buf) {
     size_t n = j->cols;
     if (j->in == ORK_F32) return (const float *)j->w + r * n;
@@ -57,41 +67,61 @@ static const float *load_row(const qjob *j, size_t r, float *buf) {
     return buf;
 }
 
-/* Index of the first NaN/Inf in x[n], or n. Reads the bits: fast, no FP traps. */
-static size_t first_nonfinite(const float *x, size_t n) {
+/* Largest |x| of x[n] as float bits; >= 0x7F800000 means a NaN or Inf is there.
+ * Integer max: vectorizes, no FP exceptions, and finite values order like their bits. */
+ORK_CLONES
+static uint32_t abs_bits_max(const float *x, size_t n) {
     const uint32_t *u = (const uint32_t *)(const void *)x;
-    uint32_t any = 0;
-    for (size_t i = 0; i < n; i++) any |= (uint32_t)((u[i] & 0x7F800000u) == 0x7F800000u);
-    if (!any) return n;
-    for (size_t i = 0; i < n; i++) if ((u[i] & 0x7F800000u) == 0x7F800000u) return i;
-    return n;
+    int32_t m = 0;                                  /* masked bits are >= 0 as int32 */
+    for (size_t i = 0; i < n; i++) {
+        int32_t a = (int32_t)(u[i] & 0x7FFFFFFFu);
+        m = a > m ? a : m;
+    }
+    return (uint32_t)m;
 }
 
-static void quant_row(const qjob *j, size_t r, const float *x) {
+/* One slice: x: [n] finite values, s: its scale, y: [n] scratch, q: out [n] codes.
+ * Adds the slice's squared error and squared norm to *err2 / *ref2. */
+ORK_CLONES
+static void quant_slice(const float *restrict x, size_t n, float s, int e4, const float *lut,
+                        float *restrict y, uint8_t *restrict q, double *err2, double *ref2) {
+    for (size_t c = 0; c < n; c++) y[c] = x[c] / s;
+    const uint32_t *yu = (const uint32_t *)(const void *)y;
+    if (e4)
+        for (size_t c = 0; c < n; c++) q[c] = ork_fp8_round_finite_sat_(yu[c], 3, 7, 0x7E);
+    else
+        for (size_t c = 0; c < n; c++) q[c] = ork_fp8_round_finite_sat_(yu[c], 2, 15, 0x7B);
+    double e0 = 0, e1 = 0, r0 = 0, r1 = 0;                    /* 2 lanes: shorter chains */
+    size_t c = 0;
+    for (; c + 2 <= n; c += 2) {
+        double v0 = x[c], v1 = x[c + 1];
+        double d0 = v0 - (double)(lut[q[c]] * s), d1 = v1 - (double)(lut[q[c + 1]] * s);
+        e0 += d0 * d0; e1 += d1 * d1; r0 += v0 * v0; r1 += v1 * v1;
+    }
+    if (c < n) {
+        double v = x[c], d = v - (double)(lut[q[c]] * s);
+        e0 += d * d; r0 += v * v;
+    }
+    *err2 += e0 + e1;
+    *ref2 += r0 + r1;
+}
+
+/* Quantize row r (x: its float values, y: [block] scratch). */
+static void quant_row(const qjob *j, size_t r, const float *x, float *y) {
     const float fmax = ork_fp8_max(j->fmt);
-    const int e4 = j->fmt == ORK_F8_E4M3;
     size_t bw = j->block ? j->block : j->cols;
     uint8_t *q = j->q + r * j->cols;
     float *sc = j->scales + r * j->nblk;
     double err2 = 0, ref2 = 0;
     for (size_t b = 0; b < j->nblk; b++) {
-        size_t c0 = b * bw, c1 = c0 + bw < j->cols ? c0 + bw : j->cols;
-        float amax = 0;
-        for (size_t c = c0; c < c1; c++) amax = fmaxf(amax, fabsf(x[c]));
+        size_t c0 = b * bw, n = (c0 + bw < j->cols ? c0 + bw : j->cols) - c0;
+        uint32_t mb = abs_bits_max(x + c0, n);
+        float amax;
+        memcpy(&amax, &mb, 4);
         float s = amax > 0 ? amax / fmax : 1.0f;
         if (s < FLT_MIN) s = FLT_MIN;
         sc[b] = s;
-        if (e4)
-            for (size_t c = c0; c < c1; c++) q[c] = ork_f32_to_e4m3(x[c] / s, ORK_FP8_SATFINITE);
-        else
-            for (size_t c = c0; c < c1; c++) q[c] = ork_f32_to_e5m2(x[c] / s, ORK_FP8_SATFINITE);
-        double be = 0, br = 0;
-        for (size_t c = c0; c < c1; c++) {
-            double d = (double)x[c] - (double)(j->lut[q[c]] * s);
-            be += d * d;
-            br += (double)x[c] * x[c];
-        }
-        err2 += be; ref2 += br;
+        quant_slice(x + c0, n, s, j->fmt == ORK_F8_E4M3, j->lut, y, q + c0, &err2, &ref2);
     }
     j->err2[r] = err2;
     j->ref2[r] = ref2;
@@ -100,13 +130,19 @@ static void quant_row(const qjob *j, size_t r, const float *x) {
 static void *quant_part(void *arg) {
     qpart *p = arg;
     const qjob *j = p->j;
-    float *buf = j->in == ORK_F32 ? NULL : malloc(j->cols * sizeof(float));
-    if (j->in != ORK_F32 && !buf) { p->st = ORK_E_NOMEM; return NULL; }
+    size_t bw = j->block && j->block < j->cols ? j->block : j->cols;
+    float *buf = malloc((j->cols + bw) * sizeof(float));    /* row as f32 + y scratch */
+    if (!buf) { p->st = ORK_E_NOMEM; return NULL; }
     for (size_t r = p->r0; r < p->r1; r++) {
         const float *x = load_row(j, r, buf);
-        size_t c = first_nonfinite(x, j->cols);
-        if (c < j->cols) { p->bad = r * j->cols + c; break; }
-        quant_row(j, r, x);
+        if (abs_bits_max(x, j->cols) >= 0x7F800000u) {        /* NaN or Inf: find it */
+            const uint32_t *u = (const uint32_t *)(const void *)x;
+            size_t c = 0;
+            while ((u[c] & 0x7F800000u) != 0x7F800000u) c++;
+            p->bad = r * j->cols + c;
+            break;
+        }
+        quant_row(j, r, x, buf + j->cols);
     }
     free(buf);
     return NULL;

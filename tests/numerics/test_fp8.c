@@ -1,5 +1,6 @@
 /* test_fp8.c — float32 -> fp8 rounding against an independent double-precision
- * reference (nearest of the enumerated fp8 values, ties to the even code), over
+ * reference (nearest of the enumerated fp8 values, ties to the even code) — both
+ * the inline conversion and the quantizer's branchless variant — over
  * every float in the interesting binades, millions of random bit patterns and the
  * pinned specials of NUMERICS.md §1; fp8 -> float32 decode against the OCP
  * formula for all 256 codes. Both formats, both saturation modes. */
@@ -73,6 +74,15 @@ static void check_one(uint32_t u, tally *t) {
             if (got != want && t->bad++ < 8)
                 printf("\n  MISMATCH %s %s x=0x%08X (%a): got 0x%02X want 0x%02X", e4 ? "e4m3" : "e5m2",
                        sat ? "satfinite" : "nosat", u, (double)x, got, want);
+        }
+        if (isfinite(x)) {       /* the quantizer's branchless variant: finite, SATFINITE */
+            uint8_t want = ref_apply(f, x, code, 1);
+            uint8_t got = e4 ? ork_fp8_round_finite_sat_(u, 3, 7, 0x7E)
+                             : ork_fp8_round_finite_sat_(u, 2, 15, 0x7B);
+            t->n++;
+            if (got != want && t->bad++ < 8)
+                printf("\n  MISMATCH branchless %s x=0x%08X: got 0x%02X want 0x%02X",
+                       e4 ? "e4m3" : "e5m2", u, got, want);
         }
     }
 }
