@@ -248,6 +248,9 @@ ork_status ork_arena_get(ork_arena *ar, size_t bytes, void **ptr) {
         size_t cap = ork_arena_capacity(ar), want = bytes > cap ? bytes : cap;
         if (want < ((size_t)1 << 20)) want = (size_t)1 << 20;
         if (want < bytes) want = bytes;
+        /* Under a budget, grow by just what is needed rather than be refused for slack. */
+        size_t budget = ork_alloc_budget(ar->a), used = ork_alloc_in_use(ar->a, NULL);
+        if (budget && want > bytes && (used >= budget || want > budget - used)) want = bytes;
         ORK_TRY(chunk_add(ar, want));
         p = chunk_take(ar, &ar->chunks[ar->nchunks - 1], bytes);
         if (!p) return ORK_FAIL(ORK_E_NOMEM, "arena: out of host memory");
