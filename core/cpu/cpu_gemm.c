@@ -69,16 +69,27 @@ static void pack_b(const ork_gemm_desc *d, const void *B, int64_t p0, int64_t kc
     }
 }
 
-/* acc (MR, NR) = Σ_p a[p] (MR) ⊗ b[p] (NR). */
+/* acc (MR, NR) = Σ_p a[p] (MR) ⊗ b[p] (NR). Four-float vectors (GCC/Clang
+ * vector extension: SSE on x86-64, NEON on arm64); 12 accumulators stay in
+ * registers. */
+typedef float v4f __attribute__((vector_size(16)));
+
 static void micro(int64_t kc, const float *restrict a, const float *restrict b, float acc[MR][NR]) {
-    float t[MR][NR];
-    memset(t, 0, sizeof t);
+    v4f c[MR][2];
+    memset(c, 0, sizeof c);
     for (int64_t p = 0; p < kc; p++) {
-        const float *ap = a + p * MR, *bp = b + p * NR;
-        for (int r = 0; r < MR; r++)
-            for (int c = 0; c < NR; c++) t[r][c] += ap[r] * bp[c];
+        v4f b0, b1;
+        memcpy(&b0, b + p * NR, sizeof b0);
+        memcpy(&b1, b + p * NR + 4, sizeof b1);
+        const float *ap = a + p * MR;
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            v4f ar = {ap[r], ap[r], ap[r], ap[r]};
+            c[r][0] += ar * b0;
+            c[r][1] += ar * b1;
+        }
     }
-    memcpy(acc, t, sizeof t);
+    memcpy(acc, c, sizeof c);
 }
 
 static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
