@@ -8,6 +8,7 @@
 #include "numerics/half.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
@@ -250,6 +251,46 @@ static void t_attention(void) {
     gc_free(3, in);
 }
 
+
+/* Backend attention with grouped K/V heads and a key mask (ARCHITECTURE §8)
+ * equals full attention over repeated K/V; masked keys get no gradient. */
+static void t_attention_gqa(void) {
+    const ork_backend *be = ork_cpu_backend();
+    const int64_t B = 1, H = 3, L = 5, Dh = 4, n = B * H * L * Dh, nk = B * L * Dh;
+    ork_tensor *q = gc_const(ORK_F32, 1, S(n), 1.0), *k1 = gc_const(ORK_F32, 1, S(nk), 1.0);
+    ork_tensor *v1 = gc_const(ORK_F32, 1, S(nk), 1.0), *dy = gc_const(ORK_F32, 1, S(n), 1.0);
+    float *kr = malloc(sizeof(float) * n), *vr = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n),
+          *y3 = malloc(sizeof(float) * n), *lse1 = malloc(sizeof(float) * B * H * L), *lse3 = malloc(sizeof(float) * B * H * L),
+          *dq1 = malloc(sizeof(float) * n), *dq3 = malloc(sizeof(float) * n), *dk1 = malloc(sizeof(float) * nk),
+          *dv1 = malloc(sizeof(float) * nk), *dk3 = malloc(sizeof(float) * n), *dv3 = malloc(sizeof(float) * n);
+    for (int h = 0; h < H; h++) {
+        memcpy(kr + h * nk, ork_tensor_data(k1), sizeof(float) * nk);
+        memcpy(vr + h * nk, ork_tensor_data(v1), sizeof(float) * nk);
+    }
+    uint8_t mask[5] = {1, 1, 0, 1, 1};
+    ork_attn_desc g1 = {B, H, 1, L, L, Dh, 0.5f, 0, mask}, g3 = {B, H, H, L, L, Dh, 0.5f, 0, mask};
+    ork_kctx *kx = &G.g->k;
+    CU_ASSERT_FATAL(be->attention(kx, &g1, ork_tensor_data(q), ork_tensor_data(k1), ork_tensor_data(v1), y1, lse1, NULL, ORK_F32) == ORK_OK);
+    CU_ASSERT_FATAL(be->attention(kx, &g3, ork_tensor_data(q), kr, vr, y3, lse3, NULL, ORK_F32) == ORK_OK);
+    CU_ASSERT_FATAL(be->attention_bwd(kx, &g1, ork_tensor_data(q), ork_tensor_data(k1), ork_tensor_data(v1), y1, lse1,
+                                      ork_tensor_data(dy), dq1, dk1, dv1, NULL, ORK_F32) == ORK_OK);
+    CU_ASSERT_FATAL(be->attention_bwd(kx, &g3, ork_tensor_data(q), kr, vr, y3, lse3, ork_tensor_data(dy), dq3, dk3, dv3,
+                                      NULL, ORK_F32) == ORK_OK);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !ork_close(y1[i], y3[i], 1e-6, 1e-6) + !ork_close(dq1[i], dq3[i], 1e-6, 1e-6);
+    for (int64_t i = 0; i < nk; i++) {
+        double sk = 0, sv = 0;
+        for (int h = 0; h < H; h++) { sk += dk3[h * nk + i]; sv += dv3[h * nk + i]; }
+        bad += !ork_close(dk1[i], sk, 1e-5, 1e-5) + !ork_close(dv1[i], sv, 1e-5, 1e-5);
+    }
+    CU_ASSERT(bad == 0);
+    for (int c = 0; c < Dh; c++) CU_ASSERT(dk1[2 * Dh + c] == 0.0f && dv1[2 * Dh + c] == 0.0f);
+    free(kr); free(vr); free(y1); free(y3); free(lse1); free(lse3); free(dq1); free(dq3); free(dk1); free(dv1);
+    free(dk3); free(dv3);
+    ork_tensor *fr[4] = {q, k1, v1, dy};
+    gc_free(4, fr);
+}
+
 /* ---- images ------------------------------------------------------------------------------------------ */
 
 typedef struct { int stride, pad, bias; } conv_ctx;
@@ -486,6 +527,7 @@ static const ork_test_case cases[] = {
     {"activations + swiglu", t_activations},
     {"rope 3 and 4 axes", t_rope},
     {"attention full and causal", t_attention},
+    {"attention grouped kv + key mask (backend)", t_attention_gqa},
     {"conv2d stride/pad/1x1/3x3", t_conv2d},
     {"maxpool2x2, upsample2x", t_pool_upsample},
     {"matmul transposes + gram", t_matmul},
