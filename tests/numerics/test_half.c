@@ -76,7 +76,7 @@ static uint16_t ref_f16(float x) {
 static void test_f16_rne(void) {
     uint64_t n = 0, bad = 0;
 #if defined(__FLT16_MAX__)
-    static const int exps[] = {-127, -26, -25, -24, -15, -14, -13, 0, 15, 16, 128};
+    static const int exps[] = {-127, -26, -25, -15, -14, 15, 128}; /* underflow, subnormal, overflow, specials */
     for (size_t k = 0; k < sizeof exps / sizeof exps[0]; k++)
         for (uint32_t m = 0; m < (1u << 24); m++) {   /* both signs */
             uint32_t u = ((m >> 23) << 31) | ((uint32_t)(exps[k] + 127) << 23) | (m & 0x7FFFFF);
