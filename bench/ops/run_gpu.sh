@@ -1,0 +1,22 @@
+#!/bin/bash
+# run_gpu.sh — one call on the GPU machine: build the CUDA backend (sm_90), run the
+# gpu tests of tests/cuda, then bench_ops and bench_torch.py; logs under $OUT.
+# Needs .gpu-deps (../shared/tools/gpu-deps + jansson/webp/png/jpeg debs) carried.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export ORK_DEPS=$PWD/.gpu-deps/usr CMAKE_PREFIX_PATH=$PWD/.gpu-deps/usr
+export LD_LIBRARY_PATH=$ORK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PKG_CONFIG_PATH=$ORK_DEPS/lib/x86_64-linux-gnu/pkgconfig
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+cmake -S . -B build-gpu -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
+  >"$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 --target test_cuda_ops bench_ops >>"$OUT/build.log" 2>&1
+rc=$?; echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "error|spill" "$OUT/build.log" | head -20
+[ $rc -eq 0 ] || { tail -30 "$OUT/build.log"; exit 1; }
+t0=$(date +%s)
+timeout 400 build-gpu/tests/cuda/test_cuda_ops >"$OUT/test.log" 2>&1; echo "test rc=$? in $(( $(date +%s) - t0 )) s"
+grep -E "bad=[1-9]|FAIL|Error|error|asserts|tests " "$OUT/test.log" | head -40
+timeout 200 build-gpu/bench/ops/bench_ops ${1:-} >"$OUT/ours.jsonl" 2>"$OUT/bench_err.log"; echo "bench rc=$?"
+cat "$OUT/bench_err.log" | head -5
+PYTHONUNBUFFERED=1 timeout 200 python3 bench/ops/bench_torch.py "$OUT/ours.jsonl" >"$OUT/bench.txt" 2>&1; echo "torch rc=$?"
+sed -n '/^op/,$p' "$OUT/bench.txt"; tail -3 "$OUT/bench.txt"

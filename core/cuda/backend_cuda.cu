@@ -1,0 +1,187 @@
+/* cuda/backend_cuda.cu — the CUDA backend table (ork_cuda_backend): memory entry
+ * points, the per-graph context, and the adapters from tensor/backend.h's
+ * descriptors to the GEMM (cuda_gemm), attention (cuda_attn) and convolution
+ * (im2col/col2im + cuBLASLt) kernels. Elementwise entries live in cuda_ew.cu.
+ * Everything a step calls is [stream-ordered] on ork_cuda_kstream(k). */
+#include "cuda/cuda_util.cuh"
+#include "cuda/cuda_ops.h"
+#include "cuda/cuda_gemm.h"
+#include "cuda/cuda_attn.h"
+
+extern "C" {
+
+void *ork_cuda_kstream(const ork_kctx *k) {
+    return k->stream ? k->stream : (void *)((ork_cuda_ctx *)k->priv)->stream;
+}
+ork_cuda_ctx *ork_cuda_kctx(const ork_kctx *k) { return (ork_cuda_ctx *)k->priv; }
+
+static ork_status be_ctx_create(int device_index, void **priv) {
+    ork_cuda_ctx *c;
+    ORK_TRY(ork_cuda_ctx_create(device_index, &c));
+    *priv = c;
+    return ORK_OK;
+}
+static void be_ctx_destroy(void *priv) { ork_cuda_ctx_destroy((ork_cuda_ctx *)priv); }
+
+static ork_status be_alloc(size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (!bytes) bytes = 1;
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ORK_FAIL(ORK_E_BUDGET, "cuda: cudaMalloc(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+    }
+    return ORK_OK;
+}
+static void be_free(void *p) { if (p) cudaFree(p); }
+static ork_status be_host_alloc(size_t bytes, void **ptr) {
+    *ptr = NULL;
+    cudaError_t e = cudaMallocHost(ptr, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ORK_FAIL(ORK_E_NOMEM, "cuda: pinned host allocation of %zu bytes failed: %s", bytes,
+                        cudaGetErrorString(e));
+    }
+    return ORK_OK;
+}
+static void be_host_free(void *p) { if (p) cudaFreeHost(p); }
+static ork_status be_memcpy(const ork_kctx *k, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return ORK_OK;
+    ORK_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, ork_stream(ork_cuda_kstream(k))));
+    return ORK_OK;
+}
+static ork_status be_h2d(const ork_kctx *k, void *d, const void *s, size_t n) { return be_memcpy(k, d, s, n, cudaMemcpyHostToDevice); }
+static ork_status be_d2h(const ork_kctx *k, void *d, const void *s, size_t n) { return be_memcpy(k, d, s, n, cudaMemcpyDeviceToHost); }
+static ork_status be_d2d(const ork_kctx *k, void *d, const void *s, size_t n) { return be_memcpy(k, d, s, n, cudaMemcpyDeviceToDevice); }
+static ork_status be_sync(const ork_kctx *k) { return ork_cuda_stream_sync(ork_cuda_kstream(k)); }
+
+static ork_status be_gemm(const ork_kctx *k, const ork_gemm_desc *d) {
+    ork_cuda_gemm_args g = {};
+    g.ta = d->ta; g.tb = d->tb; g.M = d->M; g.N = d->N; g.K = d->K; g.batch = d->batch;
+    g.alpha = d->alpha; g.beta = d->beta;
+    g.A = d->A; g.adt = d->adt; g.lda = d->lda; g.stride_a = d->stride_a;
+    g.B = d->B; g.bdt = d->bdt; g.ldb = d->ldb; g.stride_b = d->stride_b;
+    g.C = d->C; g.cdt = d->cdt; g.ldc = d->ldc; g.stride_c = d->stride_c;
+    return ork_cuda_gemm(ork_cuda_kctx(k), ork_cuda_kstream(k), &g);
+}
+
+static ork_cuda_attn_args attn_args(const ork_attn_desc *d) {
+    ork_cuda_attn_args a = {d->B, d->H, d->Hkv, d->Lq, d->Lk, d->D, d->scale, d->causal, d->kmask};
+    return a;
+}
+static size_t be_attention_ws(const ork_attn_desc *d, int backward) {
+    ork_cuda_attn_args a = attn_args(d);
+    return ork_cuda_attn_ws(&a, backward);
+}
+static ork_status be_attention(const ork_kctx *k, const ork_attn_desc *d, const void *q, const void *kk,
+                               const void *v, void *y, float *lse, void *ws, ork_dtype dt) {
+    if (dt != ORK_BF16) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda attention: dtype %d (BF16 only)", (int)dt);
+    ork_cuda_attn_args a = attn_args(d);
+    return ork_cuda_attn_fwd(&a, q, kk, v, y, lse, ork_cuda_kstream(k));
+}
+static ork_status be_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, const void *q, const void *kk,
+                                   const void *v, const void *y, const float *lse, const void *dy, void *dq,
+                                   void *dk, void *dv, void *ws, ork_dtype dt) {
+    if (dt != ORK_BF16) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda attention: dtype %d (BF16 only)", (int)dt);
+    ork_cuda_attn_args a = attn_args(d);
+    return ork_cuda_attn_bwd(&a, q, kk, v, y, lse, dy, dq, dk, dv, ws, ork_cuda_kstream(k));
+}
+
+/* ---- convolution: per image, col (Kc = Cin·kh·kw, P = Ho·Wo) ----
+ * workspace: col (Kc·P) + a copy of w in the activation dtype (Cout·Kc), 4 bytes each. */
+static size_t be_conv2d_ws(const ork_conv2d_desc *d, int backward) {
+    return (size_t)(d->Cin * d->kh * d->kw) * (size_t)(d->Ho * d->Wo + d->Cout) * 4 + 256;
+}
+static int conv_is_pointwise(const ork_conv2d_desc *d) {
+    return d->kh == 1 && d->kw == 1 && d->stride == 1 && d->pad == 0;
+}
+/* The weight in the activation dtype: w itself, or a converted copy placed in ws. */
+static ork_status conv_weight(const ork_kctx *k, const ork_conv2d_desc *d, const void *w, ork_dtype wdt,
+                              ork_dtype dt, void *wsw, const void **out) {
+    *out = w;
+    if (wdt == dt) return ORK_OK;
+    ORK_TRY(ork_cuda_axpby(k, d->Cout * d->Cin * d->kh * d->kw, 1.f, w, wdt, 0.f, wsw, dt));
+    *out = wsw;
+    return ORK_OK;
+}
+static ork_status be_conv2d(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *w,
+                            const void *b, ork_dtype wdt, void *y, void *ws, ork_dtype dt) {
+    const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
+    const size_t es = ork_dtype_size(dt);
+    char *col = (char *)ws, *wsw = col + (((size_t)Kc * P * es + 255) & ~(size_t)255);
+    const void *wd;
+    ORK_TRY(conv_weight(k, d, w, wdt, dt, wsw, &wd));
+    for (int64_t n = 0; n < d->N; n++) {
+        const char *xn = (const char *)x + (size_t)n * d->Cin * d->H * d->W * es;
+        const void *B = xn;
+        if (!conv_is_pointwise(d)) { ORK_TRY(ork_cuda_im2col(k, d, xn, col, dt)); B = col; }
+        ork_gemm_desc g = {};
+        g.M = d->Cout; g.N = P; g.K = Kc; g.batch = 1; g.alpha = 1.f;
+        g.A = wd; g.adt = dt; g.lda = Kc;
+        g.B = B; g.bdt = dt; g.ldb = P;
+        g.C = (char *)y + (size_t)n * d->Cout * P * es; g.cdt = dt; g.ldc = P;
+        ORK_TRY(be_gemm(k, &g));
+    }
+    if (b) ORK_TRY(ork_cuda_chan_bias(k, d->N, d->Cout, P, b, wdt, y, dt));
+    return ORK_OK;
+}
+static ork_status be_conv2d_dgrad(const ork_kctx *k, const ork_conv2d_desc *d, const void *dy, const void *w,
+                                  ork_dtype wdt, void *dx, void *ws, ork_dtype dt) {
+    const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
+    const size_t es = ork_dtype_size(dt);
+    char *col = (char *)ws, *wsw = col + (((size_t)Kc * P * es + 255) & ~(size_t)255);
+    const void *wd;
+    ORK_TRY(conv_weight(k, d, w, wdt, dt, wsw, &wd));
+    int pw = conv_is_pointwise(d);
+    for (int64_t n = 0; n < d->N; n++) {
+        char *dxn = (char *)dx + (size_t)n * d->Cin * d->H * d->W * es;
+        ork_gemm_desc g = {}; /* dcol (Kc, P) = wᵀ (Kc, Cout) · dy_n (Cout, P) */
+        g.ta = 1; g.M = Kc; g.N = P; g.K = d->Cout; g.batch = 1; g.alpha = 1.f;
+        g.A = wd; g.adt = dt; g.lda = Kc;
+        g.B = (const char *)dy + (size_t)n * d->Cout * P * es; g.bdt = dt; g.ldb = P;
+        g.C = pw ? (void *)dxn : (void *)col; g.cdt = dt; g.ldc = P;
+        ORK_TRY(be_gemm(k, &g));
+        if (!pw) ORK_TRY(ork_cuda_col2im(k, d, col, dxn, dt));
+    }
+    return ORK_OK;
+}
+static ork_status be_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *dy,
+                                  float *dw, float *db, void *ws, ork_dtype dt) {
+    const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
+    const size_t es = ork_dtype_size(dt);
+    if (dw) {
+        for (int64_t n = 0; n < d->N; n++) {
+            const char *xn = (const char *)x + (size_t)n * d->Cin * d->H * d->W * es;
+            const void *B = xn;
+            if (!conv_is_pointwise(d)) { ORK_TRY(ork_cuda_im2col(k, d, xn, ws, dt)); B = ws; }
+            ork_gemm_desc g = {}; /* dw (Cout, Kc) += dy_n (Cout, P) · colᵀ (P, Kc) */
+            g.tb = 1; g.M = d->Cout; g.N = Kc; g.K = P; g.batch = 1; g.alpha = 1.f; g.beta = 1.f;
+            g.A = (const char *)dy + (size_t)n * d->Cout * P * es; g.adt = dt; g.lda = P;
+            g.B = B; g.bdt = dt; g.ldb = P;
+            g.C = dw; g.cdt = ORK_F32; g.ldc = Kc;
+            ORK_TRY(be_gemm(k, &g));
+        }
+    }
+    if (db) ORK_TRY(ork_cuda_chan_sum(k, d->N, d->Cout, P, dy, dt, db));
+    return ORK_OK;
+}
+
+static const ork_backend g_cuda = {
+    "cuda", ORK_DEV_CUDA,
+    be_ctx_create, be_ctx_destroy,
+    be_alloc, be_free, be_host_alloc, be_host_free, be_h2d, be_d2h, be_d2d, be_sync,
+    ork_cuda_fill, ork_cuda_fill_scalar, ork_cuda_axpby, ork_cuda_copy,
+    be_gemm,
+    ork_cuda_binary, ork_cuda_binary_bwd, ork_cuda_modulate, ork_cuda_modulate_bwd,
+    ork_cuda_layernorm, ork_cuda_layernorm_bwd, ork_cuda_rmsnorm, ork_cuda_rmsnorm_bwd,
+    ork_cuda_unary, ork_cuda_unary_bwd, ork_cuda_swiglu, ork_cuda_swiglu_bwd,
+    ork_cuda_rope, ork_cuda_rope_bwd,
+    be_attention_ws, be_attention, be_attention_bwd,
+    be_conv2d_ws, be_conv2d, be_conv2d_dgrad, be_conv2d_wgrad,
+    ork_cuda_maxpool2x2, ork_cuda_maxpool2x2_bwd, ork_cuda_upsample2x, ork_cuda_upsample2x_bwd,
+    ork_cuda_reduce, ork_cuda_mse, ork_cuda_mse_bwd,
+};
+
+const ork_backend *ork_cuda_backend(void) { return &g_cuda; }
+
+} // extern "C"
