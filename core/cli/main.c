@@ -5,9 +5,7 @@
 #include "util/log.h" /* ork_log_set_level */
 
 #include <orakul/abi.h> /* ORK_ABI_MAJOR/MINOR */
-#ifdef ORAKUL_HAVE_TRAINER
 #include "train/services.h" /* ork_services_register */
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +64,8 @@ int main(int argc, char **argv) {
         );
         return ORK_EXIT_OK;
     }
-#ifdef ORAKUL_HAVE_TRAINER
     /* before any plugin is loaded: init may look services up */
     if (ork_services_register() != ORK_OK) return ORK_EXIT_TRAIN;
-#endif
     if (!strcmp(cmd, "run")) return ork_cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "plan")) return ork_cmd_plan(argc - 2, argv + 2);
     if (!strcmp(cmd, "plugins")) return ork_cmd_plugins(argc - 2, argv + 2);

@@ -15,8 +15,9 @@ static int g_n_services;
 
 ork_status ork_host_register_service(const char *id, const void *table) {
     if (!id || !table) return ORK_FAIL(ORK_E_INVALID, "host service: NULL id or table");
-    if (ork_host_get_service(id))
-        return ORK_FAIL(ORK_E_INVALID, "host service %s: registered twice", id);
+    const void *have = ork_host_get_service(id);
+    if (have == table) return ORK_OK; /* the same table again: start-up may run twice */
+    if (have) return ORK_FAIL(ORK_E_INVALID, "host service %s: registered twice, with another table", id);
     if (g_n_services == ORK_HOST_MAX_SERVICES)
         return ORK_FAIL(ORK_E_NOMEM, "host service %s: table full (%d services)", id,
                         ORK_HOST_MAX_SERVICES);

@@ -15,8 +15,9 @@
 #define ORK_HOST_MAX_SERVICES 32
 
 /* Make `table` available to plugins under the exact id string `id` (with its
- * revision, e.g. ORK_SERVICE_TENSOR). Both pointers are borrowed.
- * ORK_E_INVALID on a NULL argument or an id already registered. [control-thread] */
+ * revision, e.g. ORK_SERVICE_TENSOR). Both pointers are borrowed. Registering
+ * the same table under the same id again is a no-op. ORK_E_INVALID on a NULL
+ * argument or an id already registered with another table. [control-thread] */
 ork_status ork_host_register_service(const char *id, const void *table);
 
 /* The table registered under exactly `id`, or NULL. [any-thread] */

@@ -63,8 +63,10 @@ static void test_services(void) {
     CU_ASSERT_PTR_NULL(ork_host_get_service("test.svc/10"));
     CU_ASSERT_PTR_NULL(ork_host_get_service(NULL));
     clear_log();
+    CU_ASSERT_EQUAL(ork_host_register_service("test.svc/1", ork_host_get_service("test.svc/1")), ORK_OK);
+    CU_ASSERT_EQUAL(g_errors, 0);
     CU_ASSERT_EQUAL(ork_host_register_service("test.svc/1", &other), ORK_E_INVALID);
-    CU_ASSERT_TRUE(logged("test.svc/1: registered twice"));
+    CU_ASSERT_TRUE(logged("test.svc/1: registered twice, with another table"));
     CU_ASSERT_EQUAL(ork_host_register_service(NULL, &other), ORK_E_INVALID);
 }
 
