@@ -242,12 +242,32 @@ static void fp8_part(const void *vctx, part *p) {
     }
 }
 
+/* Largest |x| of src[i0, i1) as the magnitude bits of its dtype; at or above
+ * nonfinite_bits(dt) means a NaN or Inf is there. Integer max: vectorizes. */
+static uint32_t absmax_bits(ork_dtype dt, const void *src, size_t i0, size_t i1) {
+    uint32_t m = 0;
+    if (dt == ORK_F32) {
+        const uint32_t *u = src;
+        for (size_t i = i0; i < i1; i++) { uint32_t a = u[i] & 0x7FFFFFFFu; m = a > m ? a : m; }
+    } else {
+        const uint16_t *u = src;
+        for (size_t i = i0; i < i1; i++) { uint32_t a = u[i] & 0x7FFFu; m = a > m ? a : m; }
+    }
+    return m;
+}
+static uint32_t nonfinite_bits(ork_dtype dt) {
+    return dt == ORK_F32 ? 0x7F800000u : dt == ORK_BF16 ? 0x7F80u : 0x7C00u;
+}
+
 /* bf16 (RNE) and none (exact) conversions of rows [r0, r1). */
 static void conv_part(const void *vctx, part *p) {
     const qctx *c = vctx;
     size_t i0 = p->r0 * c->cols, i1 = p->r1 * c->cols;
-    size_t bad = first_nonfinite(c->src_dt, c->src, i0, i1);
-    if (bad != SIZE_MAX) { p->st = ORK_E_NUMERIC; p->bad = bad; return; }
+    if (absmax_bits(c->src_dt, c->src, i0, i1) >= nonfinite_bits(c->src_dt)) {
+        p->st = ORK_E_NUMERIC;
+        p->bad = first_nonfinite(c->src_dt, c->src, i0, i1);
+        return;
+    }
     ork_dtype out = c->q->qdt;
     if (out == c->src_dt) {
         size_t e = ork_dtype_size(out);
@@ -256,29 +276,38 @@ static void conv_part(const void *vctx, part *p) {
     }
     if (out == ORK_F32) {                                  /* exact widening */
         float *d = c->dst;
-        for (size_t i = i0; i < i1; i++) d[i] = load_elem(c->src_dt, c->src, i);
+        const uint16_t *h = c->src;
+        if (c->src_dt == ORK_BF16)
+            for (size_t i = i0; i < i1; i++) d[i] = ork_bf16_to_f32(h[i]);
+        else
+            for (size_t i = i0; i < i1; i++) d[i] = ork_f16_to_f32(h[i]);
         return;
     }
-    uint16_t *d = c->dst;                                  /* -> bf16, RNE */
-    double e2 = 0, r2 = 0;
-    for (size_t i = i0; i < i1; i++) {
-        float v = load_elem(c->src_dt, c->src, i);
-        uint16_t h = ork_f32_to_bf16(v);
-        if ((h & 0x7F80u) == 0x7F80u) {                     /* a finite f32 past bf16's max */
-            p->st = ORK_E_NUMERIC;
-            p->bad = i;
-            snprintf(p->msg, sizeof p->msg, "overflows bf16 (%g)", (double)v);
-            return;
-        }
-        d[i] = h;
-        if (c->q->report) {
-            double dv = (double)v - (double)ork_bf16_to_f32(h);
-            e2 += dv * dv;
-            r2 += (double)v * v;
-        }
+    uint16_t *d = c->dst;                                  /* -> bf16, RNE (inputs are finite) */
+    if (c->src_dt == ORK_F32) {
+        const uint32_t *u = c->src;
+        for (size_t i = i0; i < i1; i++) d[i] = (uint16_t)((u[i] + 0x7FFFu + ((u[i] >> 16) & 1u)) >> 16);
+    } else {
+        for (size_t i = i0; i < i1; i++) d[i] = ork_f32_to_bf16(load_elem(c->src_dt, c->src, i));
     }
-    p->e2 = e2;
-    p->ref2 = r2;
+    if (absmax_bits(ORK_BF16, d, i0, i1) >= 0x7F80u) {     /* a finite value past bf16's max */
+        size_t i = i0;
+        while ((d[i] & 0x7FFFu) < 0x7F80u) i++;
+        p->st = ORK_E_NUMERIC;
+        p->bad = i;
+        snprintf(p->msg, sizeof p->msg, "overflows bf16 (%g)", (double)load_elem(c->src_dt, c->src, i));
+        return;
+    }
+    if (c->q->report) {
+        double e2 = 0, r2 = 0;
+        for (size_t i = i0; i < i1; i++) {
+            double v = load_elem(c->src_dt, c->src, i), dv = v - (double)ork_bf16_to_f32(d[i]);
+            e2 += dv * dv;
+            r2 += v * v;
+        }
+        p->e2 = e2;
+        p->ref2 = r2;
+    }
 }
 
 static ork_status quant_quantize(void *self, const char *name, ork_dtype src_dt, const void *src, int64_t rows,
