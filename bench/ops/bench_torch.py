@@ -55,6 +55,20 @@ def main():
         fl = 4 * B * H * L * L * D * (0.5 if causal else 1)
         rows.append({"kind": "attn", "L": L, "H": H, "D": D, "causal": causal, "fwd_ms": f, "bwd_ms": fbt - f,
                      "fwd_tflops": fl / f / 1e9, "bwd_tflops": 2.5 * fl / (fbt - f) / 1e9})
+        # which SDPA backend is fast here: time each one alone (non-causal)
+        if not causal:
+            from torch.nn.attention import sdpa_kernel, SDPBackend
+            for nm, be in [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                           ("efficient", SDPBackend.EFFICIENT_ATTENTION)]:
+                try:
+                    with sdpa_kernel([be]):
+                        with torch.no_grad():
+                            f1 = time_it(lambda: F.scaled_dot_product_attention(q, k, v))
+                        fb1 = time_it(fb)
+                    print("torch sdpa backend %-9s fwd %.3f ms (%.0f TF/s)  bwd %.3f ms (%.0f TF/s)" % (
+                        nm, f1, fl / f1 / 1e9, fb1 - f1, 2.5 * fl / (fb1 - f1) / 1e9))
+                except Exception as e:  # backend not available for this shape/build
+                    print("torch sdpa backend %s: %s" % (nm, str(e).splitlines()[0][:100]))
     for r in rows:
         print("torch " + json.dumps(r))
     ours = []

@@ -22,7 +22,11 @@ rc=$?; echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "error|spill" "
 t0=$(date +%s)
 timeout 400 build-gpu/tests/cuda/test_cuda_ops >"$OUT/test.log" 2>&1; echo "test rc=$? in $(( $(date +%s) - t0 )) s"
 grep -E "bad=[1-9]|FAIL|Error|error|asserts|tests " "$OUT/test.log" | head -40
+if [ -n "${SANITIZE:-}" ]; then for tool in memcheck racecheck; do t0=$(date +%s)
+  ORK_TEST_QUICK=1 timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/cuda/test_cuda_ops \
+    >"$OUT/san_$tool.log" 2>&1; echo "sanitizer $tool rc=$? in $(( $(date +%s) - t0 )) s"
+  grep -E "ERROR SUMMARY|Race|Invalid" "$OUT/san_$tool.log" | head -5; done; fi
 timeout 200 build-gpu/bench/ops/bench_ops ${1:-} >"$OUT/ours.jsonl" 2>"$OUT/bench_err.log"; echo "bench rc=$?"
 cat "$OUT/bench_err.log" | head -5
 PYTHONUNBUFFERED=1 timeout 200 python3 bench/ops/bench_torch.py "$OUT/ours.jsonl" >"$OUT/bench.txt" 2>&1; echo "torch rc=$?"
-sed -n '/^op/,$p' "$OUT/bench.txt"; tail -3 "$OUT/bench.txt"
+grep "sdpa backend" "$OUT/bench.txt"; sed -n '/^op/,$p' "$OUT/bench.txt"

@@ -329,6 +329,7 @@ static void test_attention_small(void) {
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_attn(&cs[i], 0);
 }
 static void test_attention_flux(void) {
+    if (getenv("ORK_TEST_QUICK")) { printf("(skipped: ORK_TEST_QUICK)"); return; }
     const acase c = {1, 24, 24, 4608, 4608, 128, 0, 0};
     run_attn(&c, 24);
 }
