@@ -441,6 +441,12 @@ static ork_status grad_norm(job *j, double *out) {
 }
 
 static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_scale) {
+    if (grad_scale != 1.0f) /* clipping: scale the gradients in place */
+        for (int i = 0; i < j->n_params; i++) {
+            ork_tensor *gr = j->pt[i]->grad;
+            if (gr) ORK_TRY(j->be->axpby(&j->g->k, ork_tensor_numel(gr), grad_scale, ork_tensor_data(gr), gr->dtype,
+                                         0.0f, ork_tensor_data(gr), gr->dtype));
+        }
     ork_opt_param *ps = calloc((size_t)j->n_params, sizeof *ps);
     if (!ps) return ORK_E_NOMEM;
     int n = 0;
@@ -455,7 +461,7 @@ static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_sca
         ps[n].state = ork_tensor_data(j->state[i]);
         n++;
     }
-    ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = step, .lr = lr, .grad_scale = grad_scale,
+    ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = step, .lr = lr, .grad_scale = 1.0f,
                        .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed};
     ork_status s = n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
     free(ps);

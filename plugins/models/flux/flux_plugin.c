@@ -23,7 +23,7 @@ static const ork_param flux_keys[] = {
     {"flux_version", ORK_PARAM_INT, 1, 0, "1", 1, 2, NULL, P(flux_version), "custom size: 1 = FLUX.1 blocks, 2 = FLUX.2 blocks"},
     {"guidance_embed", ORK_PARAM_BOOL, 1, 0, "false", 1, 0, NULL, P(guidance_embed), "custom size: guidance embedding"},
     {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|taef1|pixel", P(codec), "image codec: taef1 (needs taef1_path), pixel (space-to-depth), auto"},
-    {"taef1_path", ORK_PARAM_STRING, 1, 0, "", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
+    {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "text tokens when no text embeddings are given (0: 512, or 8 for custom sizes)"},
     {NULL},

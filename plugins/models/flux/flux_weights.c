@@ -120,7 +120,7 @@ ork_status flux_declare(flux_model *f) {
         snprintf(mod, sizeof mod, "single_blocks.%d.linear1", i);
         ORK_TRY(decl_linear(f, b, mod, 3 * d + mlp_in, d));
         snprintf(mod, sizeof mod, "single_blocks.%d.linear2", i);
-        ORK_TRY(decl_linear(f, b, mod, d + m, d));
+        ORK_TRY(decl_linear(f, b, mod, d, d + m));
         snprintf(mod, sizeof mod, "single_blocks.%d.norm", i);
         ORK_TRY(decl_norm(f, b, mod));
         if (c->version == 1) {
