@@ -71,8 +71,8 @@ typedef struct job {
     ork_ts_params ts;
     ork_lr_params lr;
     uint64_t seed;
-    char out_dir[1024];
-    char name[256];
+    char out_dir[768];
+    char name[192];
     /* batches: micro-batches per epoch, for the deterministic data order */
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
@@ -447,7 +447,7 @@ static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_sca
             if (gr) ORK_TRY(j->be->axpby(&j->g->k, ork_tensor_numel(gr), grad_scale, ork_tensor_data(gr), gr->dtype,
                                          0.0f, ork_tensor_data(gr), gr->dtype));
         }
-    ork_opt_param *ps = calloc((size_t)j->n_params, sizeof *ps);
+    ork_opt_param *ps = calloc(j->n_params > 0 ? (size_t)j->n_params : 1, sizeof *ps);
     if (!ps) return ORK_E_NOMEM;
     int n = 0;
     for (int i = 0; i < j->n_params; i++) {
