@@ -74,6 +74,7 @@ typedef struct job {
     char out_dir[768];
     char name[192];
     /* batches: micro-batches per epoch, for the deterministic data order */
+    int64_t skipped;        /* steps skipped for non-finite values (saved with the state) */
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
 } job;
@@ -512,6 +513,8 @@ static ork_status save_state(job *j, int64_t step) {
     if (s == ORK_OK) s = ork_st_writer_meta(w, "step", v);
     snprintf(v, sizeof v, "%d", j->n_params);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "tensors", v);
+    snprintf(v, sizeof v, "%lld", (long long)j->skipped);
+    if (s == ORK_OK) s = ork_st_writer_meta(w, "skipped", v);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
     char path[1200];
     state_path(j, path, sizeof path);
@@ -553,6 +556,8 @@ static ork_status load_state(job *j, int64_t *step) {
     }
     if (s == ORK_OK) {
         *step = atoll(ms);
+        const char *sk = ork_st_meta(f, "skipped");
+        j->skipped = sk ? atoll(sk) : 0;
         ORK_INFO("resuming from %s at step %lld", path, (long long)*step);
     }
     ork_st_close(f);
@@ -781,7 +786,7 @@ static ork_status train_loop(job *j) {
     int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
     int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
     double t0 = now_s(), loss_sum = 0;
-    int64_t loss_n = 0, skipped = 0;
+    int64_t loss_n = 0;
     for (int64_t step = start + 1; step <= t->steps; step++) {
         ORK_TRY(zero_grads(j));
         float loss = 0;
@@ -797,12 +802,12 @@ static ork_status train_loop(job *j) {
         if (bad || !isfinite(norm)) {
             ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
                      bad ? "loss" : "gradient", (double)loss, norm);
-            skipped++;
+            j->skipped++;
         } else {
             double max_norm = t->max_grad_norm;
             float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
             double lr = ork_lr_at(&j->lr, step - 1);
-            ORK_TRY(optimizer_step(j, step - 1 - skipped + 1, lr, gs));
+            ORK_TRY(optimizer_step(j, step - j->skipped, lr, gs));
             loss_sum += loss;
             loss_n++;
         }
