@@ -6,8 +6,10 @@
 #include "train/rng.h"
 #include "util/log.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ork_wstore {
     ork_alloc *alloc;
@@ -142,6 +144,24 @@ static ork_status sink_put_quantized(const ork_weight_sink *s, const char *name,
     return st;
 }
 
+/* Random fill, split over threads. Value k comes from Philox counter k/2 (two
+ * uniforms per counter), so the result does not depend on the thread count. */
+typedef struct rand_job {
+    float *f;
+    int64_t begin, end;
+    uint64_t seed;
+    float bound;
+} rand_job;
+
+static void *rand_fill(void *arg) {
+    rand_job *rj = arg;
+    ork_rng r;
+    ork_rng_init(&r, rj->seed, ORK_RNG_INIT);
+    ork_rng_seek(&r, (uint64_t)rj->begin / 2);
+    for (int64_t k = rj->begin; k < rj->end; k++) rj->f[k] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * rj->bound);
+    return NULL;
+}
+
 static ork_status sink_put_random(const ork_weight_sink *s, const char *name, float stddev, uint64_t seed) {
     ork_wstore *w = s->store;
     int i;
@@ -149,10 +169,24 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     int64_t n = decl_numel(&w->info->weights[i]);
     float *f = malloc((size_t)n * sizeof *f);
     if (!f) return ORK_E_NOMEM;
-    ork_rng r;
-    ork_rng_init(&r, seed, ORK_RNG_INIT);
     /* a uniform ±sqrt(3)·std: PyTorch's default Linear init has this shape */
-    for (int64_t k = 0; k < n; k++) f[k] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * 1.7320508075688772 * stddev);
+    float bound = (float)(1.7320508075688772 * stddev);
+    enum { MAXT = 32 };
+    long nt = sysconf(_SC_NPROCESSORS_ONLN);
+    int T = n < (1 << 20) ? 1 : (int)(nt < 1 ? 1 : nt > MAXT ? MAXT : nt);
+    rand_job jobs[MAXT];
+    pthread_t th[MAXT];
+    int64_t chunk = ((n + T - 1) / T + 1) & ~(int64_t)1; /* even starts */
+    int started = 0;
+    for (int t = 0; t < T; t++) {
+        jobs[t] = (rand_job){f, t * chunk, (t + 1) * chunk < n ? (t + 1) * chunk : n, seed, bound};
+        if (jobs[t].begin >= n) break;
+        if (t > 0 && pthread_create(&th[t], NULL, rand_fill, &jobs[t]) == 0) { started |= 1 << t; continue; }
+        if (t > 0) rand_fill(&jobs[t]);
+    }
+    rand_fill(&jobs[0]);
+    for (int t = 1; t < T; t++)
+        if (started & (1 << t)) pthread_join(th[t], NULL);
     ork_status st = sink_put(s, name, ORK_F32, f);
     free(f);
     return st;
