@@ -19,7 +19,7 @@ typedef struct alloc_rec {
 
 struct ork_alloc {
     const ork_backend *be;
-    size_t budget, in_use;
+    size_t budget, in_use, peak;
     uint64_t count;
     char tags[ORK_ALLOC_MAX_TAGS][32];
     size_t tag_bytes[ORK_ALLOC_MAX_TAGS];
@@ -101,6 +101,7 @@ ork_status ork_alloc_get(ork_alloc *a, size_t bytes, const char *tag, void **ptr
     ORK_TRY(a->be->alloc(bytes, &p));
     a->recs[a->nrecs++] = (alloc_rec){p, bytes, t};
     a->in_use += bytes;
+    if (a->in_use > a->peak) a->peak = a->in_use;
     a->tag_bytes[t] += bytes;
     a->count++;
     *ptr = p;
@@ -119,6 +120,8 @@ void ork_alloc_put(ork_alloc *a, void *ptr) {
         }
     ORK_ERROR("alloc: free of a pointer this allocator does not own (%p)", ptr);
 }
+
+size_t ork_alloc_peak(const ork_alloc *a) { return a->peak; }
 
 size_t ork_alloc_in_use(const ork_alloc *a, const char *tag) {
     if (!tag) return a->in_use;

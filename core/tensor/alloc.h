@@ -37,6 +37,8 @@ void ork_alloc_put(ork_alloc *a, void *ptr);
 /* Bytes in use under tag, or in all when tag is NULL. */
 size_t ork_alloc_in_use(const ork_alloc *a, const char *tag);
 size_t ork_alloc_budget(const ork_alloc *a);
+/* High-water mark of ork_alloc_in_use(a, NULL) since creation. */
+size_t ork_alloc_peak(const ork_alloc *a);
 void ork_alloc_set_budget(ork_alloc *a, size_t budget);
 /* Successful device allocations made so far (monotonic). */
 uint64_t ork_alloc_count(const ork_alloc *a);

@@ -785,7 +785,8 @@ static ork_status train_loop(job *j) {
     int64_t accum = t->gradient_accumulation_steps > 0 ? t->gradient_accumulation_steps : 1;
     int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
     int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
-    double t0 = now_s(), loss_sum = 0;
+    double t0 = now_s(), t_log = t0, loss_sum = 0;
+    int64_t last_log = start;
     int64_t loss_n = 0;
     for (int64_t step = start + 1; step <= t->steps; step++) {
         ORK_TRY(zero_grads(j));
@@ -812,10 +813,12 @@ static ork_status train_loop(job *j) {
             loss_n++;
         }
         if (step % log_every == 0 || step == start + 1 || step == t->steps) {
-            double dt = now_s() - t0;
+            double tn = now_s();
             printf("step %lld/%lld  loss %.6f  lr %.3g  grad_norm %.4g  %.3f s/it\n", (long long)step,
                    (long long)t->steps, loss_n ? loss_sum / (double)loss_n : (double)loss, ork_lr_at(&j->lr, step - 1),
-                   norm, dt / (double)(step - start));
+                   norm, (tn - t_log) / (double)(step - last_log));
+            t_log = tn;
+            last_log = step;
             fflush(stdout);
             loss_sum = 0;
             loss_n = 0;
@@ -825,6 +828,11 @@ static ork_status train_loop(job *j) {
             ORK_TRY(save_lora(j, step));
         }
     }
+    ORK_INFO("device memory: peak %.2f GiB allocated (weights %.2f, lora %.2f, optimizer %.2f, activations+checkpoints %.2f GiB now)",
+             (double)ork_alloc_peak(j->alloc) / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "weights") / 1073741824.0,
+             (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
+             (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
+    (void)t0;
     if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
     return ORK_OK;
 }
