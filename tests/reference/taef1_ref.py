@@ -46,7 +46,7 @@ Precision and tolerance advice (C F32 vs these float64 values):
   flips the ReLU mask wherever a pre-activation lies within rounding of 0.
   The exact float64 gradient itself jumps by 3% of max|grad| (L2: 5.5e-4
   relative) when z is perturbed by 1e-7 relative; torch F32 vs F64 differs by
-  (same z) 2.5% of max at one element, 1.2e-3 in L2, 441 of 4096 elements beyond 1e-4*M.
+  (same z) 0.36% of max at one element, 1.2e-3 in L2, ~440 of 4096 elements beyond 1e-4*M.
   So compare the gradient norm-wise, not element-wise.
   Recommended, M = max|ref| of the tensor:
       latents:         |c - ref| <= 2e-5 * M + 1e-4 * |ref|  per element
