@@ -1,0 +1,167 @@
+/* flux_test_util.h — shared by the FLUX plugin tests: load orakul-flux.so
+ * through the core's registry (ORK_PLUGIN_DIR), create the model component
+ * with model_kwargs filled from its own key table (defaults + overrides),
+ * open a checkpoint, load it into a CPU weight store (F32), read fixture
+ * tensors, and compare arrays against float64 references.
+ * Owns (per test binary): the registry. */
+#ifndef ORK_FLUX_TEST_UTIL_H
+#define ORK_FLUX_TEST_UTIL_H
+
+#include "ork_test.h"
+
+#include "io/safetensors.h"
+#include "plugin/registry.h"
+#include "tensor/graph.h"
+#include "tensor/ops.h"
+#include "tensor/tape.h"
+#include "tensor/tensor.h"
+#include "train/services.h"
+#include "train/wstore.h"
+#include "util/log.h"
+
+#include <orakul/orakul.h>
+#include <stdint.h>
+
+#define FT_PLUGIN ORK_PLUGIN_DIR "/orakul-flux.so"
+#define FT_FIXTURES ORK_SOURCE_DIR "/tests/fixtures"
+
+static ork_registry *ft_reg;
+
+static inline int ft_init(void) {
+    if (ork_services_register() != ORK_OK) return 1;
+    if (ork_registry_create(NULL, &ft_reg) != ORK_OK) return 1;
+    return ork_registry_add_file(ft_reg, FT_PLUGIN) != ORK_OK;
+}
+static inline int ft_clean(void) {
+    ork_registry_destroy(ft_reg);
+    ft_reg = NULL;
+    return 0;
+}
+
+/* ---- the model ---------------------------------------------------------------- */
+typedef struct ft_model {
+    const ork_plugin_component *pc;
+    const ork_model_vtable *vt;
+    void *self;
+    ork_model_info info;
+    ork_alloc *alloc;
+    ork_graph *g;
+    ork_wstore *ws;
+} ft_model;
+
+/* Fill a params buffer from the component's key table: defaults, then the
+ * NULL-terminated key/value pairs kv (values as YAML scalars). */
+static inline ork_status ft_params(const ork_component *c, const char *const *kv, void *buf) {
+    for (const ork_param *p = c->params; p && p->key; p++) {
+        const char *v = p->def;
+        for (int i = 0; kv && kv[i]; i += 2)
+            if (!strcmp(kv[i], p->key)) v = kv[i + 1];
+        if (!v) return ORK_E_CONFIG;
+        unsigned char *at = (unsigned char *)buf + p->offset;
+        switch (p->type) {
+        case ORK_PARAM_BOOL: { int32_t b = !strcmp(v, "true"); memcpy(at, &b, sizeof b); break; }
+        case ORK_PARAM_INT: { int64_t x = strtoll(v, NULL, 10); memcpy(at, &x, sizeof x); break; }
+        case ORK_PARAM_FLOAT: { double x = strtod(v, NULL); memcpy(at, &x, sizeof x); break; }
+        case ORK_PARAM_STRING: { const char *s = !strcmp(v, "''") ? "" : v; memcpy(at, &s, sizeof s); break; }
+        }
+    }
+    return ORK_OK;
+}
+
+/* create + open (no weights yet). kv: model_kwargs overrides or NULL. */
+static inline ork_status ft_open(const char *name_or_path, const char *const *kv, ft_model *m) {
+    memset(m, 0, sizeof *m);
+    m->pc = ork_registry_find(ft_reg, ORK_KIND_MODEL, "flux");
+    if (!m->pc) return ORK_E_CONFIG;
+    void *buf = calloc(1, m->pc->c->params_size);
+    if (!buf) return ORK_E_NOMEM;
+    ork_status s = ft_params(m->pc->c, kv, buf);
+    m->vt = m->pc->c->vtable;
+    if (s == ORK_OK) s = m->vt->create(&m->pc->host, buf, &m->self);
+    free(buf);
+    if (s == ORK_OK) s = m->vt->open(m->self, name_or_path, &m->info);
+    return s;
+}
+
+/* CPU graph (F32 activations), F32 weight store, load every weight. */
+static inline ork_status ft_load(ft_model *m) {
+    const ork_backend *be = ork_cpu_backend();
+    ORK_TRY(ork_alloc_create(be, 0, &m->alloc));
+    ork_graph_opts go = {0};
+    go.act_dtype = ORK_F32;
+    ORK_TRY(ork_graph_create(be, m->alloc, &go, &m->g));
+    ORK_TRY(ork_wstore_create(m->alloc, be, &m->g->k, &m->info, ORK_F32, &m->ws));
+    ORK_TRY(m->vt->load(m->self, ork_wstore_sink(m->ws)));
+    ORK_TRY(ork_wstore_check_complete(m->ws));
+    ork_wstore_attach(m->ws, m->g);
+    return ORK_OK;
+}
+
+static inline void ft_close(ft_model *m) {
+    if (m->ws) ork_wstore_destroy(m->ws);
+    if (m->g) ork_graph_destroy(m->g);
+    if (m->self) m->vt->destroy(m->self);
+    if (m->alloc) ork_alloc_destroy(m->alloc);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- fixture tensors ----------------------------------------------------------- */
+/* A fixture tensor converted to F64 (malloc'd), its element count in *n; NULL when absent. */
+static inline double *ft_f64(const ork_st_file *f, const char *name, size_t *n) {
+    const ork_st_tensor *t = ork_st_find(f, name);
+    if (!t) { printf("\n  fixture lacks %s\n", name); return NULL; }
+    size_t k = (size_t)ork_st_nelements(t);
+    double *d = malloc((k ? k : 1) * sizeof *d);
+    if (d && ork_st_read_into(t, ORK_F64, d) != ORK_OK) { free(d); return NULL; }
+    if (n) *n = k;
+    return d;
+}
+static inline float *ft_f32(const ork_st_file *f, const char *name, size_t *n) {
+    const ork_st_tensor *t = ork_st_find(f, name);
+    if (!t) { printf("\n  fixture lacks %s\n", name); return NULL; }
+    size_t k = (size_t)ork_st_nelements(t);
+    float *d = malloc((k ? k : 1) * sizeof *d);
+    if (d && ork_st_read_f32(t, d) != ORK_OK) { free(d); return NULL; }
+    if (n) *n = k;
+    return d;
+}
+
+/* ---- comparison ------------------------------------------------------------------ */
+/* Every element: |got - ref| <= a·M + r·|ref|, M = max|ref|. Prints the worst
+ * error relative to M and the first violation; returns 1 when all pass. */
+static inline int ft_cmp(const char *what, const float *got, const double *ref, size_t n, double a, double r) {
+    double M = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) M = fmax(M, fabs(ref[i]));
+    size_t bad = n;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d <= worst)) worst = d;
+        if (!(d <= a * M + r * fabs(ref[i])) && bad == n) bad = i;
+    }
+    printf("\n    %-52s max|ref| %9.3g  max err/M %9.3g%s", what, M, M > 0 ? worst / M : worst,
+           bad < n ? "  FAIL" : "");
+    if (bad < n) printf(" (element %zu: %.9g vs %.9g)", bad, (double)got[bad], ref[bad]);
+    return bad == n;
+}
+
+/* A graph tensor's values on the host (F32, malloc'd). */
+static inline float *ft_host(ork_graph *g, const ork_tensor *t) {
+    size_t n = (size_t)ork_tensor_numel(t);
+    float *h = malloc(n * sizeof *h);
+    if (h && ork_tensor_api_table()->to_host(g, t, ORK_F32, h) != ORK_OK) { free(h); return NULL; }
+    return h;
+}
+
+/* ---- files ------------------------------------------------------------------------- */
+static inline int ft_copy(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    int ok = a && b;
+    char buf[1 << 16];
+    size_t k;
+    while (ok && (k = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, k, b) == k;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = 0;
+    return ok;
+}
+
+#endif
