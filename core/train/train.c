@@ -18,7 +18,9 @@
 #include "train/wstore.h"
 #include "util/log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +147,26 @@ static ork_status resolve_all(job *j) {
     j->mvt = j->c_model->c->vtable;
     j->lvt = j->c_loss->c->vtable;
     j->ovt = j->c_opt->c->vtable;
+    return ORK_OK;
+}
+
+/* Every dataset folder exists and is a folder: checked before the model is
+ * loaded (minutes for FLUX.1-dev), with the YAML location of the bad path. */
+static ork_status check_datasets(job *j) {
+    for (size_t d = 0; d < j->p->datasets.n; d++) {
+        const char *fp = j->p->datasets.v[d].folder_path;
+        struct stat sb;
+        const char *why = NULL;
+        if (!fp || stat(fp, &sb) != 0) why = fp ? strerror(errno) : "not set";
+        else if (!S_ISDIR(sb.st_mode)) why = "not a folder";
+        if (!why) continue;
+        char key[64];
+        ork_loc at;
+        snprintf(key, sizeof key, "datasets[%zu].folder_path", d);
+        if (ork_config_where(j->cfg, key, &at) && at.line > 0)
+            return ork_config_fail_at(&at, ORK_E_CONFIG, "%s '%s': %s", key, fp ? fp : "", why);
+        return ORK_FAIL(ORK_E_CONFIG, "%s: %s '%s': %s", ork_config_file(j->cfg), key, fp ? fp : "", why);
+    }
     return ORK_OK;
 }
 
@@ -733,6 +755,7 @@ static ork_status setup(job *j) {
     j->ops = ork_ops_table();
     j->ta = ork_tensor_api_table();
     ORK_TRY(resolve_all(j));
+    ORK_TRY(check_datasets(j));
     ORK_TRY(pick_backend(j));
     size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
     ORK_TRY(ork_alloc_create(j->be, budget, &j->alloc));
@@ -778,9 +801,31 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* "<name>_*.safetensors.tmp.<pid>" files of a process that is gone: a run
+ * killed while saving leaves its temp file (the writer renames it into place
+ * only when complete). Removed at start-up so they do not pile up. */
+static void remove_stale_tmp(job *j) {
+    DIR *d = opendir(j->out_dir);
+    if (!d) return;
+    size_t nl = strlen(j->name);
+    static const char mark[] = ".safetensors.tmp.";
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *s = e->d_name, *t = strstr(s, mark), *pid = t ? t + sizeof mark - 1 : NULL;
+        if (strncmp(s, j->name, nl) || s[nl] != '_' || !pid || !*pid || strspn(pid, "0123456789") != strlen(pid))
+            continue;
+        pid_t owner = (pid_t)atol(pid);
+        if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue; /* a live writer's */
+        char p[1400];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", j->out_dir, s) >= sizeof p) continue;
+        if (unlink(p) == 0) ORK_INFO("removed %s, left by an interrupted save", p);
+    }
+    closedir(d);
+}
+
 static ork_status train_loop(job *j) {
     const ork_train_config *t = &j->p->train;
     int64_t start;
+    remove_stale_tmp(j);
     ORK_TRY(load_state(j, &start));
     int64_t accum = t->gradient_accumulation_steps > 0 ? t->gradient_accumulation_steps : 1;
     int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
@@ -864,6 +909,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
     ORK_TRY(common_init(&j, cfg, reg));
     ork_status s = ork_services_register();
     if (s == ORK_OK) s = resolve_all(&j);
+    if (s == ORK_OK) s = check_datasets(&j);
     if (s == ORK_OK) s = open_model(&j);
     for (size_t d = 0; s == ORK_OK && d < j.p->datasets.n; d++) {
         ork_dataset ds;

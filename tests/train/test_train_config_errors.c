@@ -1,0 +1,111 @@
+/* test_train_config_errors.c — `orakul run` refuses a bad config before it
+ * trains: exit 2 and one error line that says what is wrong, with
+ * file:line:col where the value is in the YAML:
+ *  - a dataset folder that does not exist (located; refused before the model
+ *    is loaded, which for FLUX.1-dev is minutes of reading),
+ *  - an unknown optimizer (located, with the available ones),
+ *  - a model preset that does not exist (the plugin names the known ones). */
+#include "train_test_util.h"
+
+static char g_root[1024];
+
+static int setup(void) { return tt_setup("cfgerr", g_root, sizeof g_root) == 0 ? 0 : 1; }
+static int teardown(void) { tt_rm_rf(g_root); return 0; }
+
+/* Runs the config built from c; returns the exit code and the stderr text. */
+static int run_cfg(const char *tag, const tt_cfg *c, char **err) {
+    char cfg[1200], log[1200], e[1300];
+    tt_fmt(cfg, sizeof cfg, "%s/%s.yaml", g_root, tag);
+    tt_fmt(log, sizeof log, "%s/%s", g_root, tag);
+    tt_fmt(e, sizeof e, "%s.err", log);
+    if (tt_write_config(cfg, c) != 0) return -1;
+    int rc = tt_run_q(cfg, log, 120, 1);
+    *err = tt_read_all(e, NULL);
+    return rc;
+}
+
+/* The lines of text containing "error", counted; *line gets the first. */
+static int error_lines(const char *text, char *line, size_t n) {
+    int cnt = 0;
+    line[0] = 0;
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char buf[2048];
+        tt_fmt(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
+        if (strstr(buf, "error")) {
+            if (!cnt++) tt_fmt(line, n, "%s", buf);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return cnt;
+}
+
+/* "<cfg>:<line>:<col>: " at the start of the message (after "orakul: error: "). */
+static int located(const char *line, const char *cfg_tag, int want_line) {
+    char pat[1400];
+    tt_fmt(pat, sizeof pat, "%s/%s.yaml:%d:", g_root, cfg_tag, want_line);
+    const char *at = strstr(line, pat);
+    if (!at) return 0;
+    int col = 0;
+    return sscanf(at + strlen(pat), "%d:", &col) == 1 && col > 0;
+}
+
+static void test_missing_dataset(void) {
+    char out[1100], data[1100], line[2048];
+    tt_fmt(out, sizeof out, "%s/out", g_root);
+    tt_fmt(data, sizeof data, "%s/no_such_folder", g_root);
+    tt_cfg c = tt_cfg_default(out, data);
+    char *err = NULL;
+    int rc = run_cfg("missing_dataset", &c, &err);
+    CU_ASSERT(rc == 2);
+    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
+    printf("  %s\n", line);
+    CU_ASSERT(strstr(line, "folder_path") && strstr(line, "no_such_folder"));
+    CU_ASSERT(located(line, "missing_dataset", 21)); /* template line of folder_path */
+    /* refused before the model was loaded and before anything was written */
+    CU_ASSERT(err && !strstr(err, "MiB of weights"));
+    CU_ASSERT(!tt_exists(out));
+    free(err);
+}
+
+static void test_unknown_optimizer(void) {
+    char out[1100], data[1100], line[2048];
+    tt_fmt(out, sizeof out, "%s/out", g_root);
+    tt_fmt(data, sizeof data, "%s/data", g_root);
+    tt_cfg c = tt_cfg_default(out, data);
+    c.optimizer = "adamw9000";
+    char *err = NULL;
+    int rc = run_cfg("unknown_optimizer", &c, &err);
+    CU_ASSERT(rc == 2);
+    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
+    printf("  %s\n", line);
+    CU_ASSERT(strstr(line, "optimizer") && strstr(line, "'adamw9000'") && strstr(line, "adamw8bit"));
+    CU_ASSERT(located(line, "unknown_optimizer", 30)); /* template line of train.optimizer */
+    CU_ASSERT(!tt_exists(out));
+    free(err);
+}
+
+static void test_bad_preset(void) {
+    char out[1100], data[1100], line[2048];
+    tt_fmt(out, sizeof out, "%s/out", g_root);
+    tt_fmt(data, sizeof data, "%s/data", g_root);
+    tt_cfg c = tt_cfg_default(out, data);
+    c.preset = "preset:flux9-ultra";
+    char *err = NULL;
+    int rc = run_cfg("bad_preset", &c, &err);
+    CU_ASSERT(rc == 2);
+    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
+    printf("  %s\n", line);
+    CU_ASSERT(strstr(line, "flux9-ultra") && strstr(line, "flux1-dev")); /* what is wrong, what is known */
+    CU_ASSERT(!tt_exists(out));
+    free(err);
+}
+
+static const ork_test_case cases[] = {
+    {"missing_dataset", test_missing_dataset},
+    {"unknown_optimizer", test_unknown_optimizer},
+    {"bad_preset", test_bad_preset},
+    {NULL, NULL},
+};
+ORK_TEST_MAIN("train_config_errors", setup, teardown, cases)

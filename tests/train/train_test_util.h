@@ -1,0 +1,290 @@
+/* train_test_util.h — what the end-to-end training tests (tests/train) share:
+ * a temp directory with a copy of the committed photos, the test config
+ * written from the template tests/train/configs/tiny.yaml, running the built
+ * `orakul` binary (ORK_ORAKUL_EXE) with its stdout/stderr in files and a
+ * timeout, the `step N/M  loss X` lines of its log, and directory/file helpers.
+ * Header-only (static functions); every test binary includes it once.
+ * Owns nothing beyond the temp files it creates (removed by tt_rm_rf). */
+#ifndef ORK_TRAIN_TEST_UTIL_H
+#define ORK_TRAIN_TEST_UTIL_H
+
+#include "ork_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+extern char **environ;
+
+#define TT_STEPS_MAX 1024
+
+/* snprintf for paths and keys (truncation is not expected at these sizes). */
+static inline int tt_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int tt_fmt(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The template's @KEY@ values. NULL fields take the defaults of tt_cfg_default. */
+typedef struct tt_cfg {
+    const char *out;        /* training_folder (absolute) */
+    const char *data;       /* datasets[0].folder_path (absolute) */
+    int steps, save_every, keep;
+    double alpha;
+    const char *dtype;      /* save.dtype */
+    const char *optimizer;  /* train.optimizer */
+    const char *preset;     /* model.name_or_path */
+} tt_cfg;
+
+static inline tt_cfg tt_cfg_default(const char *out, const char *data) {
+    tt_cfg c = {.out = out, .data = data, .steps = 40, .save_every = 20, .keep = 2, .alpha = 16,
+                .dtype = "float16", .optimizer = "adamw", .preset = "preset:custom"};
+    return c;
+}
+
+static inline double tt_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Whole file into a NUL-terminated malloc'd buffer (*len without the NUL), or NULL. */
+static inline char *tt_read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) {
+            char *t = realloc(b, cap *= 2);
+            if (!t) free(b);
+            b = t;
+        }
+    }
+    fclose(f);
+    if (!b) return NULL;
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
+static inline int tt_write_all(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+static inline int tt_exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* Byte-equal files (both readable, same length, same bytes). */
+static inline int tt_same_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *x = tt_read_all(a, &na), *y = tt_read_all(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* rm -r of a directory we made (no symlink following: lstat). */
+static inline void tt_rm_rf(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[2048];
+            tt_fmt(p, sizeof p, "%s/%s", path, e->d_name);
+            tt_rm_rf(p);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* A fresh temp directory ($TMPDIR or /tmp) with data/ holding a copy of the
+ * committed photos and captions (the trainer writes its latent cache next to
+ * the images, so the source tree stays untouched). 0 on success. */
+static inline int tt_setup(const char *tag, char *root, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    tt_fmt(root, n, "%s/ork_%s_XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+    if (!mkdtemp(root)) return -1;
+    char data[1024];
+    tt_fmt(data, sizeof data, "%s/data", root);
+    if (mkdir(data, 0755) != 0) return -1;
+    static const char *const files[] = {"astronaut.png", "astronaut.txt", "chelsea.png", "chelsea.txt",
+                                        "coffee.png", "coffee.txt", NULL};
+    for (int i = 0; files[i]; i++) {
+        char src[1024], dst[1200];
+        tt_fmt(src, sizeof src, "%s/assets/photos/%s", ORK_SOURCE_DIR, files[i]);
+        tt_fmt(dst, sizeof dst, "%s/%s", data, files[i]);
+        size_t len;
+        char *b = tt_read_all(src, &len);
+        if (!b) return -1;
+        FILE *f = fopen(dst, "wb");
+        int ok = f && fwrite(b, 1, len, f) == len;
+        if (f && fclose(f) != 0) ok = 0;
+        free(b);
+        if (!ok) return -1;
+    }
+    return 0;
+}
+
+/* Template with every @KEY@ replaced, written to path. 0 on success. */
+static inline int tt_write_config(const char *path, const tt_cfg *c) {
+    char tpl_path[1024];
+    tt_fmt(tpl_path, sizeof tpl_path, "%s/tests/train/configs/tiny.yaml", ORK_SOURCE_DIR);
+    char *tpl = tt_read_all(tpl_path, NULL);
+    if (!tpl) return -1;
+    char steps[32], every[32], keep[32], alpha[32];
+    tt_fmt(steps, sizeof steps, "%d", c->steps);
+    tt_fmt(every, sizeof every, "%d", c->save_every);
+    tt_fmt(keep, sizeof keep, "%d", c->keep);
+    tt_fmt(alpha, sizeof alpha, "%g", c->alpha);
+    const char *keys[][2] = {{"@OUT@", c->out}, {"@DATA@", c->data}, {"@STEPS@", steps}, {"@SAVE_EVERY@", every},
+                             {"@KEEP@", keep}, {"@ALPHA@", alpha}, {"@DTYPE@", c->dtype},
+                             {"@OPTIMIZER@", c->optimizer}, {"@PRESET@", c->preset}};
+    size_t cap = strlen(tpl) + 8192, o = 0;
+    char *out = malloc(cap);
+    if (!out) { free(tpl); return -1; }
+    for (const char *p = tpl; *p;) {
+        int hit = 0;
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            size_t kl = strlen(keys[k][0]);
+            if (!strncmp(p, keys[k][0], kl)) {
+                o += (size_t)tt_fmt(out + o, cap - o, "%s", keys[k][1]);
+                p += kl;
+                hit = 1;
+                break;
+            }
+        }
+        if (!hit && o + 1 < cap) out[o++] = *p++;
+        else if (!hit) p++;
+    }
+    out[o < cap ? o : cap - 1] = 0;
+    free(tpl);
+    int r = tt_write_all(path, out);
+    free(out);
+    return r;
+}
+
+/* Start `orakul run cfg` with stdout/stderr into files. Returns the pid or -1. */
+static inline pid_t tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char *argv[] = {(char *)ORK_ORAKUL_EXE, (char *)"run", (char *)cfg, NULL};
+    pid_t pid;
+    int e = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return e == 0 ? pid : -1;
+}
+
+/* Wait for pid up to timeout_s (then SIGKILL). Exit code, 128+signal, or -1. */
+static inline int tt_wait(pid_t pid, double timeout_s) {
+    double t0 = tt_now();
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+        if (r < 0) return -1;
+        if (tt_now() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            printf("  (orakul timed out after %.0f s)\n", timeout_s);
+            return -1;
+        }
+        usleep(20000);
+    }
+}
+
+/* `orakul run cfg` to completion; logs at <log>.out / <log>.err. A nonzero
+ * exit prints the log unless quiet (the tests that expect one). */
+static inline int tt_run_q(const char *cfg, const char *log, double timeout_s, int quiet) {
+    char o[1200], e[1200];
+    tt_fmt(o, sizeof o, "%s.out", log);
+    tt_fmt(e, sizeof e, "%s.err", log);
+    pid_t pid = tt_spawn_run(cfg, o, e);
+    if (pid < 0) return -1;
+    int rc = tt_wait(pid, timeout_s);
+    if (rc != 0 && !quiet) { /* show what it said */
+        char *t = tt_read_all(e, NULL);
+        printf("  orakul run %s: exit %d\n%s\n", cfg, rc, t ? t : "");
+        free(t);
+    }
+    return rc;
+}
+static inline int tt_run(const char *cfg, const char *log, double timeout_s) { return tt_run_q(cfg, log, timeout_s, 0); }
+
+/* The `step N/M  loss X` lines of a log: loss[N] (value and its printed text).
+ * Returns how many lines were parsed; steps[i] = N of the i-th line. */
+typedef struct tt_losses {
+    int n;
+    int step[TT_STEPS_MAX];
+    double loss[TT_STEPS_MAX];
+    char text[TT_STEPS_MAX][24];
+} tt_losses;
+
+static inline int tt_parse_losses(const char *log_path, tt_losses *L) {
+    memset(L, 0, sizeof *L);
+    char *t = tt_read_all(log_path, NULL);
+    if (!t) return 0;
+    for (char *line = strtok(t, "\n"); line && L->n < TT_STEPS_MAX; line = strtok(NULL, "\n")) {
+        long long s, m;
+        char lt[24];
+        if (sscanf(line, "step %lld/%lld loss %23s", &s, &m, lt) != 3) continue;
+        L->step[L->n] = (int)s;
+        tt_fmt(L->text[L->n], sizeof L->text[L->n], "%s", lt);
+        L->loss[L->n] = strtod(lt, NULL);
+        L->n++;
+    }
+    free(t);
+    return L->n;
+}
+
+/* Does the file contain the substring? */
+static inline int tt_file_has(const char *path, const char *needle) {
+    char *t = tt_read_all(path, NULL);
+    int r = t && strstr(t, needle) != NULL;
+    free(t);
+    return r;
+}
+
+/* Step numbers of <dir>/<name>_<9 digits>.safetensors, ascending; returns the count. */
+static inline int tt_step_files(const char *dir, const char *name, long long *steps, int max) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    size_t nl = strlen(name);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *s = e->d_name;
+        if (strncmp(s, name, nl) || s[nl] != '_') continue;
+        int k = 0;
+        while (s[nl + 1 + k] >= '0' && s[nl + 1 + k] <= '9') k++;
+        if (k != 9 || strcmp(s + nl + 1 + k, ".safetensors")) continue;
+        if (n < max) steps[n++] = strtoll(s + nl + 1, NULL, 10);
+    }
+    if (d) closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort */
+        for (int j = i; j > 0 && steps[j - 1] > steps[j]; j--) {
+            long long t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t;
+        }
+    return n;
+}
+
+#endif
