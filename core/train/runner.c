@@ -27,6 +27,8 @@ struct ork_runner {
     buf *ckpt;            /* [(n_blocks + 1) * ORK_CARRY_MAX]: carry at each block boundary */
     int *ckpt_n;          /* [(n_blocks + 1)]: carry.n at each boundary */
     buf dgrad[2][ORK_CARRY_MAX];
+    ork_block_hooks hk;
+    int *order;           /* [2 * n_blocks] the pass's block order */
 };
 
 ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
@@ -41,7 +43,8 @@ ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable 
     r->ta = ork_tensor_api_table();
     r->ckpt = calloc((size_t)(info->n_blocks + 1) * ORK_CARRY_MAX, sizeof *r->ckpt);
     r->ckpt_n = calloc((size_t)(info->n_blocks + 1), sizeof *r->ckpt_n);
-    if (!r->ckpt || !r->ckpt_n) { free(r->ckpt); free(r->ckpt_n); free(r); return ORK_E_NOMEM; }
+    r->order = calloc((size_t)(2 * info->n_blocks + 1), sizeof *r->order);
+    if (!r->ckpt || !r->ckpt_n || !r->order) { free(r->ckpt); free(r->ckpt_n); free(r->order); free(r); return ORK_E_NOMEM; }
     *out = r;
     return ORK_OK;
 }
@@ -59,10 +62,34 @@ void ork_runner_destroy(ork_runner *r) {
         for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->dgrad[k][j]);
     free(r->ckpt);
     free(r->ckpt_n);
+    free(r->order);
     free(r);
 }
 
 void ork_runner_set_first_trainable(ork_runner *r, int block) { r->first_trainable = block; }
+
+void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h) {
+    if (h) r->hk = *h;
+    else memset(&r->hk, 0, sizeof r->hk);
+}
+
+static ork_status hk_pass_begin(ork_runner *r, int n) {
+    return r->hk.pass_begin ? r->hk.pass_begin(r->hk.ctx, r->order, n) : ORK_OK;
+}
+static ork_status hk_enter(ork_runner *r, int i) { return r->hk.enter ? r->hk.enter(r->hk.ctx, i) : ORK_OK; }
+static ork_status hk_leave(ork_runner *r, int i) { return r->hk.leave ? r->hk.leave(r->hk.ctx, i) : ORK_OK; }
+static ork_status hk_pass_end(ork_runner *r) { return r->hk.pass_end ? r->hk.pass_end(r->hk.ctx) : ORK_OK; }
+static ork_status hk_grads_ready(ork_runner *r, int i) {
+    return r->hk.grads_ready ? r->hk.grads_ready(r->hk.ctx, i) : ORK_OK;
+}
+
+/* Block i's forward inside enter/leave. */
+static ork_status run_block(ork_runner *r, int i, ork_carry *c) {
+    ORK_TRY(hk_enter(r, i));
+    ork_status s = r->vt->block(r->model, r->g, i, c);
+    ork_status s2 = hk_leave(r, i);
+    return s != ORK_OK ? s : s2;
+}
 
 /* b viewed with like's shape and dtype dt, grown if needed. */
 static ork_status buf_view(ork_runner *r, buf *b, const char *tag, const ork_tensor *like, ork_dtype dt,
@@ -117,8 +144,12 @@ static ork_status leaves(ork_runner *r, int i, int want_grad, ork_carry *in) {
 ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred) {
     int prev = ork_graph_set_grad(r->g, 0);
     ork_carry c;
-    ork_status s = r->vt->begin(r->model, r->g, in, &c);
-    for (int i = 0; s == ORK_OK && i < r->info->n_blocks; i++) s = r->vt->block(r->model, r->g, i, &c);
+    const int n = r->info->n_blocks;
+    for (int i = 0; i < n; i++) r->order[i] = i;
+    ork_status s = hk_pass_begin(r, n);
+    if (s == ORK_OK) s = r->vt->begin(r->model, r->g, in, &c);
+    for (int i = 0; s == ORK_OK && i < n; i++) s = run_block(r, i, &c);
+    if (s == ORK_OK) s = hk_pass_end(r);
     ork_graph_set_grad(r->g, prev);
     if (s == ORK_OK) *pred = c.t[0];
     return s;
@@ -140,24 +171,35 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     ork_carry c;
     ork_tensor *loss;
     if (!checkpointing) {
+        if (r->hk.streaming)
+            return ORK_FAIL(ORK_E_CONFIG, "layer offloading streams blocks and needs train.gradient_checkpointing: true");
         int prev = ork_graph_set_grad(g, 1);
         ork_status s = r->vt->begin(r->model, g, in, &c);
         for (int i = 0; s == ORK_OK && i < n; i++) s = r->vt->block(r->model, g, i, &c);
         if (s == ORK_OK) s = run_loss(r, c.t[0], loss_fn, loss_ctx, &loss, loss_out);
         if (s == ORK_OK) s = ork_backward(g, loss);
+        for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) s = hk_grads_ready(r, i);
         ork_graph_set_grad(g, prev);
         return s;
     }
+    /* the pass: forward 0..n-1, then recompute + backward n-1..first_trainable */
+    int no = 0;
+    for (int i = 0; i < n; i++) r->order[no++] = i;
+    for (int i = n - 1; i >= r->first_trainable; i--) r->order[no++] = i;
+    ork_status s = hk_pass_begin(r, no);
+    if (s != ORK_OK) return s;
     /* forward, grad off, keeping the carry at every block boundary */
     int prev = ork_graph_set_grad(g, 0);
-    ork_status s = r->vt->begin(r->model, g, in, &c);
+    s = r->vt->begin(r->model, g, in, &c);
     if (s == ORK_OK) s = keep_carry(r, 0, &c);
     for (int i = 0; s == ORK_OK && i < n; i++) {
         ork_region reg = ork_graph_region_begin(g);
-        s = leaves(r, i, 0, &c);
+        s = hk_enter(r, i);
+        if (s == ORK_OK) s = leaves(r, i, 0, &c);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &c);
         if (s == ORK_OK) s = keep_carry(r, i + 1, &c);
         ork_graph_region_end(g, reg);
+        if (s == ORK_OK) s = hk_leave(r, i);
     }
     if (s != ORK_OK) { ork_graph_set_grad(g, prev); return s; }
     ork_graph_set_grad(g, 1);
@@ -182,7 +224,8 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         ork_region reg = ork_graph_region_begin(g);
         ork_carry cin, cout;
         int need_in = i > r->first_trainable;
-        s = leaves(r, i, need_in, &cin);
+        s = hk_enter(r, i);
+        if (s == ORK_OK) s = leaves(r, i, need_in, &cin);
         cout = cin;
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &cout);
         if (s == ORK_OK) s = ork_backward_from(g, cout.n, cout.t, dc);
@@ -193,9 +236,12 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
             if (s == ORK_OK) s = ork_graph_copy_to(g, cin.t[j]->grad, ndc[j]);
         }
         ork_graph_region_end(g, reg);
+        if (s == ORK_OK) s = hk_leave(r, i);
+        if (s == ORK_OK) s = hk_grads_ready(r, i);
         memcpy(dc, ndc, sizeof dc);
         cur = !cur;
     }
+    if (s == ORK_OK) s = hk_pass_end(r);
     ork_graph_set_grad(g, prev);
     return s;
 }

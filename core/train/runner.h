@@ -5,6 +5,15 @@
  * carry gradients flow from block to block. Without checkpointing the whole
  * forward is recorded once.
  *
+ * Block hooks (streaming, stream/streamer.h): every pass first announces its
+ * block order (pass_begin), then each block's use is bracketed by enter /
+ * leave: the forward's block i, and in backward ONE enter .. leave around
+ * block i's recompute and backward, so one load serves both. After block i's
+ * backward its LoRA gradients are complete for this micro-step: grads_ready(i)
+ * (where a per-block optimizer step hooks in). With hooks that stream, the
+ * step needs checkpointing (the un-checkpointed tape would need every block's
+ * weights at once): ork_runner_step refuses with one line otherwise.
+ *
  * Owns the checkpoint tensors (tag "checkpoints") and the carry-gradient
  * buffers (tag "carry_grads"); both are reused from step to step and grow
  * only when a batch's shapes grow. [control-thread] */
@@ -17,6 +26,18 @@
 
 typedef struct ork_runner ork_runner;
 
+/* Callbacks around block use; any may be NULL. streaming != 0: some block's
+ * weights are only valid between enter and leave. */
+typedef struct ork_block_hooks {
+    void *ctx;
+    int streaming;
+    ork_status (*pass_begin)(void *ctx, const int *order, int n);
+    ork_status (*enter)(void *ctx, int block);
+    ork_status (*leave)(void *ctx, int block);
+    ork_status (*pass_end)(void *ctx);
+    ork_status (*grads_ready)(void *ctx, int block);
+} ork_block_hooks;
+
 /* Called with the prediction (B, N, C) on the graph with grad on; returns the
  * scalar loss (1) F32 to differentiate. */
 typedef ork_status (*ork_loss_fn)(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss);
@@ -28,6 +49,9 @@ void ork_runner_destroy(ork_runner *r);
 /* Only blocks >= first_trainable need a backward (earlier blocks hold no
  * trainable weights; their input gradients are not needed). */
 void ork_runner_set_first_trainable(ork_runner *r, int block);
+
+/* Install block hooks (copied); NULL removes them. */
+void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h);
 
 /* Forward only (grad off): *pred on g's arena, valid until ork_graph_reset. */
 ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred);

@@ -21,8 +21,18 @@ struct ork_wstore {
     uint8_t *filled;    /* [n_weights] */
     int *order;         /* indices sorted by name, for lookup */
     ork_weight_sink sink;
-    size_t bytes;
+    size_t bytes, resident_bytes;
+    /* streaming (st == NULL: all resident) */
+    ork_streamer *st;
+    ork_stream_rec *rec;  /* [n_weights] records of streamed weights */
+    int *blk_start;       /* [n_blocks + 1] CSR of the weights of each block */
+    int *blk_w;           /* [n_weights] */
+    uint8_t *mapped;      /* [n_blocks] a streamed block's headers point at a slot */
 };
+
+static int is_streamed(const ork_wstore *w, int i) {
+    return w->st && ork_streamer_is_streamed(w->st, w->info->weights[i].block);
+}
 
 static ork_wstore *g_sort_ctx; /* qsort has no context argument in C11 */
 static int cmp_name(const void *a, const void *b) {
@@ -108,13 +118,19 @@ static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype
     const ork_weight_decl *d = &w->info->weights[i];
     int64_t n = decl_numel(d);
     ork_dtype sdt = dt_for(w, d);
-    void *buf = malloc((size_t)n * ork_dtype_size(sdt) + 1);
+    int streamed = is_streamed(w, i);
+    void *buf = streamed ? (uint8_t *)ork_streamer_host(w->st, d->block) + w->rec[i].offset
+                         : malloc((size_t)n * ork_dtype_size(sdt) + 1);
     if (!buf) return ORK_E_NOMEM;
     ork_status st = convert(data, dt, n, sdt, buf);
     if (st == ORK_E_UNSUPPORTED) ORK_FAIL(st, "weight '%s': stored dtype %d cannot be converted", name, (int)dt);
     for (int64_t k = 0; st == ORK_OK && sdt == ORK_F32 && k < n; k++) {
         float x = ((float *)buf)[k];
         if (x != x || x - x != 0.0f) st = ORK_FAIL(ORK_E_NUMERIC, "weight '%s' holds NaN or Inf at index %lld", name, (long long)k);
+    }
+    if (streamed) {
+        if (st == ORK_OK) w->filled[i] = 1;
+        return st;
     }
     if (st == ORK_OK) st = upload(w, i, buf);
     free(buf);
@@ -194,6 +210,47 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
 
 ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
                              ork_dtype store_dt, ork_wstore **out) {
+    return ork_wstore_create_ex(a, be, k, info, store_dt, NULL, out);
+}
+
+/* Records of the streamed blocks' weights and the streamer over them. */
+static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
+    const ork_model_info *info = w->info;
+    int nb = info->n_blocks, n = info->n_weights, any = 0;
+    for (int b = 0; b < nb; b++) any |= so->streamed[b] != 0;
+    if (!any) return ORK_OK;
+    w->rec = calloc((size_t)n + 1, sizeof *w->rec);
+    w->blk_start = calloc((size_t)nb + 2, sizeof *w->blk_start);
+    w->blk_w = calloc((size_t)n + 1, sizeof *w->blk_w);
+    w->mapped = calloc((size_t)nb + 1, 1);
+    size_t *bytes = calloc((size_t)nb + 1, sizeof *bytes);
+    if (!w->rec || !w->blk_start || !w->blk_w || !w->mapped || !bytes) { free(bytes); return ORK_E_NOMEM; }
+    for (int i = 0; i < n; i++) {
+        int b = info->weights[i].block;
+        if (b >= 0 && b < nb) w->blk_start[b + 1]++;
+    }
+    for (int b = 0; b < nb; b++) w->blk_start[b + 1] += w->blk_start[b];
+    int *fill = calloc((size_t)nb + 1, sizeof *fill);
+    if (!fill) { free(bytes); return ORK_E_NOMEM; }
+    for (int i = 0; i < n; i++) {
+        const ork_weight_decl *d = &info->weights[i];
+        int b = d->block;
+        if (b < 0 || b >= nb) continue;
+        w->blk_w[w->blk_start[b] + fill[b]++] = i;
+        if (!so->streamed[b]) continue;
+        /* the stored bytes; fp8 weights will add their scales here (scale_bytes) */
+        ork_stream_rec_add(&bytes[b], (size_t)decl_numel(d) * ork_dtype_size(dt_for(w, d)), 0, &w->rec[i]);
+    }
+    free(fill);
+    ork_streamer_opts o = {.n_blocks = nb, .streamed = so->streamed, .block_bytes = bytes, .n_slots = so->n_slots,
+                           .arena_bytes = so->arena_bytes, .event_base = 0};
+    ork_status st = ork_streamer_create(so->ce, w->alloc, &o, &w->st);
+    free(bytes);
+    return st;
+}
+
+ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
+                                ork_dtype store_dt, const ork_wstore_stream *so, ork_wstore **out) {
     ork_wstore *w = calloc(1, sizeof *w);
     if (!w) return ORK_E_NOMEM;
     w->alloc = a;
@@ -216,13 +273,20 @@ ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, c
             ork_wstore_destroy(w);
             return st;
         }
+    if (so && so->streamed) {
+        if (!so->ce) { ork_wstore_destroy(w); return ORK_FAIL(ORK_E_INVALID, "weight store: streaming needs a copy engine"); }
+        ork_status st = setup_stream(w, so);
+        if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
+    }
     for (int i = 0; i < n; i++) {
         const ork_weight_decl *d = &info->weights[i];
-        ork_status st = ork_tensor_new(a, "weights", dt_for(w, d), d->ndim, d->shape, 0, &w->t[i]);
+        ork_status st = is_streamed(w, i) ? ork_tensor_wrap(be->device, dt_for(w, d), d->ndim, d->shape, NULL, d->name, &w->t[i])
+                                          : ork_tensor_new(a, "weights", dt_for(w, d), d->ndim, d->shape, 0, &w->t[i]);
         if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
         w->t[i]->name = d->name;
         w->t[i]->flags |= ORK_TF_WEIGHT;
         w->bytes += ork_tensor_nbytes(w->t[i]);
+        if (!is_streamed(w, i)) w->resident_bytes += ork_tensor_nbytes(w->t[i]);
     }
     w->sink.abi = (ork_abi)ORK_ABI_INIT(ork_weight_sink);
     w->sink.store = w;
@@ -240,6 +304,11 @@ void ork_wstore_destroy(ork_wstore *w) {
     free(w->t);
     free(w->filled);
     free(w->order);
+    ork_streamer_destroy(w->st);
+    free(w->rec);
+    free(w->blk_start);
+    free(w->blk_w);
+    free(w->mapped);
     free(w);
 }
 
@@ -256,9 +325,59 @@ static ork_status weight_fn(void *ctx, ork_graph *g, const char *name, ork_tenso
     (void)g;
     int i = find_index(w, name);
     if (i < 0) return ORK_FAIL(ORK_E_INVALID, "unknown weight '%s'", name);
+    if (is_streamed(w, i) && !w->mapped[w->info->weights[i].block])
+        return ORK_FAIL(ORK_E_INTERNAL, "weight '%s' of streamed block %d used outside that block's run", name,
+                        w->info->weights[i].block);
     *out = w->t[i];
     return ORK_OK;
 }
+
+static ork_status hk_pass_begin(void *ctx, const int *order, int n) {
+    ork_wstore *w = ctx;
+    return w->st ? ork_streamer_pass_begin(w->st, order, n) : ORK_OK;
+}
+
+static ork_status hk_enter(void *ctx, int b) {
+    ork_wstore *w = ctx;
+    if (!w->st || !ork_streamer_is_streamed(w->st, b)) return ORK_OK;
+    void *dev;
+    ORK_TRY(ork_streamer_enter(w->st, b, &dev));
+    for (int q = w->blk_start[b]; q < w->blk_start[b + 1]; q++) {
+        int i = w->blk_w[q];
+        w->t[i]->base = (uint8_t *)dev + w->rec[i].offset;
+        w->t[i]->offset = 0;
+    }
+    w->mapped[b] = 1;
+    return ORK_OK;
+}
+
+static ork_status hk_leave(void *ctx, int b) {
+    ork_wstore *w = ctx;
+    if (!w->st || !ork_streamer_is_streamed(w->st, b)) return ORK_OK;
+    ORK_TRY(ork_streamer_leave(w->st, b));
+    /* the headers keep pointing at the slot while a merged visit may come back;
+     * lookups are refused until the next enter */
+    w->mapped[b] = 0;
+    return ORK_OK;
+}
+
+static ork_status hk_pass_end(void *ctx) {
+    ork_wstore *w = ctx;
+    return w->st ? ork_streamer_pass_end(w->st) : ORK_OK;
+}
+
+void ork_wstore_hooks(ork_wstore *w, ork_block_hooks *out) {
+    memset(out, 0, sizeof *out);
+    out->ctx = w;
+    out->streaming = w->st != NULL;
+    out->pass_begin = hk_pass_begin;
+    out->enter = hk_enter;
+    out->leave = hk_leave;
+    out->pass_end = hk_pass_end;
+}
+
+ork_streamer *ork_wstore_streamer(ork_wstore *w) { return w->st; }
+size_t ork_wstore_resident_bytes(const ork_wstore *w) { return w->resident_bytes; }
 
 void ork_wstore_attach(ork_wstore *w, ork_graph *g) { ork_graph_set_weight_fn(g, weight_fn, w); }
 int ork_wstore_count(const ork_wstore *w) { return w->info->n_weights; }

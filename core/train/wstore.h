@@ -11,7 +11,9 @@
 #ifndef ORK_TRAIN_WSTORE_H
 #define ORK_TRAIN_WSTORE_H
 
+#include "stream/streamer.h"
 #include "tensor/graph.h"
+#include "train/runner.h"
 
 #include <orakul/model.h>
 
@@ -20,6 +22,17 @@ typedef struct ork_wstore ork_wstore;
 /* info: the model's declarations (borrowed until destroy). */
 ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
                              ork_dtype store_dt, ork_wstore **out);
+/* Streaming spec: which blocks stream and how (NULL streamed or no block
+ * streamed: all resident, as ork_wstore_create). */
+typedef struct ork_wstore_stream {
+    ork_copy_engine *ce;      /* borrowed; needs 2 * n_slots events */
+    const uint8_t *streamed;  /* [n_blocks] 1: the block streams */
+    int n_slots;              /* >= 2 */
+    size_t arena_bytes;       /* pinned arena chunk, 0: 1 GiB */
+} ork_wstore_stream;
+
+ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
+                                ork_dtype store_dt, const ork_wstore_stream *stream, ork_wstore **out);
 void ork_wstore_destroy(ork_wstore *w);
 
 /* The sink to pass to model->load. Every declared weight must be put once;
@@ -34,6 +47,14 @@ int ork_wstore_count(const ork_wstore *w);
 ork_tensor *ork_wstore_at(ork_wstore *w, int i);        /* in declaration order */
 const ork_weight_decl *ork_wstore_decl(const ork_wstore *w, int i);
 ork_tensor *ork_wstore_find(ork_wstore *w, const char *name);
-size_t ork_wstore_bytes(const ork_wstore *w);
+size_t ork_wstore_bytes(const ork_wstore *w);          /* all weights, wherever they live */
+size_t ork_wstore_resident_bytes(const ork_wstore *w); /* those with their own device memory */
+
+/* The hooks to give the runner (ork_runner_set_hooks): they drive the
+ * streamer and point streamed weights at their slot. Valid with no streaming
+ * too (then they do nothing but are harmless). */
+void ork_wstore_hooks(ork_wstore *w, ork_block_hooks *out);
+/* NULL when nothing streams. */
+ork_streamer *ork_wstore_streamer(ork_wstore *w);
 
 #endif

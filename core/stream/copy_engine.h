@@ -1,0 +1,77 @@
+/* stream/copy_engine.h — the copy engine of the streaming runtime: pinned host
+ * memory, copies on their own lanes (streams) beside the compute stream, and
+ * events between lanes. A minimal, backend-neutral addition next to the
+ * backend table (tensor/backend.h has one stream per graph and no events).
+ *
+ * Lanes: ORK_LANE_COMPUTE is the graph's stream (k->stream of the kctx given
+ * at create); ORK_LANE_H2D carries host->device copies (frozen weights, LoRA
+ * weights and optimizer state coming in); ORK_LANE_D2H carries device->host
+ * copies (updated trainable state going back). Events are small integers
+ * 0..n_events-1; record(lane, ev) captures everything enqueued on lane so far;
+ * wait(lane, ev) makes later work on lane wait for the last record of ev (a
+ * never-recorded event is complete).
+ *
+ * Implementations:
+ * - CPU (ork_copy_engine_create_cpu): memcpy. EAGER copies at once (a copy
+ *   overwriting memory still to be read shows up as wrong data); DEFERRED
+ *   queues copies per lane and performs them only when an event recorded
+ *   after them is waited on, or at sync (a missing wait shows up as stale
+ *   data). Tests run both modes.
+ * - CUDA (copy_engine_cuda.cu, ORAKUL_CUDA): two cudaStreamNonBlocking
+ *   streams, cudaEvent_t (timing disabled) per event, cudaMallocHost arenas.
+ *
+ * Owns: its streams and events. [control-thread] */
+#ifndef ORK_STREAM_COPY_ENGINE_H
+#define ORK_STREAM_COPY_ENGINE_H
+
+#include "tensor/backend.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ork_lane {
+    ORK_LANE_COMPUTE = 0,
+    ORK_LANE_H2D = 1,
+    ORK_LANE_D2H = 2,
+    ORK_LANES = 3,
+} ork_lane;
+
+typedef enum ork_ce_cpu_mode {
+    ORK_CE_EAGER = 0,
+    ORK_CE_DEFERRED = 1,
+} ork_ce_cpu_mode;
+
+typedef struct ork_copy_engine ork_copy_engine;
+
+/* The engine for be (CPU: EAGER; CUDA: streams on the current device).
+ * compute: the graph's kctx (borrowed; its stream is the compute lane). */
+ork_status ork_copy_engine_create(const ork_backend *be, const ork_kctx *compute, int n_events,
+                                  ork_copy_engine **out);
+ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out);
+void ork_copy_engine_destroy(ork_copy_engine *ce);
+
+/* Pinned host memory (CPU: malloc), 4096-aligned. */
+ork_status ork_ce_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr);
+void ork_ce_host_free(ork_copy_engine *ce, void *ptr);
+
+/* lane H2D: dst device, src pinned host; lane D2H: dst pinned host, src device.
+ * src must stay unchanged (and dst unread) until an event recorded after the
+ * copy completes. */
+ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
+ork_status ork_ce_record(ork_copy_engine *ce, ork_lane lane, int ev);
+ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev);
+/* The host waits for both copy lanes (not the compute lane). */
+ork_status ork_ce_sync(ork_copy_engine *ce);
+
+/* Bytes copied on a lane since create (issued, not necessarily complete). */
+uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane);
+int ork_ce_n_events(const ork_copy_engine *ce);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* stream/copy_engine_impl.h — internal to core/stream: the engine struct the
+ * CPU (copy_engine.c) and CUDA (copy_engine_cuda.cu) implementations fill. */
+#ifndef ORK_STREAM_COPY_ENGINE_IMPL_H
+#define ORK_STREAM_COPY_ENGINE_IMPL_H
+
+#include "stream/copy_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ork_ce_vt {
+    ork_status (*host_alloc)(ork_copy_engine *ce, size_t bytes, void **ptr);
+    void (*host_free)(ork_copy_engine *ce, void *ptr);
+    ork_status (*copy)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
+    ork_status (*record)(ork_copy_engine *ce, ork_lane lane, int ev);
+    ork_status (*wait)(ork_copy_engine *ce, ork_lane lane, int ev);
+    ork_status (*sync)(ork_copy_engine *ce);
+    void (*destroy)(ork_copy_engine *ce);
+} ork_ce_vt;
+
+struct ork_copy_engine {
+    const ork_ce_vt *vt;
+    int n_events;
+    uint64_t bytes[ORK_LANES];
+    void *priv;
+};
+
+#ifdef ORAKUL_HAVE_CUDA
+ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

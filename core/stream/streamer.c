@@ -1,0 +1,212 @@
+/* stream/streamer.c — see streamer.h. */
+#include "stream/streamer.h"
+
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct visit {
+    int block;
+    int uses; /* consecutive repeats merged into this visit */
+} visit;
+
+struct ork_streamer {
+    ork_copy_engine *ce;
+    ork_alloc *a;
+    int n_blocks, K, ev0;
+    uint8_t *streamed;     /* [n_blocks] */
+    size_t *bytes;         /* [n_blocks] */
+    uint8_t **host;        /* [n_blocks] region in an arena */
+    void **arena;          /* [n_arenas] */
+    int n_arenas;
+    size_t host_total;
+    void **slot;           /* [K] */
+    size_t slot_bytes;
+    int n_streamed;
+    /* the pass */
+    visit *vis;            /* [cap] */
+    int cap, nv, v, issued, left, active;
+    uint64_t loads, h2d;
+};
+
+void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec) {
+    size_t off = (*size + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    rec->offset = off;
+    rec->data_bytes = data_bytes;
+    rec->scale_offset = scale_bytes ? (off + data_bytes + 15) / 16 * 16 : off + data_bytes;
+    rec->scale_bytes = scale_bytes;
+    *size = rec->scale_offset + scale_bytes;
+}
+
+static int ev_ready(const ork_streamer *s, int slot) { return s->ev0 + 2 * slot; }
+static int ev_free(const ork_streamer *s, int slot) { return s->ev0 + 2 * slot + 1; }
+
+ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
+    if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
+    if (o->event_base < 0 || o->event_base + 2 * o->n_slots > ork_ce_n_events(ce))
+        return ORK_FAIL(ORK_E_INVALID, "streamer: %d slots need events %d..%d but the copy engine has %d", o->n_slots,
+                        o->event_base, o->event_base + 2 * o->n_slots - 1, ork_ce_n_events(ce));
+    ork_streamer *s = calloc(1, sizeof *s);
+    if (!s) return ORK_E_NOMEM;
+    s->ce = ce;
+    s->a = a;
+    s->n_blocks = o->n_blocks;
+    s->K = o->n_slots;
+    s->ev0 = o->event_base;
+    size_t nb = (size_t)o->n_blocks + 1;
+    s->streamed = calloc(nb, 1);
+    s->bytes = calloc(nb, sizeof *s->bytes);
+    s->host = calloc(nb, sizeof *s->host);
+    s->arena = calloc(nb, sizeof *s->arena);
+    s->slot = calloc((size_t)s->K, sizeof *s->slot);
+    if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot) { ork_streamer_destroy(s); return ORK_E_NOMEM; }
+    size_t chunk = o->arena_bytes ? o->arena_bytes : (size_t)1 << 30;
+    /* arenas: first-fit in block order; the current chunk is closed when a block does not fit */
+    size_t used = 0, cap = 0;
+    uint8_t *cur = NULL;
+    ork_status st = ORK_OK;
+    for (int b = 0; b < o->n_blocks && st == ORK_OK; b++) {
+        if (!o->streamed[b]) continue;
+        s->streamed[b] = 1;
+        s->n_streamed++;
+        size_t need = (o->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+        if (!need) need = ORK_STREAM_ALIGN;
+        s->bytes[b] = o->block_bytes[b];
+        if (o->block_bytes[b] > s->slot_bytes) s->slot_bytes = o->block_bytes[b];
+        if (!cur || used + need > cap) {
+            /* size the chunk: the rest of the streamed blocks up to `chunk`, or this block alone */
+            size_t want = 0;
+            for (int c = b; c < o->n_blocks; c++) {
+                if (!o->streamed[c]) continue;
+                size_t nc = (o->block_bytes[c] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+                if (!nc) nc = ORK_STREAM_ALIGN;
+                if (want && want + nc > chunk) break;
+                want += nc;
+            }
+            st = ork_ce_host_alloc(ce, want, (void **)&cur);
+            if (st != ORK_OK) break;
+            s->arena[s->n_arenas++] = cur;
+            s->host_total += want;
+            used = 0;
+            cap = want;
+        }
+        s->host[b] = cur + used;
+        memset(s->host[b], 0, need); /* the padding travels too: keep it defined */
+        used += need;
+    }
+    if (s->slot_bytes == 0) s->slot_bytes = ORK_STREAM_ALIGN;
+    for (int k = 0; k < s->K && st == ORK_OK && s->n_streamed; k++) st = ork_alloc_get(a, s->slot_bytes, "stream_slots", &s->slot[k]);
+    if (st != ORK_OK) { ork_streamer_destroy(s); return st; }
+    *out = s;
+    return ORK_OK;
+}
+
+void ork_streamer_destroy(ork_streamer *s) {
+    if (!s) return;
+    if (s->ce && s->n_streamed) (void)ork_ce_sync(s->ce); /* no copy may still read an arena or write a slot */
+    for (int k = 0; s->slot && k < s->K; k++)
+        if (s->slot[k]) ork_alloc_put(s->a, s->slot[k]);
+    for (int i = 0; s->arena && i < s->n_arenas; i++) ork_ce_host_free(s->ce, s->arena[i]);
+    free(s->streamed);
+    free(s->bytes);
+    free(s->host);
+    free(s->arena);
+    free(s->slot);
+    free(s->vis);
+    free(s);
+}
+
+int ork_streamer_is_streamed(const ork_streamer *s, int block) {
+    return block >= 0 && block < s->n_blocks && s->streamed[block];
+}
+
+void *ork_streamer_host(ork_streamer *s, int block) {
+    return ork_streamer_is_streamed(s, block) ? s->host[block] : NULL;
+}
+
+static ork_status issue(ork_streamer *s) {
+    int x = s->issued, slot = x % s->K, b = s->vis[x].block;
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+    ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
+    s->issued++;
+    s->loads++;
+    s->h2d += s->bytes[b];
+    return ORK_OK;
+}
+
+ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
+    if (n > s->cap) {
+        visit *v = realloc(s->vis, (size_t)n * sizeof *v);
+        if (!v) return ORK_E_NOMEM;
+        s->vis = v;
+        s->cap = n;
+    }
+    s->nv = 0;
+    for (int i = 0; i < n; i++) {
+        int b = order[i];
+        if (!ork_streamer_is_streamed(s, b)) continue;
+        if (s->nv > 0 && s->vis[s->nv - 1].block == b) s->vis[s->nv - 1].uses++;
+        else s->vis[s->nv++] = (visit){b, 1};
+    }
+    s->v = -1;
+    s->issued = 0;
+    s->left = 0;
+    s->active = 1;
+    while (s->issued < s->nv && s->issued < s->K) ORK_TRY(issue(s));
+    return ORK_OK;
+}
+
+ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
+    *dev = NULL;
+    if (!ork_streamer_is_streamed(s, block)) return ORK_OK;
+    if (!s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d entered outside a pass", block);
+    if (s->v >= 0 && s->left > 0 && s->vis[s->v].block == block) { /* a merged repeat: still in its slot */
+        *dev = s->slot[s->v % s->K];
+        return ORK_OK;
+    }
+    if (s->v >= 0 && s->left > 0)
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d entered while block %d still has %d uses", block,
+                        s->vis[s->v].block, s->left);
+    int nxt = s->v + 1;
+    if (nxt >= s->nv || s->vis[nxt].block != block)
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d entered out of the announced order (expected %d)", block,
+                        nxt < s->nv ? s->vis[nxt].block : -1);
+    s->v = nxt;
+    s->left = s->vis[nxt].uses;
+    int slot = nxt % s->K;
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
+    *dev = s->slot[slot];
+    return ORK_OK;
+}
+
+ork_status ork_streamer_leave(ork_streamer *s, int block) {
+    if (!ork_streamer_is_streamed(s, block)) return ORK_OK;
+    if (!s->active || s->v < 0 || s->vis[s->v].block != block || s->left <= 0)
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d left without being entered", block);
+    if (--s->left > 0) return ORK_OK; /* it comes back (merged visit): keep the slot */
+    int slot = s->v % s->K;
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_free(s, slot)));
+    /* the freed slot takes visit v + K */
+    while (s->issued < s->nv && s->issued <= s->v + s->K) ORK_TRY(issue(s));
+    return ORK_OK;
+}
+
+ork_status ork_streamer_pass_end(ork_streamer *s) {
+    int ok = !s->active || (s->v == s->nv - 1 && s->left == 0);
+    int v = s->v, nv = s->nv;
+    s->active = 0;
+    if (!ok) return ORK_FAIL(ORK_E_INTERNAL, "streamer: pass ended after %d of %d block visits", v + 1, nv);
+    return ORK_OK;
+}
+
+void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out) {
+    out->loads = s->loads;
+    out->h2d_bytes = s->h2d;
+    out->slot_bytes = s->n_streamed ? s->slot_bytes : 0;
+    out->n_slots = s->n_streamed ? s->K : 0;
+    out->n_streamed = s->n_streamed;
+    out->n_arenas = s->n_arenas;
+    out->host_bytes = s->host_total;
+}

@@ -1,0 +1,89 @@
+/* stream/streamer.h — the block streamer: frozen weights of streamed blocks
+ * live packed in a few large pinned host arenas and come to the device one
+ * block at a time through a ring of device slots.
+ *
+ * Packing. Each streamed block's weights form ONE contiguous host region,
+ * records in declaration order, each record = the weight's stored bytes (any
+ * dtype: F32, BF16, FP8) immediately followed by its optional F32 scales,
+ * starting at a multiple of ORK_STREAM_ALIGN. A block's region never spans
+ * two arenas, and the region's layout is the slot's layout, so a block moves
+ * with one copy and a weight's device address is slot + record offset.
+ * Arenas: chunks of arena_bytes (default 1 GiB) filled first-fit in block
+ * order; a block larger than a chunk gets an arena of its own.
+ *
+ * Schedule. A pass (the runner's forward, or forward + backward) announces
+ * its block order; the streamer keeps the streamed blocks of it, merging
+ * consecutive repeats into one visit (the last block's forward and its
+ * recompute + backward: one load serves both). Visit v uses slot v mod K.
+ * pass_begin issues the loads of visits 0..K-1; when visit v has been left
+ * for the last time, the compute lane records the slot's FREE event and the
+ * load of visit v+K is issued into the same slot: the H2D lane waits FREE,
+ * copies, records READY. enter(v) makes the compute lane wait READY. So up
+ * to K-1 blocks are in flight while one computes; host-to-device only.
+ *
+ * Owns: the arenas (pinned, via the copy engine), the slots (device, tag
+ * "stream_slots" on the allocator) and the schedule state. The copy engine is
+ * borrowed; the streamer uses its events event_base .. event_base + 2K - 1.
+ * [control-thread] */
+#ifndef ORK_STREAM_STREAMER_H
+#define ORK_STREAM_STREAMER_H
+
+#include "stream/copy_engine.h"
+#include "tensor/alloc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORK_STREAM_ALIGN 256
+
+/* One weight's record inside its block's region. */
+typedef struct ork_stream_rec {
+    size_t offset;       /* from the region start, ORK_STREAM_ALIGN-aligned */
+    size_t data_bytes;   /* the stored bytes */
+    size_t scale_offset; /* from the region start (= offset + data_bytes rounded up to 16) */
+    size_t scale_bytes;  /* F32 scales, 0 when none */
+} ork_stream_rec;
+
+/* Append a record to a region of *size bytes so far (grows *size). */
+void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec);
+
+typedef struct ork_streamer_opts {
+    int n_blocks;
+    const uint8_t *streamed;   /* [n_blocks] 1: streamed */
+    const size_t *block_bytes; /* [n_blocks] region bytes (read for streamed blocks) */
+    int n_slots;               /* >= 2 */
+    size_t arena_bytes;        /* 0: 1 GiB */
+    int event_base;            /* first copy-engine event to use */
+} ork_streamer_opts;
+
+typedef struct ork_streamer ork_streamer;
+
+typedef struct ork_streamer_stats {
+    uint64_t loads;      /* block loads issued */
+    uint64_t h2d_bytes;  /* bytes of them */
+    size_t slot_bytes;   /* one slot */
+    int n_slots, n_streamed, n_arenas;
+    size_t host_bytes;   /* pinned bytes held */
+} ork_streamer_stats;
+
+ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out);
+void ork_streamer_destroy(ork_streamer *s);
+
+int ork_streamer_is_streamed(const ork_streamer *s, int block);
+/* The block's packed host region (streamed blocks), NULL otherwise. */
+void *ork_streamer_host(ork_streamer *s, int block);
+
+/* Start a pass over blocks in `order` (n entries; resident ones are skipped).
+ * A pass left unfinished by an error is dropped by the next pass_begin. */
+ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n);
+/* The block is about to run: *dev = its region on the device (NULL for a
+ * resident block). Must follow the announced order. */
+ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev);
+/* The block's work has been enqueued on the compute lane. */
+ork_status ork_streamer_leave(ork_streamer *s, int block);
+/* Checks every visit was made. */
+ork_status ork_streamer_pass_end(ork_streamer *s);
+
+void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out);
+
+#endif

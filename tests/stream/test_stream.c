@@ -1,0 +1,284 @@
+/* tests/stream/test_stream.c — the streaming runtime on the CPU: the copy
+ * engine's two modes, the streamer's schedule (visits, merged repeats, loads
+ * per step, order errors, lookups outside a block), and the main property:
+ * a training run with streamed blocks gives bit-identical losses, LoRA
+ * weights and forward outputs to the fully resident run, for several
+ * residency patterns, ring sizes and both CPU copy-engine modes (EAGER shows
+ * a slot overwritten too early, DEFERRED shows a missing wait). */
+#include "ork_test.h"
+#include "toy_model.h"
+
+#include "stream/streamer.h"
+#include "util/log.h"
+
+#define NB 8
+
+static toy g_toy;
+
+static void test_copy_engine_modes(void) {
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 4, &ce), ORK_OK);
+    char src[8] = "abcdefg", dst[8] = "0000000";
+    CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dst, src, 3), ORK_OK);
+    CU_ASSERT_EQUAL(ork_ce_record(ce, ORK_LANE_H2D, 1), ORK_OK);
+    CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dst + 3, src + 3, 3), ORK_OK);
+    CU_ASSERT_EQUAL(memcmp(dst, "000", 3), 0); /* deferred: not yet */
+    CU_ASSERT_EQUAL(ork_ce_wait(ce, ORK_LANE_COMPUTE, 1), ORK_OK);
+    CU_ASSERT_EQUAL(memcmp(dst, "abc000", 6), 0); /* only what was before the record */
+    CU_ASSERT_EQUAL(ork_ce_wait(ce, ORK_LANE_COMPUTE, 2), ORK_OK); /* never recorded: complete, no effect */
+    CU_ASSERT_EQUAL(memcmp(dst, "abc000", 6), 0);
+    CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+    CU_ASSERT_EQUAL(memcmp(dst, "abcdef", 6), 0);
+    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), 6);
+    CU_ASSERT_NOT_EQUAL(ork_ce_record(ce, ORK_LANE_H2D, 4), ORK_OK); /* out of range */
+    CU_ASSERT_NOT_EQUAL(ork_ce_copy(ce, ORK_LANE_COMPUTE, dst, src, 1), ORK_OK);
+    ork_copy_engine_destroy(ce);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 2, &ce), ORK_OK);
+    memcpy(dst, "0000000", 8);
+    CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dst, src, 7), ORK_OK);
+    CU_ASSERT_EQUAL(memcmp(dst, src, 7), 0);
+    ork_copy_engine_destroy(ce);
+    CU_ASSERT_NOT_EQUAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 0, &ce), ORK_OK);
+}
+
+static void test_rec_layout(void) {
+    size_t size = 0;
+    ork_stream_rec a, b, c;
+    ork_stream_rec_add(&size, 1000, 0, &a);
+    ork_stream_rec_add(&size, 4096, 64 * 4, &b); /* fp8 bytes + one scale per row: one record */
+    ork_stream_rec_add(&size, 3, 0, &c);
+    CU_ASSERT_EQUAL(a.offset, 0);
+    CU_ASSERT_EQUAL(b.offset, 1024);
+    CU_ASSERT_EQUAL(b.scale_offset, 1024 + 4096);
+    CU_ASSERT_EQUAL(b.scale_bytes, 256);
+    CU_ASSERT_EQUAL(c.offset % ORK_STREAM_ALIGN, 0);
+    CU_ASSERT(c.offset >= b.scale_offset + b.scale_bytes);
+    CU_ASSERT_EQUAL(size, c.offset + 3);
+}
+
+/* The schedule: visits, merged repeat of the last block, loads issued. */
+static void test_streamer_schedule(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
+    uint8_t st[6] = {0, 1, 1, 0, 1, 1};
+    size_t bytes[6] = {0, 1000, 3000, 0, 500, 700};
+    ork_streamer_opts o = {.n_blocks = 6, .streamed = st, .block_bytes = bytes, .n_slots = 2, .arena_bytes = 2048};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    ork_streamer_stats stats;
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT_EQUAL(stats.slot_bytes, 3000);
+    CU_ASSERT_EQUAL(stats.n_streamed, 4);
+    CU_ASSERT(stats.n_arenas >= 2); /* block 2 does not fit a 2 KiB chunk: its own arena */
+    CU_ASSERT(ork_alloc_in_use(a, "stream_slots") >= 2 * 3000 && ork_alloc_in_use(a, "stream_slots") <= 2 * 3072);
+    for (int b = 0; b < 6; b++) {
+        uint8_t *h = ork_streamer_host(s, b);
+        CU_ASSERT_EQUAL(h != NULL, st[b]);
+        if (h) memset(h, b, bytes[b]);
+    }
+    int order[11] = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1};
+    CU_ASSERT_EQUAL(ork_streamer_pass_begin(s, order, 11), ORK_OK);
+    for (int q = 0; q < 11; q++) {
+        void *dev = NULL;
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+        CU_ASSERT_EQUAL(dev != NULL, st[order[q]]);
+        if (dev) {
+            const uint8_t *d = dev;
+            CU_ASSERT(d[0] == order[q] && d[bytes[order[q]] - 1] == order[q]);
+        }
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, order[q]), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT_EQUAL(stats.loads, 7); /* 1 2 4 5 | (5 merged) 4 2 1 */
+    CU_ASSERT_EQUAL(stats.h2d_bytes, 1000 + 3000 + 500 + 700 + 500 + 3000 + 1000);
+    /* out of order: refused with one line */
+    CU_ASSERT_EQUAL(ork_streamer_pass_begin(s, order, 11), ORK_OK);
+    void *dev;
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_enter(s, 2, &dev), ORK_OK);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_leave(s, 1), ORK_OK);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_log_set_level(ORK_LOG_INFO);
+    /* a fresh pass after an abandoned one works */
+    CU_ASSERT_EQUAL(ork_streamer_pass_begin(s, order, 6), ORK_OK);
+    for (int q = 0; q < 6; q++) {
+        CU_ASSERT_EQUAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+        CU_ASSERT_EQUAL(ork_streamer_leave(s, order[q]), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_streamer_destroy(s);
+    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
+    o.n_slots = 1;
+    CU_ASSERT_NOT_EQUAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    o.n_slots = 5; /* needs 10 events, the engine has 8 */
+    CU_ASSERT_NOT_EQUAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
+static void run_ok(const toy_run_opts *o, toy_run_out *out) {
+    ork_status s = toy_train(&g_toy, o, out);
+    CU_ASSERT_EQUAL_FATAL(s, ORK_OK);
+}
+
+static toy_run_opts base_opts(void) {
+    toy_run_opts o = {.be = ork_cpu_backend(), .store_dt = ORK_F32, .act_dt = ORK_F32, .steps = 4,
+                      .forward_only_check = 1};
+    return o;
+}
+
+static void same(const toy_run_out *ref, const toy_run_out *got, const char *what) {
+    int ok = memcmp(ref->loss, got->loss, sizeof ref->loss) == 0 && ref->n_params == got->n_params &&
+             memcmp(ref->params, got->params, ref->n_params * sizeof(float)) == 0 && ref->n_fwd == got->n_fwd &&
+             memcmp(ref->fwd, got->fwd, ref->n_fwd * sizeof(float)) == 0;
+    if (!ok) printf("\n  %s: differs from the resident run (loss %.9g vs %.9g)\n", what, got->loss[3], ref->loss[3]);
+    CU_ASSERT(ok);
+}
+
+static void test_streamed_equals_resident(void) {
+    toy_init(&g_toy, NB, 16, 8);
+    toy_run_opts o = base_opts();
+    toy_run_out ref, got;
+    run_ok(&o, &ref);
+    CU_ASSERT(ref.loss[3] < ref.loss[0] || ref.loss[3] != ref.loss[0]); /* it trains: something moved */
+    int moved = 0;
+    for (size_t i = 0; i < ref.n_params; i++) moved |= ref.params[i] != 0.0f;
+    CU_ASSERT(moved);
+    struct { const char *name; uint8_t st[NB]; int slots; } cases[] = {
+        {"all blocks streamed, 2 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 2},
+        {"all blocks streamed, 3 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 3},
+        {"every other block, 2 slots", {0, 1, 0, 1, 0, 1, 0, 1}, 2},
+        {"middle blocks, 2 slots", {0, 0, 1, 1, 1, 0, 0, 0}, 2},
+        {"one block, 4 slots", {0, 0, 0, 0, 1, 0, 0, 0}, 4},
+        {"last block only (merged visit)", {0, 0, 0, 0, 0, 0, 0, 1}, 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int mode = 0; mode < 2; mode++) {
+            o = base_opts();
+            o.streamed = cases[c].st;
+            o.n_slots = cases[c].slots;
+            o.cpu_deferred = mode;
+            run_ok(&o, &got);
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s", cases[c].name, mode ? "deferred" : "eager");
+            same(&ref, &got, what);
+            CU_ASSERT(got.loads > 0);
+            toy_out_free(&got);
+        }
+    toy_out_free(&ref);
+}
+
+/* Loads per step: forward once each, backward once each for blocks >=
+ * first_trainable, the last block's two uses merged into one load. */
+static void test_loads_per_step(void) {
+    toy_init(&g_toy, NB, 16, 8);
+    uint8_t st[NB] = {1, 1, 1, 1, 1, 1, 1, 1};
+    toy_run_opts o = base_opts();
+    o.streamed = st;
+    o.forward_only_check = 0;
+    o.steps = 3;
+    toy_run_out got;
+    run_ok(&o, &got);
+    /* per step: 8 forward + blocks 6..1 in backward (7 merged) = 14 */
+    CU_ASSERT_EQUAL(got.loads, 3 * 14);
+    toy_out_free(&got);
+}
+
+/* A streamed block's weight looked up outside the block's run fails. */
+static void test_lookup_outside_block(void) {
+    toy_init(&g_toy, NB, 16, 8);
+    ork_alloc *a;
+    ork_graph *g;
+    ork_copy_engine *ce;
+    ork_wstore *ws;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    ork_graph_opts go = {.act_dtype = ORK_F32, .nthreads = 1};
+    CU_ASSERT_EQUAL_FATAL(ork_graph_create(ork_cpu_backend(), a, &go, &g), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 4, &ce), ORK_OK);
+    uint8_t st[NB] = {0, 0, 1, 0, 0, 0, 0, 0};
+    ork_wstore_stream so = {.ce = ce, .streamed = st, .n_slots = 2};
+    CU_ASSERT_EQUAL_FATAL(ork_wstore_create_ex(a, ork_cpu_backend(), &g->k, &g_toy.info, ORK_F32, &so, &ws), ORK_OK);
+    CU_ASSERT_EQUAL(toy_load(&g_toy, ork_wstore_sink(ws)), ORK_OK);
+    CU_ASSERT_EQUAL(ork_wstore_check_complete(ws), ORK_OK);
+    ork_wstore_attach(ws, g);
+    CU_ASSERT(ork_wstore_resident_bytes(ws) < ork_wstore_bytes(ws));
+    CU_ASSERT(ork_alloc_in_use(a, "weights") == ork_wstore_resident_bytes(ws));
+    const ork_tensor_api *ta = ork_tensor_api_table();
+    ork_tensor *w;
+    CU_ASSERT_EQUAL(ta->weight(g, "blocks.1.fc1.weight", &w), ORK_OK); /* resident */
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ta->weight(g, "blocks.2.fc1.weight", &w), ORK_OK);
+    ork_log_set_level(ORK_LOG_INFO);
+    ork_block_hooks hk;
+    ork_wstore_hooks(ws, &hk);
+    CU_ASSERT(hk.streaming);
+    int order[1] = {2};
+    CU_ASSERT_EQUAL(hk.pass_begin(hk.ctx, order, 1), ORK_OK);
+    CU_ASSERT_EQUAL(hk.enter(hk.ctx, 2), ORK_OK);
+    CU_ASSERT_EQUAL(ta->weight(g, "blocks.2.fc1.weight", &w), ORK_OK);
+    /* the values arrived: compare with a resident store of the same model */
+    ork_wstore *ref;
+    CU_ASSERT_EQUAL_FATAL(ork_wstore_create(a, ork_cpu_backend(), &g->k, &g_toy.info, ORK_F32, &ref), ORK_OK);
+    CU_ASSERT_EQUAL(toy_load(&g_toy, ork_wstore_sink(ref)), ORK_OK);
+    ork_tensor *rw = ork_wstore_find(ref, "blocks.2.fc1.weight");
+    CU_ASSERT_EQUAL(memcmp(ork_tensor_data(w), ork_tensor_data(rw), ork_tensor_nbytes(rw)), 0);
+    ork_wstore_destroy(ref);
+    CU_ASSERT_EQUAL(hk.leave(hk.ctx, 2), ORK_OK);
+    CU_ASSERT_EQUAL(hk.pass_end(hk.ctx), ORK_OK);
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ta->weight(g, "blocks.2.fc1.weight", &w), ORK_OK);
+    ork_log_set_level(ORK_LOG_INFO);
+    ork_wstore_destroy(ws);
+    ork_copy_engine_destroy(ce);
+    ork_graph_destroy(g);
+    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
+    ork_alloc_destroy(a);
+}
+
+/* Streaming without checkpointing is refused with one line. */
+static void test_needs_checkpointing(void) {
+    toy_init(&g_toy, 4, 8, 4);
+    ork_alloc *a;
+    ork_graph *g;
+    ork_copy_engine *ce;
+    ork_wstore *ws;
+    ork_runner *r;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    ork_graph_opts go = {.act_dtype = ORK_F32, .nthreads = 1};
+    CU_ASSERT_EQUAL_FATAL(ork_graph_create(ork_cpu_backend(), a, &go, &g), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 4, &ce), ORK_OK);
+    uint8_t st[4] = {0, 1, 0, 0};
+    ork_wstore_stream so = {.ce = ce, .streamed = st, .n_slots = 2};
+    CU_ASSERT_EQUAL_FATAL(ork_wstore_create_ex(a, ork_cpu_backend(), &g->k, &g_toy.info, ORK_F32, &so, &ws), ORK_OK);
+    ork_model_vtable vt = {.begin = toy_begin, .block = toy_block};
+    CU_ASSERT_EQUAL_FATAL(ork_runner_create(g, a, &vt, &g_toy, &g_toy.info, &r), ORK_OK);
+    ork_block_hooks hk;
+    ork_wstore_hooks(ws, &hk);
+    ork_runner_set_hooks(r, &hk);
+    ork_model_inputs in = {0};
+    float loss;
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_EQUAL(ork_runner_step(r, &in, 0, toy_loss, NULL, &loss), ORK_E_CONFIG);
+    ork_log_set_level(ORK_LOG_INFO);
+    ork_runner_destroy(r);
+    ork_wstore_destroy(ws);
+    ork_copy_engine_destroy(ce);
+    ork_graph_destroy(g);
+    ork_alloc_destroy(a);
+}
+
+static const ork_test_case cases[] = {
+    {"copy engine: eager and deferred", test_copy_engine_modes},
+    {"records: data + scales contiguous, aligned", test_rec_layout},
+    {"streamer: schedule, merged visit, order errors", test_streamer_schedule},
+    {"streamed == resident, bit for bit", test_streamed_equals_resident},
+    {"loads per step", test_loads_per_step},
+    {"lookup outside the block is refused", test_lookup_outside_block},
+    {"streaming needs checkpointing", test_needs_checkpointing},
+    {NULL, NULL},
+};
+
+ORK_TEST_MAIN("stream", NULL, NULL, cases)
