@@ -1,0 +1,741 @@
+/* test_perceptual.c — the perceptual loss plugin (orakul-perceptual.so) run
+ * through the core on the CPU: registry, services, a CPU graph, prepare,
+ * compute with an identity decode (pixels in, pixels out), ork_backward.
+ *
+ *  - loss and d loss / d v_pred against an independent double-precision
+ *    re-implementation in this file (naive conv/pool/Gram, FORMATS.md §6) on
+ *    random VGG19 weights in torchvision's layout written here; the gradient
+ *    reference is a central difference of that double loss;
+ *  - reduction: sum is B × the mean; noise layer scalers make a noise pair ≈ 1;
+ *  - refusals, each ONE line naming the file and the tensor: wrong shape,
+ *    truncated network, truncated bytes; missing vgg_path (create and config);
+ *    unknown layer names;
+ *  - tests/fixtures/vgg19_perceptual.safetensors (torchvision, made by
+ *    tests/reference/vgg19_ref.py) when it exists: features.* weights plus
+ *    "pred", "target" (B, 3, H, W) in [0, 1], "loss" (1) and "grad_pred"
+ *    (B, 3, H, W); optional __metadata__ content_layers, style_layers,
+ *    content_weight, style_weight, reduction. Absent: a note, no failure.
+ * Owns: the files it writes in its working directory. */
+#include "ork_test.h"
+
+#include "config/config.h"
+#include "io/safetensors.h"
+#include "plugin/registry.h"
+#include "tensor/alloc.h"
+#include "tensor/backend.h"
+#include "tensor/graph.h"
+#include "tensor/ops.h"
+#include "tensor/tape.h"
+#include "train/services.h"
+#include "util/log.h"
+
+#include <orakul/orakul.h>
+#include <stdint.h>
+
+#define PLUGIN ORK_PLUGIN_DIR "/orakul-perceptual.so"
+#define FIXTURE ORK_SOURCE_DIR "/tests/fixtures/vgg19_perceptual.safetensors"
+
+static ork_registry *reg;
+static ork_alloc *alloc;
+static ork_graph *g;
+static const ork_tensor_api *TA;
+
+/* ---- captured log lines ------------------------------------------------------ */
+static char lines[32][1024];
+static int nlines, nerrors;
+static void sink(ork_log_level lvl, const char *line, void *user) {
+    (void)user;
+    if (lvl < ORK_LOG_ERROR) return;
+    if (nerrors < 32) snprintf(lines[nerrors], sizeof lines[0], "%s", line);
+    nerrors++;
+}
+static void clear_log(void) { nlines = nerrors = 0; lines[0][0] = 0; }
+/* exactly one error line, holding every non-NULL needle */
+static int one_line(const char *a, const char *b, const char *c) {
+    int ok = nerrors == 1 && (!a || strstr(lines[0], a)) && (!b || strstr(lines[0], b)) && (!c || strstr(lines[0], c));
+    if (!ok) {
+        printf("\n  wanted one error line with '%s' '%s' '%s'; got %d:\n", a ? a : "", b ? b : "", c ? c : "", nerrors);
+        for (int i = 0; i < nerrors && i < 32; i++) printf("    %s\n", lines[i]);
+    }
+    return ok;
+}
+
+/* ---- RNG ------------------------------------------------------------------------ */
+static uint64_t rng_s = 12345;
+static double urand(void) {
+    uint64_t z = (rng_s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
+
+/* ---- VGG19 layout (torchvision), for writing and for the reference --------------- */
+#define NCONV 16
+static const int v_idx[NCONV] = {0, 2, 5, 7, 10, 12, 14, 16, 19, 21, 23, 25, 28, 30, 32, 34};
+static const int v_cout[NCONV] = {64, 64, 128, 128, 256, 256, 256, 256, 512, 512, 512, 512, 512, 512, 512, 512};
+static const int v_block[NCONV] = {1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5};
+static const int v_in[NCONV] = {1, 2, 1, 2, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4};
+static int v_cin(int i) { return i ? v_cout[i - 1] : 3; }
+
+/* random weights for convs 0..9 (conv1_1 .. conv4_2): He-scaled, small biases */
+#define NW 10
+static float *W[NCONV], *Bi[NCONV];
+
+static void make_weights(void) {
+    for (int i = 0; i < NW; i++) {
+        size_t n = (size_t)v_cout[i] * v_cin(i) * 9;
+        W[i] = malloc(n * sizeof(float));
+        Bi[i] = malloc((size_t)v_cout[i] * sizeof(float));
+        double sd = sqrt(2.0 / (9.0 * v_cin(i)));
+        for (size_t k = 0; k < n; k++) W[i][k] = (float)(sd * nrand());
+        for (int k = 0; k < v_cout[i]; k++) Bi[i][k] = (float)(0.05 * nrand());
+    }
+}
+
+/* Write convs [0, nconv) to path; bad_idx >= 0 writes that conv's weight with
+ * Cin and Cout swapped. Truncate_bytes > 0 cuts the file to that size. */
+static int write_vgg(const char *path, int nconv, int bad_idx, long truncate_bytes) {
+    ork_st_writer *w;
+    if (ork_st_writer_new(&w) != ORK_OK) return 0;
+    char names[2 * NCONV][48];
+    int ok = 1;
+    for (int i = 0; ok && i < nconv; i++) {
+        int64_t ws[4] = {v_cout[i], v_cin(i), 3, 3}, bs[1] = {v_cout[i]};
+        if (i == bad_idx) { ws[0] = v_cin(i); ws[1] = v_cout[i]; }
+        snprintf(names[2 * i], 48, "features.%d.weight", v_idx[i]);
+        snprintf(names[2 * i + 1], 48, "features.%d.bias", v_idx[i]);
+        ok = ork_st_writer_add(w, names[2 * i], ORK_F32, 4, ws, W[i], (uint64_t)v_cout[i] * v_cin(i) * 36) == ORK_OK &&
+             ork_st_writer_add(w, names[2 * i + 1], ORK_F32, 1, bs, Bi[i], (uint64_t)v_cout[i] * 4) == ORK_OK;
+    }
+    if (ok) ok = ork_st_writer_commit(w, path) == ORK_OK;
+    ork_st_writer_free(w);
+    if (ok && truncate_bytes > 0) ok = truncate(path, truncate_bytes) == 0;
+    return ok;
+}
+
+/* ---- the plugin ------------------------------------------------------------------ */
+typedef struct keys {
+    const char *vgg_path, *content_layers, *style_layers, *reduction, *layer_scalers;
+    double content_weight, style_weight, mse_weight;
+    int64_t scaler_size;
+} keys;
+
+static keys default_keys(const char *path) {
+    keys k = {path, "conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", "mean", "none", 1.0, 1.0, 1.0, 256};
+    return k;
+}
+
+typedef struct inst {
+    const ork_loss_vtable *vt;
+    void *self;
+} inst;
+
+/* Create through the component's own key table (offsets only). */
+static ork_status make(const keys *k, const char *name, inst *out) {
+    const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_LOSS, name);
+    if (!pc) return ORK_E_INTERNAL;
+    unsigned char buf[512] = {0};
+    if (pc->c->params_size > sizeof buf) return ORK_E_INTERNAL;
+    for (const ork_param *p = pc->c->params; p && p->key; p++) {
+        unsigned char *at = buf + p->offset;
+        const char *s = NULL;
+        double d = 0;
+        int64_t i = 0;
+        if (!strcmp(p->key, "vgg_path")) s = k->vgg_path;
+        else if (!strcmp(p->key, "content_layers")) s = k->content_layers;
+        else if (!strcmp(p->key, "style_layers")) s = k->style_layers;
+        else if (!strcmp(p->key, "reduction")) s = k->reduction;
+        else if (!strcmp(p->key, "layer_scalers")) s = k->layer_scalers;
+        else if (!strcmp(p->key, "content_weight")) d = k->content_weight;
+        else if (!strcmp(p->key, "style_weight")) d = k->style_weight;
+        else if (!strcmp(p->key, "mse_weight")) d = k->mse_weight;
+        else if (!strcmp(p->key, "scaler_size")) i = k->scaler_size;
+        else return ORK_E_INTERNAL; /* a key this test does not know */
+        if (p->type == ORK_PARAM_STRING) memcpy(at, &s, sizeof s);
+        else if (p->type == ORK_PARAM_FLOAT) memcpy(at, &d, sizeof d);
+        else memcpy(at, &i, sizeof i);
+    }
+    out->vt = pc->c->vtable;
+    out->self = NULL;
+    return out->vt->create(&pc->host, buf, &out->self);
+}
+static void drop(inst *it) { if (it->self) it->vt->destroy(it->self); it->self = NULL; }
+
+static ork_status identity(void *ctx, ork_graph *gg, ork_tensor *tokens, ork_tensor **img) {
+    (void)ctx; (void)gg;
+    *img = tokens;
+    return ORK_OK;
+}
+
+/* One loss on (B, 3, H, W) "tokens": v_pred, target (for the MSE), x_t, x0,
+ * t. Returns the loss and, when grad != NULL, d loss / d v_pred. */
+typedef struct batch {
+    int B, H, Wd;
+    float *v, *target, *xt, *x0, *t;
+} batch;
+
+static ork_status run_loss(inst *it, const batch *b, float *loss, float *grad) {
+    ork_status s = ork_graph_reset(g);
+    int64_t sh[4] = {b->B, 3, b->H, b->Wd}, sb = b->B;
+    ork_tensor *v, *tg, *xt, *x0, *t, *L;
+    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->v, &v);
+    if (s == ORK_OK) s = ork_graph_leaf(g, v, grad != NULL, &v);
+    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->target, &tg);
+    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->xt, &xt);
+    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->x0, &x0);
+    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 1, &sb, b->t, &t);
+    if (s != ORK_OK) return s;
+    ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = v, .target = tg, .x_t = xt, .x0 = x0,
+                          .t = t, .t_host = b->t, .h_tokens = b->H, .w_tokens = b->Wd, .decode = identity};
+    int prev = ork_graph_set_grad(g, 1);
+    s = it->vt->compute(it->self, g, &in, &L);
+    if (s == ORK_OK && (TA->numel(L) != 1 || TA->dtype(L) != ORK_F32)) s = ORK_E_INTERNAL;
+    if (s == ORK_OK) s = TA->to_host(g, L, ORK_F32, loss);
+    if (s == ORK_OK && grad) {
+        s = ork_backward(g, L);
+        if (s == ORK_OK && !v->grad) s = ORK_E_INTERNAL;
+        if (s == ORK_OK) s = TA->to_host(g, v->grad, ORK_F32, grad);
+    }
+    ork_graph_set_grad(g, prev);
+    return s;
+}
+
+/* ---- the double-precision reference ------------------------------------------------ */
+
+typedef struct ref_cfg {
+    int content[NCONV], style[NCONV], nconv;
+    double cw, sw, mw;
+    int sum_batch;
+} ref_cfg;
+
+static void ref_cfg_of(ref_cfg *c, const char *content, const char *style, double cw, double sw, double mw, int sum) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NCONV; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "conv%d_%d", v_block[i], v_in[i]);
+        if (cw > 0 && strstr(content, nm)) c->content[i] = 1;
+        if (sw > 0 && strstr(style, nm)) c->style[i] = 1;
+        if (c->content[i] || c->style[i]) c->nconv = i + 1;
+    }
+    c->cw = cw; c->sw = sw; c->mw = mw; c->sum_batch = sum;
+}
+
+/* relu(conv3x3(x) + b), x (C, H, W) */
+static double *conv_relu(const double *x, int C, int H, int Wd, int i) {
+    int Co = v_cout[i];
+    double *y = calloc((size_t)Co * H * Wd, sizeof *y);
+    for (int o = 0; o < Co; o++) {
+        double *yo = y + (size_t)o * H * Wd;
+        for (int p = 0; p < H * Wd; p++) yo[p] = Bi[i][o];
+        for (int c = 0; c < C; c++) {
+            const double *xc = x + (size_t)c * H * Wd;
+            const float *k = W[i] + ((size_t)o * C + c) * 9;
+            for (int ky = 0; ky < 3; ky++)
+                for (int kx = 0; kx < 3; kx++) {
+                    double kv = k[ky * 3 + kx];
+                    for (int yy = 0; yy < H; yy++) {
+                        int sy = yy + ky - 1;
+                        if (sy < 0 || sy >= H) continue;
+                        for (int xx = 0; xx < Wd; xx++) {
+                            int sx = xx + kx - 1;
+                            if (sx < 0 || sx >= Wd) continue;
+                            yo[yy * Wd + xx] += kv * xc[sy * Wd + sx];
+                        }
+                    }
+                }
+        }
+        for (int p = 0; p < H * Wd; p++) if (yo[p] < 0) yo[p] = 0;
+    }
+    return y;
+}
+
+static double *pool(const double *x, int C, int H, int Wd) {
+    int h = H / 2, w = Wd / 2;
+    double *y = malloc((size_t)C * h * w * sizeof *y);
+    for (int c = 0; c < C; c++)
+        for (int a = 0; a < h; a++)
+            for (int bb = 0; bb < w; bb++) {
+                const double *p = x + (size_t)c * H * Wd;
+                double m = p[2 * a * Wd + 2 * bb];
+                if (p[2 * a * Wd + 2 * bb + 1] > m) m = p[2 * a * Wd + 2 * bb + 1];
+                if (p[(2 * a + 1) * Wd + 2 * bb] > m) m = p[(2 * a + 1) * Wd + 2 * bb];
+                if (p[(2 * a + 1) * Wd + 2 * bb + 1] > m) m = p[(2 * a + 1) * Wd + 2 * bb + 1];
+                y[((size_t)c * h + a) * w + bb] = m;
+            }
+    return y;
+}
+
+/* features of one image (3, H, W) in [0, 1]: f[i] (C_i, H_i, W_i) */
+static void ref_feats(const ref_cfg *c, const double *img, int H, int Wd, double **f, int *fh, int *fw) {
+    static const double mean[3] = {0.485, 0.456, 0.406}, sd[3] = {0.229, 0.224, 0.225};
+    double *x = malloc((size_t)3 * H * Wd * sizeof *x);
+    for (int ch = 0; ch < 3; ch++)
+        for (int p = 0; p < H * Wd; p++) x[ch * H * Wd + p] = (img[ch * H * Wd + p] - (double)(float)mean[ch]) *
+                                                             (double)(1.0f / (float)sd[ch]);
+    int C = 3;
+    for (int i = 0; i < c->nconv; i++) {
+        double *y = conv_relu(x, C, H, Wd, i);
+        if (i) { if (x != f[i - 1]) free(x); } else free(x);
+        f[i] = y; fh[i] = H; fw[i] = Wd;
+        C = v_cout[i];
+        x = y;
+        if (i + 1 < c->nconv && v_block[i + 1] != v_block[i]) {
+            x = pool(y, C, H, Wd);
+            H /= 2; Wd /= 2;
+        }
+    }
+    if (c->nconv && x != f[c->nconv - 1]) free(x);
+}
+
+static double ref_gram_loss(const double *a, const double *b, int C, int HW) {
+    double s = 0;
+    for (int i = 0; i < C; i++)
+        for (int j = 0; j < C; j++) {
+            double ga = 0, gb = 0;
+            for (int p = 0; p < HW; p++) { ga += a[i * HW + p] * a[j * HW + p]; gb += b[i * HW + p] * b[j * HW + p]; }
+            double d = (ga - gb) / ((double)C * HW);
+            s += d * d;
+        }
+    return s / ((double)C * C);
+}
+
+/* the whole loss of a batch, v given in double */
+static double ref_loss(const ref_cfg *c, const batch *b, const double *v) {
+    int B = b->B, H = b->H, Wd = b->Wd;
+    size_t n = (size_t)3 * H * Wd;
+    double mse = 0;
+    for (size_t i = 0; i < (size_t)B * n; i++) { double d = v[i] - b->target[i]; mse += d * d; }
+    double total = c->mw * mse / (double)(B * n);
+    double *img = malloc(n * sizeof *img), *tim = malloc(n * sizeof *tim);
+    double vgg = 0;
+    for (int s = 0; s < B; s++) {
+        for (size_t i = 0; i < n; i++) {
+            img[i] = (double)b->xt[s * n + i] - (double)b->t[s] * v[s * n + i];
+            tim[i] = b->x0[s * n + i];
+        }
+        double *fp[NCONV], *ft[NCONV];
+        int fh[NCONV], fw[NCONV];
+        ref_feats(c, img, H, Wd, fp, fh, fw);
+        ref_feats(c, tim, H, Wd, ft, fh, fw);
+        for (int i = 0; i < c->nconv; i++) {
+            int C = v_cout[i], HW = fh[i] * fw[i];
+            if (c->content[i]) {
+                double q = 0;
+                for (int k = 0; k < C * HW; k++) { double d = fp[i][k] - ft[i][k]; q += d * d; }
+                vgg += c->cw * q / ((double)C * HW);
+            }
+            if (c->style[i]) vgg += c->sw * ref_gram_loss(fp[i], ft[i], C, HW);
+            free(fp[i]); free(ft[i]);
+        }
+    }
+    free(img); free(tim);
+    return total + (c->sum_batch ? vgg : vgg / B);
+}
+
+/* ---- data ---------------------------------------------------------------------- */
+static void make_batch(batch *b, int B, int H, int Wd) {
+    size_t n = (size_t)B * 3 * H * Wd;
+    b->B = B; b->H = H; b->Wd = Wd;
+    b->v = malloc(n * 4); b->target = malloc(n * 4); b->xt = malloc(n * 4); b->x0 = malloc(n * 4);
+    b->t = malloc((size_t)B * 4);
+    for (int s = 0; s < B; s++) b->t[s] = (float)(0.2 + 0.6 * urand());
+    /* a smooth-ish "image" pair in [0, 1] and a velocity that lands x0_pred near, not on, x0 */
+    for (size_t i = 0; i < n; i++) {
+        b->x0[i] = (float)urand();
+        b->target[i] = (float)nrand();
+        b->xt[i] = (float)(urand());
+        b->v[i] = (float)(0.5 * nrand());
+    }
+}
+static void free_batch(batch *b) { free(b->v); free(b->target); free(b->xt); free(b->x0); free(b->t); }
+
+/* ---- suite --------------------------------------------------------------------- */
+static int init(void) {
+    ork_log_set_sink(sink, NULL);
+    if (ork_services_register() != ORK_OK) return 1;
+    if (ork_registry_create(NULL, &reg) != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, PLUGIN) != ORK_OK) return 1;
+    if (ork_alloc_create(ork_cpu_backend(), 0, &alloc) != ORK_OK) return 1;
+    ork_graph_opts o = {.act_dtype = ORK_F32, .nthreads = 2};
+    if (ork_graph_create(ork_cpu_backend(), alloc, &o, &g) != ORK_OK) return 1;
+    TA = ork_tensor_api_table();
+    make_weights();
+    return !write_vgg("vgg_good.safetensors", NW, -1, 0);
+}
+static int clean(void) {
+    ork_graph_destroy(g);
+    ork_alloc_destroy(alloc);
+    ork_registry_destroy(reg);
+    for (int i = 0; i < NW; i++) { free(W[i]); free(Bi[i]); }
+    ork_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+static void t_component(void) {
+    const ork_plugin_component *a = ork_registry_find(reg, ORK_KIND_LOSS, "perceptual");
+    const ork_plugin_component *b = ork_registry_find(reg, ORK_KIND_LOSS, "style");
+    const ork_plugin_component *c = ork_registry_find(reg, ORK_KIND_LOSS, "org.orakul.perceptual");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_EQUAL(a, b);
+    CU_ASSERT_PTR_EQUAL(a, c);
+    const ork_loss_vtable *vt = a->c->vtable;
+    CU_ASSERT_PTR_NOT_NULL(vt->prepare);
+}
+
+/* loss and gradient against the double reference, defaults (3 content + 3 style layers + MSE) */
+static void check_vs_ref(const keys *k, ref_cfg *rc, int B, int H, int Wd, int ncheck) {
+    inst it;
+    clear_log();
+    CU_ASSERT_FATAL(make(k, "perceptual", &it) == ORK_OK);
+    CU_ASSERT_FATAL(it.vt->prepare(it.self, g) == ORK_OK);
+    batch b;
+    make_batch(&b, B, H, Wd);
+    size_t n = (size_t)B * 3 * H * Wd;
+    float loss = 0, *grad = malloc(n * 4);
+    CU_ASSERT_FATAL(run_loss(&it, &b, &loss, grad) == ORK_OK);
+    double *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = b.v[i];
+    double ref = ref_loss(rc, &b, v);
+    /* F32 forward: conv sums of up to 9·512 terms in F32 (~1e-6 relative each),
+     * squared differences of O(1) features: 1e-4 relative is ~50x that */
+    if (!ork_close(loss, ref, 0, 1e-4)) {
+        printf("\n  loss %.9g, reference %.9g\n", (double)loss, ref);
+        CU_FAIL("loss vs the double reference");
+    }
+    /* gradient: central differences of the double loss (h = 1e-5, the double
+     * round-off there is ~1e-11 relative) along random directions and at single
+     * entries. The F32 backward's error is ~1e-5 relative to the gradient's
+     * size; 2e-3 of the largest entry leaves room for ReLU/pool kinks near h. */
+    double gmax = 0;
+    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(grad[i]));
+    CU_ASSERT(gmax > 0);
+    const double h = 1e-5;
+    for (int d = 0; d < 2; d++) {
+        double *dir = malloc(n * sizeof *dir), dot = 0;
+        for (size_t i = 0; i < n; i++) { dir[i] = nrand(); dot += dir[i] * grad[i]; }
+        for (size_t i = 0; i < n; i++) v[i] = b.v[i] + h * dir[i];
+        double lp = ref_loss(rc, &b, v);
+        for (size_t i = 0; i < n; i++) v[i] = b.v[i] - h * dir[i];
+        double lm = ref_loss(rc, &b, v);
+        double fd = (lp - lm) / (2 * h);
+        if (!ork_close(dot, fd, 1e-3 * gmax * sqrt((double)n), 1e-3)) {
+            printf("\n  directional derivative %.9g, reference %.9g\n", dot, fd);
+            CU_FAIL("gradient along a random direction");
+        }
+        free(dir);
+    }
+    for (size_t i = 0; i < n; i++) v[i] = b.v[i];
+    for (int c = 0; c < ncheck; c++) {
+        size_t i = (size_t)(urand() * (double)n);
+        v[i] = b.v[i] + h;
+        double lp = ref_loss(rc, &b, v);
+        v[i] = b.v[i] - h;
+        double lm = ref_loss(rc, &b, v);
+        v[i] = b.v[i];
+        double fd = (lp - lm) / (2 * h);
+        if (!ork_close(grad[i], fd, 2e-3 * gmax, 1e-3)) {
+            printf("\n  grad[%zu] %.9g, reference %.9g (max %.3g)\n", i, (double)grad[i], fd, gmax);
+            CU_FAIL("gradient entry");
+        }
+    }
+    CU_ASSERT_EQUAL(nerrors, 0);
+    free(v); free(grad);
+    free_batch(&b);
+    drop(&it);
+}
+
+static void t_loss_and_grad_defaults(void) {
+    keys k = default_keys("vgg_good.safetensors");
+    ref_cfg rc;
+    ref_cfg_of(&rc, k.content_layers, k.style_layers, 1.0, 1.0, 1.0, 0);
+    /* B = 2 with different t; non-square so H and W cannot be swapped */
+    check_vs_ref(&k, &rc, 2, 16, 24, 6);
+}
+
+static void t_loss_and_grad_weights(void) {
+    keys k = default_keys("vgg_good.safetensors");
+    k.content_layers = "conv1_1, conv3_4";
+    k.style_layers = "conv1_2,conv2_2";
+    k.content_weight = 0.3;
+    k.style_weight = 2.5;
+    k.mse_weight = 0.0;
+    ref_cfg rc;
+    ref_cfg_of(&rc, k.content_layers, k.style_layers, 0.3, 2.5, 0.0, 0);
+    check_vs_ref(&k, &rc, 1, 16, 16, 4);
+}
+
+static void t_reduction_sum(void) {
+    keys k = default_keys("vgg_good.safetensors");
+    k.mse_weight = 0;
+    inst a, s;
+    CU_ASSERT_FATAL(make(&k, "style", &a) == ORK_OK);
+    k.reduction = "sum";
+    CU_ASSERT_FATAL(make(&k, "style", &s) == ORK_OK);
+    CU_ASSERT_FATAL(a.vt->prepare(a.self, g) == ORK_OK);
+    CU_ASSERT_FATAL(s.vt->prepare(s.self, g) == ORK_OK);
+    batch b;
+    make_batch(&b, 3, 16, 16);
+    float la = 0, ls = 0;
+    CU_ASSERT_FATAL(run_loss(&a, &b, &la, NULL) == ORK_OK);
+    CU_ASSERT_FATAL(run_loss(&s, &b, &ls, NULL) == ORK_OK);
+    CU_ASSERT(la > 0);
+    CU_ASSERT(ork_close(ls, 3.0 * la, 0, 1e-5)); /* the same per-sample values, summed */
+    free_batch(&b);
+    drop(&a);
+    drop(&s);
+}
+
+/* With noise scalers a layer's loss on a random-noise pair is ~1 (the scaler
+ * was measured on another such pair by the plugin). Content losses average
+ * over C·H·W = 10^5 elements and agree to a few percent: [0.85, 1.15]. A
+ * style loss is a sum of squared Gram fluctuations over strongly correlated
+ * channels and varies far more between pairs: order 1, [0.25, 4] (raw, it
+ * is ~1e-4 here, so the scaler must have been applied). */
+static float noise_pair_loss(const char *content, const char *style) {
+    keys k = default_keys("vgg_good.safetensors");
+    k.content_layers = content;
+    k.style_layers = style;
+    k.mse_weight = 0;
+    k.layer_scalers = "noise";
+    k.scaler_size = 64;
+    inst it;
+    float loss = -1;
+    if (make(&k, "perceptual", &it) != ORK_OK) return -1;
+    if (it.vt->prepare(it.self, g) == ORK_OK) {
+        batch b;
+        make_batch(&b, 1, 64, 64);
+        size_t n = (size_t)3 * 64 * 64;
+        /* x0_pred = x_t − t·v = noise A, x0 = noise B */
+        b.t[0] = 1.0f;
+        for (size_t i = 0; i < n; i++) { b.xt[i] = 0; b.v[i] = (float)-nrand(); b.x0[i] = (float)nrand(); }
+        if (run_loss(&it, &b, &loss, NULL) != ORK_OK) loss = -1;
+        free_batch(&b);
+    }
+    drop(&it);
+    return loss;
+}
+
+static void t_noise_scalers(void) {
+    float c = noise_pair_loss("conv2_2", ""), s = noise_pair_loss("", "conv2_1");
+    if (!(c > 0.85f && c < 1.15f) || !(s > 0.25f && s < 4.0f)) {
+        printf("\n  noise-pair losses: content conv2_2 %g (want ~1), style conv2_1 %g (want order 1)\n", (double)c,
+               (double)s);
+        CU_FAIL("noise scalers");
+    }
+}
+
+static void expect_prepare_refused(const char *path, const char *a, const char *b) {
+    keys k = default_keys(path);
+    inst it;
+    CU_ASSERT_FATAL(make(&k, "perceptual", &it) == ORK_OK);
+    clear_log();
+    ork_status s = it.vt->prepare(it.self, g);
+    CU_ASSERT(s == ORK_E_FORMAT || s == ORK_E_IO);
+    CU_ASSERT(one_line(path, a, b));
+    /* and compute refuses to run unprepared */
+    batch bt;
+    make_batch(&bt, 1, 16, 16);
+    float l;
+    clear_log();
+    CU_ASSERT(run_loss(&it, &bt, &l, NULL) != ORK_OK);
+    CU_ASSERT(one_line("prepare", NULL, NULL));
+    free_batch(&bt);
+    drop(&it);
+}
+
+static void t_wrong_shape(void) {
+    CU_ASSERT_FATAL(write_vgg("vgg_wrong.safetensors", NW, 2, 0));
+    expect_prepare_refused("vgg_wrong.safetensors", "'features.5.weight'", "(128, 64, 3, 3)");
+}
+
+static void t_truncated_network(void) {
+    CU_ASSERT_FATAL(write_vgg("vgg_short.safetensors", 4, -1, 0)); /* conv1_1 .. conv2_2 only */
+    expect_prepare_refused("vgg_short.safetensors", "missing tensor 'features.10.weight'", NULL);
+}
+
+static void t_truncated_bytes(void) {
+    CU_ASSERT_FATAL(write_vgg("vgg_cut.safetensors", NW, -1, 100000));
+    expect_prepare_refused("vgg_cut.safetensors", NULL, NULL);
+}
+
+static void t_missing_file(void) { expect_prepare_refused("no_such_vgg.safetensors", NULL, NULL); }
+
+static void t_missing_vgg_path(void) {
+    keys k = default_keys(NULL);
+    inst it;
+    clear_log();
+    CU_ASSERT(make(&k, "perceptual", &it) == ORK_E_CONFIG);
+    CU_ASSERT(one_line("vgg_path", "required", NULL));
+    k.vgg_path = "";
+    clear_log();
+    CU_ASSERT(make(&k, "perceptual", &it) == ORK_E_CONFIG);
+    CU_ASSERT(one_line("vgg_path", NULL, NULL));
+}
+
+static void t_bad_layers(void) {
+    keys k = default_keys("vgg_good.safetensors");
+    inst it;
+    k.style_layers = "conv2_1,conv6_1";
+    clear_log();
+    CU_ASSERT(make(&k, "perceptual", &it) == ORK_E_CONFIG);
+    CU_ASSERT(one_line("style_layers", "'conv6_1'", NULL));
+    k.style_layers = "conv2_1";
+    k.content_layers = "relu2_2";
+    clear_log();
+    CU_ASSERT(make(&k, "perceptual", &it) == ORK_E_CONFIG);
+    CU_ASSERT(one_line("content_layers", "'relu2_2'", NULL));
+}
+
+/* No VGG layer in use (weights 0): plain MSE, no file is read. */
+static void t_mse_only(void) {
+    keys k = default_keys("no_such_vgg.safetensors");
+    k.content_weight = 0;
+    k.style_weight = 0;
+    inst it;
+    CU_ASSERT_FATAL(make(&k, "perceptual", &it) == ORK_OK);
+    clear_log();
+    CU_ASSERT_FATAL(it.vt->prepare(it.self, g) == ORK_OK);
+    batch b;
+    make_batch(&b, 2, 8, 8);
+    float l = 0;
+    CU_ASSERT_FATAL(run_loss(&it, &b, &l, NULL) == ORK_OK);
+    double m = 0;
+    size_t n = (size_t)2 * 3 * 64;
+    for (size_t i = 0; i < n; i++) m += ((double)b.v[i] - b.target[i]) * ((double)b.v[i] - b.target[i]);
+    CU_ASSERT(ork_close(l, m / (double)n, 0, 1e-5));
+    CU_ASSERT_EQUAL(nerrors, 0);
+    free_batch(&b);
+    drop(&it);
+}
+
+/* The core's config pass with the plugin's own key table: a missing vgg_path
+ * is one line with file:line:col; defaults parse into the buffer. */
+static void t_config(void) {
+    const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_LOSS, "perceptual");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    static const char *head = "job: extension\nconfig:\n  name: t\n  process:\n    - type: sd_trainer\n"
+                              "      datasets:\n        - folder_path: /tmp/images\n      model:\n"
+                              "        name_or_path: black-forest-labs/FLUX.1-dev\n      train:\n"
+                              "        loss_type: perceptual\n        content_or_style: style\n";
+    FILE *f = fopen("perc_missing.yaml", "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "%s        loss_params:\n          style_weight: 0.5\n", head);
+    fclose(f);
+    f = fopen("perc_good.yaml", "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "%s        loss_params:\n          vgg_path: /models/vgg19.safetensors\n"
+               "          style_layers: conv3_1,conv4_1\n", head);
+    fclose(f);
+    unsigned char buf[512];
+    ork_config *cfg = NULL;
+    clear_log();
+    CU_ASSERT_FATAL(ork_config_load("perc_missing.yaml", &cfg) == ORK_OK);
+    CU_ASSERT_STRING_EQUAL(ork_config_component_name(cfg, ORK_KIND_LOSS, NULL), "perceptual");
+    CU_ASSERT(ork_config_component_params(cfg, "train.loss_params", pc->c->params, buf, pc->c->params_size) ==
+              ORK_E_CONFIG);
+    CU_ASSERT(one_line("perc_missing.yaml", "train.loss_params.vgg_path", NULL));
+    ork_config_free(cfg);
+    clear_log();
+    CU_ASSERT_FATAL(ork_config_load("perc_good.yaml", &cfg) == ORK_OK);
+    CU_ASSERT_FATAL(ork_config_component_params(cfg, "train.loss_params", pc->c->params, buf, pc->c->params_size) ==
+                    ORK_OK);
+    /* create from what the core filled: the defaults must be accepted */
+    inst it = {pc->c->vtable, NULL};
+    CU_ASSERT(it.vt->create(&pc->host, buf, &it.self) == ORK_OK);
+    CU_ASSERT_EQUAL(nerrors, 0);
+    drop(&it);
+    ork_config_free(cfg);
+}
+
+/* ---- the torchvision fixture (when present) -------------------------------------- */
+static const ork_st_tensor *find_any(const ork_st_file *s, const char *const *names) {
+    for (int i = 0; names[i]; i++) {
+        const ork_st_tensor *t = ork_st_find(s, names[i]);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+static void t_torchvision_fixture(void) {
+    if (access(FIXTURE, R_OK) != 0) {
+        printf("  (tests/fixtures/vgg19_perceptual.safetensors absent: the torchvision comparison did not run)\n");
+        return;
+    }
+    ork_st_file *s = NULL;
+    CU_ASSERT_FATAL(ork_st_open(FIXTURE, &s) == ORK_OK);
+    static const char *const np[] = {"pred", "pred_image", "img_pred", NULL};
+    static const char *const nt[] = {"target", "target_image", "img_target", NULL};
+    static const char *const nl[] = {"loss", NULL};
+    static const char *const ng[] = {"grad_pred", "pred_grad", "d_loss_d_pred", "grad", NULL};
+    const ork_st_tensor *tp = find_any(s, np), *tt = find_any(s, nt), *tl = find_any(s, nl), *tg = find_any(s, ng);
+    if (!tp || !tt || !tl || !tg) {
+        printf("\n  %s: expected tensors pred, target (B, 3, H, W), loss (1), grad_pred (B, 3, H, W)\n", FIXTURE);
+        CU_FAIL_FATAL("fixture layout");
+    }
+    int B = (int)tp->shape[0], H = (int)tp->shape[2], Wd = (int)tp->shape[3];
+    size_t n = (size_t)B * 3 * H * Wd;
+    float *pred = malloc(n * 4), *tgt = malloc(n * 4), *gref = malloc(n * 4), *grad = malloc(n * 4), lref = 0;
+    CU_ASSERT_FATAL(ork_st_read_f32(tp, pred) == ORK_OK);
+    CU_ASSERT_FATAL(ork_st_read_f32(tt, tgt) == ORK_OK);
+    CU_ASSERT_FATAL(ork_st_read_f32(tg, gref) == ORK_OK);
+    CU_ASSERT_FATAL(ork_st_read_f32(tl, &lref) == ORK_OK);
+    keys k = default_keys(FIXTURE);
+    const char *m;
+    char *end;
+    if ((m = ork_st_meta(s, "content_layers"))) k.content_layers = m;
+    if ((m = ork_st_meta(s, "style_layers"))) k.style_layers = m;
+    if ((m = ork_st_meta(s, "reduction"))) k.reduction = m;
+    if ((m = ork_st_meta(s, "content_weight"))) k.content_weight = strtod(m, &end);
+    if ((m = ork_st_meta(s, "style_weight"))) k.style_weight = strtod(m, &end);
+    k.mse_weight = 0;
+    inst it;
+    CU_ASSERT_FATAL(make(&k, "perceptual", &it) == ORK_OK);
+    CU_ASSERT_FATAL(it.vt->prepare(it.self, g) == ORK_OK);
+    /* x0_pred = x_t − t·v with t = 1, x_t = 0, v = −pred: d/d pred = −d/d v */
+    batch b = {B, H, Wd, malloc(n * 4), calloc(n, 4), calloc(n, 4), tgt, malloc((size_t)B * 4)};
+    for (size_t i = 0; i < n; i++) b.v[i] = -pred[i];
+    for (int i = 0; i < B; i++) b.t[i] = 1.0f;
+    float loss = 0;
+    CU_ASSERT_FATAL(run_loss(&it, &b, &loss, grad) == ORK_OK);
+    /* torch on the GPU may run convs in TF32 (10-bit mantissa): 5e-3 relative
+     * on the loss, 1e-2 of the largest gradient entry per entry */
+    if (!ork_close(loss, lref, 0, 5e-3)) {
+        printf("\n  loss %.9g, torchvision %.9g\n", (double)loss, (double)lref);
+        CU_FAIL("loss vs torchvision");
+    }
+    double gmax = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(gref[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(-grad[i] - gref[i]));
+    if (!(worst <= 1e-2 * gmax)) {
+        printf("\n  worst gradient error %.3g, largest entry %.3g\n", worst, gmax);
+        CU_FAIL("gradient vs torchvision");
+    }
+    printf("  (torchvision fixture: loss %.7g vs %.7g, worst grad error %.2g of max %.2g) ", (double)loss,
+           (double)lref, worst, gmax);
+    free(b.v); free(b.target); free(b.xt); free(b.t);
+    free(pred); free(tgt); free(gref); free(grad);
+    drop(&it);
+    ork_st_close(s);
+}
+
+static const ork_test_case cases[] = {
+    {"component, aliases perceptual and style", t_component},
+    {"loss and gradient vs double reference (defaults, B=2)", t_loss_and_grad_defaults},
+    {"loss and gradient vs double reference (custom layers and weights)", t_loss_and_grad_weights},
+    {"reduction sum = B x mean", t_reduction_sum},
+    {"noise layer scalers normalise a noise pair to 1 per layer", t_noise_scalers},
+    {"wrong tensor shape refused with one line", t_wrong_shape},
+    {"truncated network refused with one line", t_truncated_network},
+    {"truncated file refused with one line", t_truncated_bytes},
+    {"missing file refused with one line", t_missing_file},
+    {"missing vgg_path refused", t_missing_vgg_path},
+    {"unknown layer names refused", t_bad_layers},
+    {"zero VGG weights: plain MSE, no file read", t_mse_only},
+    {"config: required vgg_path, defaults parse", t_config},
+    {"torchvision fixture (when present)", t_torchvision_fixture},
+    {NULL, NULL},
+};
+
+ORK_TEST_MAIN("perceptual", init, clean, cases)
