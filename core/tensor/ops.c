@@ -110,13 +110,18 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
     int64_t r = down ? down->shape[0] : 0;
     float scale = n->p.f[0];
     void *h = n->naux ? n->aux[0] : NULL;
+    /* LoRA weights in another dtype than the activations run their GEMMs from
+     * the forward's cast copies (aux[1], aux[2]): CUDA GEMMs take one dtype. */
+    int cast = n->p.f[1] != 0.0f;
+    const void *downp = down ? (cast ? n->aux[1] : D(down)) : NULL, *upp = up ? (cast ? n->aux[2] : D(up)) : NULL;
+    ork_dtype ldt = down ? (cast ? x->dtype : down->dtype) : x->dtype;
     ork_tensor *dh = NULL;
     if (down && (needs(x) || needs(down))) {
         /* dh (M, r) = scale · dy (M, N) · up (N, r) */
         int64_t sh[2] = {M, r};
         ORK_TRY(new_t(g, dy->dtype, 2, sh, &dh));
         ork_gemm_desc d = {.M = M, .N = r, .K = N, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
-                           .lda = N, .B = D(up), .bdt = up->dtype, .ldb = r, .C = D(dh), .cdt = dh->dtype, .ldc = r};
+                           .lda = N, .B = upp, .bdt = ldt, .ldb = r, .C = D(dh), .cdt = dh->dtype, .ldc = r};
         ORK_TRY(BE->gemm(KX, &d));
     }
     if (needs(x)) {
@@ -128,7 +133,7 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         ORK_TRY(BE->gemm(KX, &d));
         if (dh) {
             ork_gemm_desc e = {.M = M, .N = K, .K = r, .batch = 1, .alpha = 1.0f, .beta = 1.0f, .A = D(dh),
-                               .adt = dh->dtype, .lda = r, .B = D(down), .bdt = down->dtype, .ldb = K, .C = D(dx),
+                               .adt = dh->dtype, .lda = r, .B = downp, .bdt = ldt, .ldb = K, .C = D(dx),
                                .cdt = dx->dtype, .ldc = K};
             ORK_TRY(BE->gemm(KX, &e));
         }
@@ -192,30 +197,47 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
         ork_bcast bc = {.ndim = 2, .shape = {M, N}, .bstride = {0, 1}, .n = M * N, .nb = N};
         ORK_TRY(BE->binary(KX, ORK_BINARY_ADD, &bc, D(*y), D(b), b->dtype, D(*y), x->dtype));
     }
-    void *h = NULL;
+    void *h = NULL, *dc = NULL, *uc = NULL;
     if (lo) {
         int64_t r = lo->down->shape[0];
+        const void *downp = D(lo->down), *upp = D(lo->up);
+        ork_dtype ldt = lo->down->dtype;
+        if (lo->down->dtype != x->dtype || lo->up->dtype != x->dtype) {
+            /* F32 master weights, BF16 activations: GEMM on activation-dtype copies */
+            size_t es = ork_dtype_size(x->dtype);
+            ORK_TRY(ork_arena_get(g->arena, (size_t)(r * K) * es, &dc));
+            ORK_TRY(ork_arena_get(g->arena, (size_t)(N * r) * es, &uc));
+            ORK_TRY(BE->axpby(KX, r * K, 1.0f, D(lo->down), lo->down->dtype, 0.0f, dc, x->dtype));
+            ORK_TRY(BE->axpby(KX, N * r, 1.0f, D(lo->up), lo->up->dtype, 0.0f, uc, x->dtype));
+            downp = dc;
+            upp = uc;
+            ldt = x->dtype;
+        }
         ORK_TRY(ork_arena_get(g->arena, (size_t)(M * r) * ork_dtype_size(x->dtype), &h));
         /* h (M, r) = x · downᵀ;  y += scale · h · upᵀ */
         ork_gemm_desc e = {.tb = 1, .M = M, .N = r, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
-                           .lda = K, .B = D(lo->down), .bdt = lo->down->dtype, .ldb = K, .C = h, .cdt = x->dtype,
+                           .lda = K, .B = downp, .bdt = ldt, .ldb = K, .C = h, .cdt = x->dtype,
                            .ldc = r};
         ORK_TRY(BE->gemm(KX, &e));
         ork_gemm_desc f = {.tb = 1, .M = M, .N = N, .K = r, .batch = 1, .alpha = lo->scale, .beta = 1.0f, .A = h,
-                           .adt = x->dtype, .lda = r, .B = D(lo->up), .bdt = lo->up->dtype, .ldb = r, .C = D(*y),
+                           .adt = x->dtype, .lda = r, .B = upp, .bdt = ldt, .ldb = r, .C = D(*y),
                            .cdt = x->dtype, .ldc = N};
         ORK_TRY(BE->gemm(KX, &f));
     }
     ork_tensor *in[5] = {x, w, b, lo ? lo->down : NULL, lo ? lo->up : NULL};
     if (!wants(g, 5, in)) {
         if (h) ork_arena_put(g->arena, h);
+        if (dc) ork_arena_put(g->arena, dc);
+        if (uc) ork_arena_put(g->arena, uc);
         return ORK_OK;
     }
     ork_tape_node *n;
     ORK_TRY(record(g, OP, linear_bwd, 5, in, 1, y, &n));
     ork_tape_save(n, x);
     n->p.f[0] = lo ? lo->scale : 0.0f;
+    n->p.f[1] = dc ? 1.0f : 0.0f;
     if (h) n->aux[n->naux++] = h;
+    if (dc) { n->aux[n->naux++] = dc; n->aux[n->naux++] = uc; }
     return ORK_OK;
 }
 
