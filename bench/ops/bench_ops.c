@@ -1,11 +1,13 @@
 /* bench_ops.c — times the CUDA backend's bf16 linear GEMMs at FLUX shapes and the
- * flash attention fwd/bwd at FLUX size (B=1, 24 heads × 128, L=4608). METHOD:
+ * attention fwd/bwd at FLUX size (B=1, 24 heads × 128, L=4608): our flash kernels
+ * (causal and not) and the cuDNN fused SDPA path (non-causal; "path": "cudnn"). METHOD:
  * warm-up, then the median of 7 repeats of 20 back-to-back calls timed with
  * CUDA events on a non-blocking stream; inputs random (never zeros).
  * Prints one JSON object per line (kind, shape, ms, tflops) for bench_torch.py. */
 #include "cuda/cuda_attn.h"
 #include "cuda/cuda_ctx.h"
 #include "cuda/cuda_gemm.h"
+#include "cuda/cuda_sdpa_cudnn.h"
 #include "numerics/half.h"
 
 #include <cuda_runtime_api.h>
@@ -58,8 +60,23 @@ static float time_it(cudaStream_t st, bench_fn fn, void *ctx) {
 typedef struct { ork_cuda_ctx *c; void *st; ork_cuda_gemm_args g; } gemm_job;
 static int run_gemm(void *p) { gemm_job *j = p; return ork_cuda_gemm(j->c, j->st, &j->g) != ORK_OK; }
 
-typedef struct { ork_cuda_attn_args a; void *q, *k, *v, *y, *dy, *dq, *dk, *dv, *ws; float *lse; void *st; } attn_job;
+typedef struct { ork_cuda_attn_args a; void *q, *k, *v, *y, *dy, *dq, *dk, *dv, *ws; float *lse; void *st; int dev; } attn_job;
 static int run_fwd(void *p) { attn_job *j = p; return ork_cuda_attn_fwd(&j->a, j->q, j->k, j->v, j->y, j->lse, j->st) != ORK_OK; }
+static ork_cudnn_sdpa_args sdpa_of(const ork_cuda_attn_args *a) {
+    ork_cudnn_sdpa_args s = {a->B, a->H, a->Hkv, a->Lq, a->Lk, a->D, a->scale, a->causal, a->kmask};
+    return s;
+}
+static int run_cudnn_fwd(void *p) {
+    attn_job *j = p;
+    ork_cudnn_sdpa_args s = sdpa_of(&j->a);
+    return ork_cudnn_sdpa_fwd(j->dev, &s, j->q, j->k, j->v, j->y, j->lse, j->ws, j->st) != ORK_OK;
+}
+static int run_cudnn_bwd(void *p) {
+    attn_job *j = p;
+    ork_cudnn_sdpa_args s = sdpa_of(&j->a);
+    return ork_cudnn_sdpa_bwd(j->dev, &s, j->q, j->k, j->v, j->y, j->lse, j->dy, j->dq, j->dk, j->dv, j->ws, j->st) !=
+           ORK_OK;
+}
 static int run_bwd(void *p) {
     attn_job *j = p;
     return ork_cuda_attn_bwd(&j->a, j->q, j->k, j->v, j->y, j->lse, j->dy, j->dq, j->dk, j->dv, j->ws, j->st) != ORK_OK;
@@ -99,25 +116,38 @@ int main(int argc, char **argv) {
         CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(y));
     }
     const long B = 1, H = 24, L = 4608, D = 128;
-    for (int causal = 0; causal < 2; causal++) {
+    /* path 0: our flash kernels, causal and not; path 1: cuDNN SDPA (non-causal), when it has plans */
+    for (int run = 0; run < 3; run++) {
+        int causal = run == 1, cud = run == 2;
         attn_job j;
         memset(&j, 0, sizeof j);
         j.a = (ork_cuda_attn_args){B, H, H, L, L, D, 0.f, causal, NULL};
+        j.dev = ork_cuda_ctx_device(c);
+        size_t wsz = ork_cuda_attn_ws(&j.a, 1);
+        if (cud) {
+            ork_cudnn_sdpa_args s = sdpa_of(&j.a);
+            int okf = 0, okb = 0;
+            size_t wf = ork_cudnn_sdpa_ws(j.dev, &s, 0, &okf), wb = ork_cudnn_sdpa_ws(j.dev, &s, 1, &okb);
+            if (!okf || !okb) { fprintf(stderr, "cudnn sdpa: no plan (fwd %d, bwd %d); row skipped\n", okf, okb); continue; }
+            wsz = wf > wb ? wf : wb;
+        }
         size_t n = (size_t)B * H * L * D;
         j.q = rand_bf16(n, 1.5f, 4); j.k = rand_bf16(n, 1.5f, 5); j.v = rand_bf16(n, 1, 6); j.dy = rand_bf16(n, 1, 7);
         CK(cudaMalloc(&j.y, n * 2)); CK(cudaMalloc(&j.dq, n * 2)); CK(cudaMalloc(&j.dk, n * 2)); CK(cudaMalloc(&j.dv, n * 2));
         CK(cudaMalloc((void **)&j.lse, (size_t)B * H * L * 4));
-        CK(cudaMalloc(&j.ws, ork_cuda_attn_ws(&j.a, 1)));
+        CK(cudaMalloc(&j.ws, wsz ? wsz : 1));
         j.st = st;
-        float f = time_it((cudaStream_t)st, run_fwd, &j), b = time_it((cudaStream_t)st, run_bwd, &j);
+        float f = time_it((cudaStream_t)st, cud ? run_cudnn_fwd : run_fwd, &j);
+        float b = time_it((cudaStream_t)st, cud ? run_cudnn_bwd : run_bwd, &j);
         double fl = 4.0 * B * H * L * L * D * (causal ? 0.5 : 1);
-        printf("{\"kind\": \"attn\", \"L\": %ld, \"H\": %ld, \"D\": %ld, \"causal\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
-               "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f}\n", L, H, D, causal, f, b, fl / (f * 1e-3) / 1e12,
-               2.5 * fl / (b * 1e-3) / 1e12);
+        printf("{\"kind\": \"attn\", \"path\": \"%s\", \"L\": %ld, \"H\": %ld, \"D\": %ld, \"causal\": %d, "
+               "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"ws\": %zu}\n",
+               cud ? "cudnn" : "ours", L, H, D, causal, f, b, fl / (f * 1e-3) / 1e12, 2.5 * fl / (b * 1e-3) / 1e12, wsz);
         fflush(stdout);
         void *ps[] = {j.q, j.k, j.v, j.dy, j.y, j.dq, j.dk, j.dv, j.lse, j.ws};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) CK(cudaFree(ps[i]));
     }
+    ork_cudnn_sdpa_shutdown();
     CK(cudaStreamSynchronize((cudaStream_t)st));
     ork_cuda_stream_destroy(st);
     ork_cuda_ctx_destroy(c);

@@ -85,7 +85,7 @@ def main():
             print("%-26s %10.3f %10.3f %8.0f %8.0f %7.2f" % (nm, o["ms"], t["ms"], o["tflops"], t["tflops"], o["ms"] / t["ms"]))
         else:
             t = next(r for r in rows if r["kind"] == "attn" and r["causal"] == o["causal"])
-            c = " causal" if o["causal"] else ""
+            c = (" causal" if o["causal"] else "") + (" cudnn" if o.get("path") == "cudnn" else "")
             for part in ("fwd", "bwd"):
                 print("%-26s %10.3f %10.3f %8.0f %8.0f %7.2f" % ("attn %s L%d%s" % (part, o["L"], c), o[part + "_ms"],
                       t[part + "_ms"], o[part + "_tflops"], t[part + "_tflops"], o[part + "_ms"] / t[part + "_ms"]))

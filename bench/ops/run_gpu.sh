@@ -1,6 +1,6 @@
 #!/bin/bash
 # run_gpu.sh — one call on the GPU machine: build the CUDA backend (sm_90), run the
-# gpu tests of tests/cuda, then bench_ops and bench_torch.py; logs under $OUT.
+# gpu tests of tests/cuda (cuDNN SDPA first), then bench_ops and bench_torch.py; logs under $OUT.
 # Needs .gpu-deps (../shared/tools/gpu-deps + jansson/webp/png/jpeg debs) carried.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -8,6 +8,13 @@ export ORK_DEPS=$PWD/.gpu-deps/usr CMAKE_PREFIX_PATH=$PWD/.gpu-deps/usr
 export LD_LIBRARY_PATH=$ORK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PKG_CONFIG_PATH=$ORK_DEPS/lib/x86_64-linux-gnu/pkgconfig
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+# cuDNN for the fused SDPA path (dlopen'd): the system's if ldconfig knows one,
+# else the one PyTorch's wheel brings (nvidia-cudnn-*); printed for the notes.
+if ! ldconfig -p | grep -q 'libcudnn.so.9 '; then
+  cud=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
+  [ -n "$cud" ] && export LD_LIBRARY_PATH=$cud:$LD_LIBRARY_PATH
+fi
+echo "cudnn: $(ldconfig -p | grep -o 'libcudnn.so.9 .*' | head -1) LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee -a "$OUT/gpu.txt"
 # Build from a private copy holding only what these targets need, so that another
 # area's half-written CMakeLists cannot stop the run.
 src=/tmp/ork-src; rm -rf $src; mkdir -p $src
@@ -16,9 +23,12 @@ for d in $src/tests/* $src/bench/*; do case $d in */common|*/cuda|*/ops|*CMakeLi
 rm -rf $src/plugins; cd $src
 t0=$(date +%s)
 cmake -S . -B build-gpu -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
-  >"$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 --target test_cuda_ops bench_ops >>"$OUT/build.log" 2>&1
+  >"$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 --target test_cuda_ops test_cuda_sdpa bench_ops >>"$OUT/build.log" 2>&1
 rc=$?; echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "error|spill" "$OUT/build.log" | head -20
 [ $rc -eq 0 ] || { tail -30 "$OUT/build.log"; exit 1; }
+t0=$(date +%s)
+timeout 200 build-gpu/tests/cuda/test_cuda_sdpa >"$OUT/test_sdpa.log" 2>&1; echo "test_sdpa rc=$? in $(( $(date +%s) - t0 )) s"
+grep -E "cuDNN|cudnn|plans|rel_l2|max\|d\||FAIL|passed|failed|asserts|skipped" "$OUT/test_sdpa.log" | head -60
 t0=$(date +%s)
 timeout 400 build-gpu/tests/cuda/test_cuda_ops >"$OUT/test.log" 2>&1; echo "test rc=$? in $(( $(date +%s) - t0 )) s"
 grep -E "bad=[1-9]|FAIL|Error|error|asserts|tests " "$OUT/test.log" | head -40

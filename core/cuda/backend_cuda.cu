@@ -7,6 +7,7 @@
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_gemm.h"
 #include "cuda/cuda_attn.h"
+#include "cuda/cuda_sdpa_cudnn.h"
 
 extern "C" {
 
@@ -69,13 +70,34 @@ static ork_cuda_attn_args attn_args(const ork_attn_desc *d) {
     ork_cuda_attn_args a = {d->B, d->H, d->Hkv, d->Lq, d->Lk, d->D, d->scale, d->causal, d->kmask};
     return a;
 }
+/* Attention dispatch: cuDNN's fused SDPA (cuda_sdpa_cudnn) where it takes the
+ * shape (non-causal, unmasked, H == Hkv, D 64/128, cuDNN >= 9.17 loadable,
+ * ORK_CUDNN_SDPA not 0) and has a plan; our flash kernels (cuda_attn) otherwise.
+ * The workspace is the larger of the two, so either may run with it. */
+static ork_cudnn_sdpa_args sdpa_args(const ork_attn_desc *d) {
+    ork_cudnn_sdpa_args a = {d->B, d->H, d->Hkv, d->Lq, d->Lk, d->D, d->scale, d->causal, d->kmask};
+    return a;
+}
 static size_t be_attention_ws(const ork_attn_desc *d, int backward) {
     ork_cuda_attn_args a = attn_args(d);
-    return ork_cuda_attn_ws(&a, backward);
+    size_t ws = ork_cuda_attn_ws(&a, backward);
+    ork_cudnn_sdpa_args s = sdpa_args(d);
+    int dev = 0, ok = 0;
+    if (ork_cudnn_sdpa_eligible(&s) && cudaGetDevice(&dev) == cudaSuccess) {
+        size_t c = ork_cudnn_sdpa_ws(dev, &s, backward, &ok);
+        if (ok && c > ws) ws = c;
+    }
+    return ws;
 }
 static ork_status be_attention(const ork_kctx *k, const ork_attn_desc *d, const void *q, const void *kk,
                                const void *v, void *y, float *lse, void *ws, ork_dtype dt) {
     if (dt != ORK_BF16) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda attention: dtype %d (BF16 only)", (int)dt);
+    ork_cudnn_sdpa_args s = sdpa_args(d);
+    if (ork_cudnn_sdpa_eligible(&s) && q && kk && v && y && lse) {
+        ork_status st = ork_cudnn_sdpa_fwd(ork_cuda_ctx_device(ork_cuda_kctx(k)), &s, q, kk, v, y, lse, ws,
+                                           ork_cuda_kstream(k));
+        if (st != ORK_E_UNSUPPORTED) return st;
+    }
     ork_cuda_attn_args a = attn_args(d);
     return ork_cuda_attn_fwd(&a, q, kk, v, y, lse, ork_cuda_kstream(k));
 }
@@ -83,6 +105,12 @@ static ork_status be_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, co
                                    const void *v, const void *y, const float *lse, const void *dy, void *dq,
                                    void *dk, void *dv, void *ws, ork_dtype dt) {
     if (dt != ORK_BF16) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda attention: dtype %d (BF16 only)", (int)dt);
+    ork_cudnn_sdpa_args s = sdpa_args(d);
+    if (ork_cudnn_sdpa_eligible(&s) && q && kk && v && y && lse && dy) {
+        ork_status st = ork_cudnn_sdpa_bwd(ork_cuda_ctx_device(ork_cuda_kctx(k)), &s, q, kk, v, y, lse, dy, dq,
+                                           dk, dv, ws, ork_cuda_kstream(k));
+        if (st != ORK_E_UNSUPPORTED) return st;
+    }
     ork_cuda_attn_args a = attn_args(d);
     return ork_cuda_attn_bwd(&a, q, kk, v, y, lse, dy, dq, dk, dv, ws, ork_cuda_kstream(k));
 }
