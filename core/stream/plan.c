@@ -1,0 +1,406 @@
+/* stream/plan.c — see plan.h. */
+#include "stream/plan.h"
+
+#include "stream/streamer.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static const ork_device_kind kinds[] = {
+    {"h200", 803.0, 0.5, 55.0, 55.0, 141.0},
+    {"h100", 760.0, 0.5, 50.0, 50.0, 80.0},
+    {"rtx4090", 165.0, 0.5, 25.0, 25.0, 24.0},
+    {"cpu", 0.1, 0.5, 10.0, 10.0, 0.0},
+};
+
+int ork_device_kind_find(const char *name, ork_device_kind *out) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (name && !strcmp(name, kinds[i].name)) {
+            *out = kinds[i];
+            return 1;
+        }
+    return 0;
+}
+
+void ork_stream_spread(int n, int m, int *idx) {
+    for (int k = 0; k < m; k++) idx[k] = (int)(((int64_t)(2 * k + 1) * n) / (2 * (int64_t)m));
+}
+
+static int64_t numel(const ork_weight_decl *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    return n;
+}
+
+/* Tokens a weight is applied to: modulation / embeddings of the pooled
+ * vector and timestep: 1; text stream: T; image stream: N; joint (single
+ * blocks): N + T. */
+static int64_t tokens_for(const char *name, int64_t N, int64_t T) {
+    if (strstr(name, "mod") || strstr(name, "time_in") || strstr(name, "vector_in") || strstr(name, "guidance_in") ||
+        strstr(name, "time_text_embed"))
+        return 1;
+    if (strstr(name, "txt")) return T;
+    if (strstr(name, "img") || strstr(name, "final_layer") || strstr(name, "x_embedder") || strstr(name, "proj_out"))
+        return N;
+    return N + T;
+}
+
+static size_t gib_round(double b) { return b < 0 ? 0 : (size_t)b; }
+
+typedef struct ctx {
+    const ork_plan_inputs *in;
+    ork_stream_plan *p;
+    int *tb;      /* transformer block indices */
+    size_t fixed_other;
+} ctx;
+
+/* Device bytes of the plan with the current p->streamed and trainable flag. */
+static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
+    int n = p->n_blocks;
+    size_t res = 0, maxs = 0;
+    int64_t lora_all = 0, lora_max = 0, ns = 0;
+    for (int b = 0; b < n; b++) {
+        if (p->streamed[b]) {
+            ns++;
+            if (p->block_bytes[b] > maxs) maxs = p->block_bytes[b];
+        } else {
+            res += p->block_bytes[b];
+        }
+        lora_all += p->block_lora[b];
+        if (p->block_lora[b] > lora_max) lora_max = p->block_lora[b];
+    }
+    p->n_streamed = (int)ns;
+    p->frozen_resident = res;
+    p->slot_bytes = ns ? (maxs + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : 0;
+    p->slots = ns ? p->slot_bytes * (size_t)p->n_slots : 0;
+    int pb = in->param_bytes > 0 ? in->param_bytes : 4;
+    double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
+    /* trainable streaming: the params of the blocks in the ring, grads and
+     * optimizer state of the block being stepped and the next one */
+    int64_t on_dev = p->trainable_streamed ? lora_max * p->n_slots : lora_all;
+    int64_t g_dev = p->trainable_streamed ? 2 * lora_max : lora_all;
+    p->lora = (size_t)on_dev * (size_t)pb;
+    p->grads = (size_t)g_dev * 4;
+    p->opt = gib_round((double)g_dev * ob);
+    p->total = p->frozen_resident + p->codec + p->slots + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
+               p->work + p->workspace;
+    /* host: the packed streamed blocks, plus the trainable state when it streams */
+    size_t host = 0;
+    for (int b = 0; b < n; b++)
+        if (p->streamed[b]) host += (p->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    if (p->trainable_streamed) host += (size_t)lora_all * (size_t)(pb + 4) + gib_round((double)lora_all * ob);
+    p->host_pinned = host;
+}
+
+static void set_streamed(ctx *c, int m) {
+    ork_stream_plan *p = c->p;
+    memset(p->streamed, 0, (size_t)p->n_blocks);
+    int *idx = malloc(((size_t)m + 1) * sizeof *idx);
+    if (!idx) return;
+    ork_stream_spread(p->n_transformer, m, idx);
+    for (int k = 0; k < m; k++) p->streamed[c->tb[idx[k]]] = 1;
+    free(idx);
+    account(p, c->in);
+}
+
+static int fits(const ork_stream_plan *p) { return p->total <= p->budget; }
+
+/* Simulate one step's pass over the ring: returns the step time. */
+static void predict(ork_stream_plan *p) {
+    int n = p->n_blocks, ft = p->first_trainable;
+    double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
+    double h2d = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
+    int pb = 4;
+    /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
+    int ne = n + (n - ft > 0 ? n - ft : 0);
+    int *blk = malloc((size_t)ne * sizeof *blk);
+    double *cmp = malloc((size_t)ne * sizeof *cmp);
+    if (!blk || !cmp) { free(blk); free(cmp); return; }
+    int e = 0;
+    double flops = 0;
+    for (int b = 0; b < n; b++, e++) {
+        blk[e] = b;
+        double f = p->block_lin_flops[b] + p->block_attn_flops[b];
+        cmp[e] = f / fl;
+        flops += f;
+    }
+    for (int b = n - 1; b >= ft; b--, e++) {
+        blk[e] = b;
+        double f = 2.0 * p->block_lin_flops[b] + 3.5 * p->block_attn_flops[b]; /* recompute + dX backward */
+        cmp[e] = f / fl;
+        flops += f;
+    }
+    p->step_flops = flops;
+    double tc = 0, th = 0, td = 0;
+    for (int q = 0; q < ne; q++) tc += cmp[q];
+    /* ring simulation */
+    int K = p->n_slots > 0 ? p->n_slots : 2;
+    double *slot_free = calloc((size_t)K, sizeof *slot_free);
+    double copy_free = 0, d2h_free = 0, now = 0;
+    int v = -1, prev_blk = -1;
+    for (int q = 0; q < ne && slot_free; q++) {
+        int b = blk[q];
+        double start = now;
+        if (p->streamed[b] && b != prev_blk) {
+            v++;
+            double bytes = (double)p->block_bytes[b];
+            if (p->trainable_streamed) bytes += (double)p->block_lora[b] * pb * (q >= n ? 2 : 1); /* + state in bwd */
+            double ls = copy_free > slot_free[v % K] ? copy_free : slot_free[v % K];
+            double le = ls + bytes / h2d;
+            copy_free = le;
+            th += bytes / h2d;
+            if (le > start) start = le;
+        }
+        now = start + cmp[q];
+        int last_use = q + 1 >= ne || blk[q + 1] != b;
+        if (p->streamed[b] && last_use) slot_free[v % K] = now;
+        if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
+            double bytes = (double)p->block_lora[b] * (pb + 8);
+            double ds = d2h_free > now ? d2h_free : now;
+            d2h_free = ds + bytes / d2h;
+            td += bytes / d2h;
+        }
+        prev_blk = b;
+    }
+    if (d2h_free > now) now = d2h_free;
+    free(slot_free);
+    p->t_compute = tc;
+    p->t_h2d = th;
+    p->t_d2h = td;
+    p->t_step = now;
+    p->h2d_bytes = th * h2d;
+    p->d2h_bytes = td * d2h;
+    free(blk);
+    free(cmp);
+}
+
+static const char *mib(double b, char *buf, size_t n) {
+    if (b >= GIB) snprintf(buf, n, "%.2f GiB", b / GIB);
+    else snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    return buf;
+}
+
+/* ONE line: what does not fit and what to change. */
+static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
+    char a[32], b[32], c1[32], c2[32], c3[32];
+    double act = (double)(p->saved + p->carry_grads + p->work), tr = (double)(p->lora + p->grads + p->opt),
+           fr = (double)(p->frozen_resident + p->slots + p->codec);
+    const char *fix;
+    if (act >= tr && act >= fr) fix = "lower the resolution (datasets[].resolution) or train.batch_size";
+    else if (tr >= fr) fix = in->allow_trainable_streaming ? "lower network.linear (the rank) or use optimizer adamw8bit"
+                                                           : "lower network.linear (the rank), use optimizer adamw8bit, or let the trainable state stream (layer_offloading: auto)";
+    else fix = "quantize the base model (model.quantize: true)";
+    return ORK_FAIL(ORK_E_BUDGET, "plan: %s needs %s of VRAM but the budget is %s (activations %s, LoRA+grads+optimizer %s, frozen weights %s): %s, or raise model.vram_budget_gb",
+                    lead, mib((double)p->total, a, sizeof a), mib((double)p->budget, b, sizeof b), mib(act, c1, sizeof c1),
+                    mib(tr, c2, sizeof c2), mib(fr, c3, sizeof c3), fix);
+}
+
+ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out) {
+    const ork_model_info *info = in->info;
+    int n = info->n_blocks;
+    ork_stream_plan *p = calloc(1, sizeof *p);
+    if (!p) return ORK_E_NOMEM;
+    p->info = info;
+    p->dev = in->dev;
+    p->mode = in->mode;
+    p->percent = in->percent;
+    p->n_blocks = n;
+    p->n_slots = in->n_slots > 0 ? in->n_slots : 2;
+    size_t nb = (size_t)n + 1;
+    p->streamed = calloc(nb, 1);
+    p->transformer = calloc(nb, 1);
+    p->block_bytes = calloc(nb, sizeof *p->block_bytes);
+    p->block_lora = calloc(nb, sizeof *p->block_lora);
+    p->block_lin_flops = calloc(nb, sizeof *p->block_lin_flops);
+    p->block_attn_flops = calloc(nb, sizeof *p->block_attn_flops);
+    int *tb = calloc(nb, sizeof *tb);
+    if (!p->streamed || !p->transformer || !p->block_bytes || !p->block_lora || !p->block_lin_flops ||
+        !p->block_attn_flops || !tb) {
+        free(tb);
+        ork_stream_plan_free(p);
+        return ORK_E_NOMEM;
+    }
+    int B = in->batch > 0 ? in->batch : 1, ab = in->act_bytes > 0 ? in->act_bytes : 2;
+    int wb = in->weight_bytes > 0 ? in->weight_bytes : 2, bb = in->bias_bytes > 0 ? in->bias_bytes : (wb > 2 ? wb : 2);
+    int64_t N = in->img_tokens, T = in->txt_tokens, L = N + T;
+    /* per block: packed frozen bytes, LoRA params, FLOPs; the hidden width */
+    int64_t hidden = in->hidden;
+    int64_t *big = calloc(nb, sizeof *big), *big_h = calloc(nb, sizeof *big_h);
+    if (!big || !big_h) { free(big); free(big_h); free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
+    for (int b = 0; b < n; b++) p->transformer[b] = info->block_names && strstr(info->block_names[b], "blocks.") != NULL;
+    for (int i = 0; i < info->n_weights; i++) {
+        const ork_weight_decl *d = &info->weights[i];
+        int64_t ne = numel(d);
+        size_t bytes, scales = 0;
+        if (d->flags & ORK_WEIGHT_NORM) bytes = (size_t)ne * 4;
+        else if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+            bytes = (size_t)ne * (size_t)wb;
+            scales = (size_t)d->shape[0] * (size_t)in->scale_bytes_per_row;
+        } else bytes = (size_t)ne * (size_t)bb;
+        if (d->block == ORK_BLOCK_CODEC || d->block < 0 || d->block >= n) {
+            p->codec += bytes + scales;
+            continue;
+        }
+        int b = d->block;
+        ork_stream_rec r;
+        ork_stream_rec_add(&p->block_bytes[b], bytes, scales, &r);
+        if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+            int64_t tok = tokens_for(d->name, N, T);
+            int64_t out_f = d->shape[0], in_f = d->shape[1];
+            p->block_lin_flops[b] += 2.0 * (double)B * (double)tok * (double)ne;
+            if (in->lora_rank > 0 && !in->lora_params && p->transformer[b]) {
+                int64_t r2 = in->lora_rank < out_f ? in->lora_rank : out_f;
+                if (r2 > in_f) r2 = in_f;
+                p->block_lora[b] += r2 * (in_f + out_f);
+                p->block_lin_flops[b] += 2.0 * (double)B * (double)tok * (double)(r2 * (in_f + out_f));
+            }
+            if (ne > big[b]) {
+                big[b] = ne;
+                big_h[b] = out_f < in_f ? out_f : in_f;
+            }
+        }
+        /* a block with attention: q/k/v projections or q/k norms */
+        if ((strstr(d->name, "qkv") || strstr(d->name, "query_norm") || strstr(d->name, "to_q") ||
+             strstr(d->name, "norm_q")) && p->block_attn_flops[b] == 0)
+            p->block_attn_flops[b] = -1;
+    }
+    if (hidden <= 0)
+        for (int b = 0; b < n; b++)
+            if (big_h[b] > hidden) hidden = big_h[b];
+    free(big);
+    free(big_h);
+    p->hidden = hidden;
+    for (int b = 0; b < n; b++) {
+        if (p->block_attn_flops[b] < 0) p->block_attn_flops[b] = 4.0 * (double)B * (double)L * (double)L * (double)hidden;
+        if (in->lora_params) p->block_lora[b] = in->lora_params[b];
+        if (p->transformer[b]) tb[p->n_transformer++] = b;
+    }
+    p->first_trainable = in->first_trainable;
+    if (p->first_trainable < 0) {
+        p->first_trainable = n;
+        for (int b = n - 1; b >= 0; b--)
+            if (p->block_lora[b] > 0) p->first_trainable = b;
+    }
+    /* activations */
+    double carry = (double)B * (double)L * (double)hidden * ab;
+    p->saved = gib_round(carry * (n + 1));
+    p->carry_grads = gib_round(2.0 * carry);
+    double fmax = 0;
+    for (int b = 0; b < n; b++) {
+        double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 24.0)
+                                     : (in->factor_other > 0 ? in->factor_other : 4.0);
+        if (f > fmax) fmax = f;
+    }
+    p->work = gib_round(carry * fmax);
+    p->workspace = in->workspace ? in->workspace : (size_t)512 << 20;
+    /* budget */
+    if (in->budget_gb > 0) p->budget = (size_t)(in->budget_gb * GIB);
+    else {
+        size_t margin = in->margin ? in->margin : (size_t)1 << 30;
+        p->budget = in->device_free > margin ? in->device_free - margin : 0;
+    }
+    ctx c = {in, p, tb, 0};
+    ork_status st = ORK_OK;
+    int m = 0;
+    char lead[160];
+    if (in->mode == ORK_OFFLOAD_NONE) {
+        set_streamed(&c, 0);
+        if (!fits(p)) {
+            /* say whether streaming would have helped */
+            set_streamed(&c, p->n_transformer);
+            int helps = fits(p);
+            set_streamed(&c, 0);
+            if (helps) {
+                char a[32], b2[32];
+                st = ORK_FAIL(ORK_E_BUDGET, "plan: every block resident needs %s of VRAM but the budget is %s: set model.layer_offloading: true (layer_offloading_transformer_percent: auto picks the share)",
+                              mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2));
+            } else st = refuse(p, in, "every block resident");
+        }
+    } else if (in->mode == ORK_OFFLOAD_PERCENT) {
+        double pc = in->percent < 0 ? 0 : in->percent > 1 ? 1 : in->percent;
+        m = (int)floor(pc * p->n_transformer + 0.5);
+        set_streamed(&c, m);
+        if (!fits(p)) {
+            int need = -1;
+            for (int k = m + 1; k <= p->n_transformer && need < 0; k++) {
+                set_streamed(&c, k);
+                if (fits(p)) need = k;
+            }
+            set_streamed(&c, m);
+            if (need > 0) {
+                char a[32], b2[32];
+                st = ORK_FAIL(ORK_E_BUDGET, "plan: layer_offloading_transformer_percent %.2f (%d of %d blocks streamed) needs %s of VRAM but the budget is %s: raise it to at least %.2f (or auto)",
+                              pc, m, p->n_transformer, mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2),
+                              ceil(100.0 * need / p->n_transformer) / 100.0);
+            } else {
+                snprintf(lead, sizeof lead, "layer_offloading_transformer_percent %.2f", pc);
+                st = refuse(p, in, lead);
+            }
+        }
+    } else {
+        int found = 0;
+        for (m = 0; m <= p->n_transformer && !found; m++) {
+            set_streamed(&c, m);
+            found = fits(p);
+        }
+        if (!found && in->allow_trainable_streaming) {
+            p->trainable_streamed = 1;
+            for (m = 0; m <= p->n_transformer && !found; m++) {
+                set_streamed(&c, m);
+                found = fits(p);
+            }
+        }
+        if (!found) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
+                                                             : "every transformer block streamed");
+    }
+    free(tb);
+    if (st != ORK_OK) {
+        ork_stream_plan_free(p);
+        return st;
+    }
+    predict(p);
+    *out = p;
+    return ORK_OK;
+}
+
+void ork_stream_plan_free(ork_stream_plan *p) {
+    if (!p) return;
+    free(p->streamed);
+    free(p->transformer);
+    free(p->block_bytes);
+    free(p->block_lora);
+    free(p->block_lin_flops);
+    free(p->block_attn_flops);
+    free(p);
+}
+
+void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
+    char a[32], b[32], c[32], d[32], e[32], g[32], h[32], i2[32], j[32], k[32], l[32];
+    static const char *modes[] = {"off", "percent", "auto"};
+    fprintf(f, "stream plan: device %s (%.0f TFLOP/s x %.2f, H2D %.0f GB/s, D2H %.0f GB/s), VRAM budget %s\n", p->dev.name,
+            p->dev.tflops, p->dev.mfu, p->dev.h2d_gbs, p->dev.d2h_gbs, mib((double)p->budget, a, sizeof a));
+    fprintf(f, "  offloading %s", modes[p->mode]);
+    if (p->mode == ORK_OFFLOAD_PERCENT) fprintf(f, " %.2f", p->percent);
+    fprintf(f, ": %d of %d transformer blocks streamed", p->n_streamed, p->n_transformer);
+    if (p->n_streamed) fprintf(f, ", ring of %d slots x %s", p->n_slots, mib((double)p->slot_bytes, a, sizeof a));
+    fprintf(f, "%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "");
+    fprintf(f, "  VRAM: frozen resident %s, slots %s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
+            mib((double)p->frozen_resident, a, sizeof a), mib((double)p->slots, b, sizeof b), mib((double)p->codec, c, sizeof c),
+            mib((double)p->lora, d, sizeof d), mib((double)p->grads, e, sizeof e), mib((double)p->opt, g, sizeof g),
+            mib((double)p->saved, h, sizeof h), mib((double)p->carry_grads, i2, sizeof i2), mib((double)p->work, j, sizeof j),
+            mib((double)p->workspace, k, sizeof k), mib((double)p->total, l, sizeof l));
+    fprintf(f, "  host: %s pinned\n", mib((double)p->host_pinned, a, sizeof a));
+    fprintf(f, "  PCIe per micro-step: H2D %.2f GB, D2H %.2f GB\n", p->h2d_bytes / 1e9, p->d2h_bytes / 1e9);
+    fprintf(f, "  predicted step: %.3f s (compute %.3f s for %.1f TFLOP, H2D %.3f s, D2H %.3f s; overlap %.0f%%)\n", p->t_step,
+            p->t_compute, p->step_flops / 1e12, p->t_h2d, p->t_d2h,
+            p->t_step > 0 ? 100.0 * fmax(p->t_compute, fmax(p->t_h2d, p->t_d2h)) / p->t_step : 100.0);
+    fprintf(f, "  %-4s %-22s %12s %10s %12s  %s\n", "#", "block", "frozen", "GFLOP", "LoRA params", "where");
+    for (int q = 0; q < p->n_blocks; q++)
+        fprintf(f, "  %-4d %-22s %12s %10.1f %12lld  %s\n", q, p->info->block_names ? p->info->block_names[q] : "?",
+                mib((double)p->block_bytes[q], a, sizeof a), (p->block_lin_flops[q] + p->block_attn_flops[q]) / 1e9,
+                (long long)p->block_lora[q], p->streamed[q] ? "streamed" : "resident");
+}

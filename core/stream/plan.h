@@ -1,0 +1,129 @@
+/* stream/plan.h — the residency planner: from a VRAM budget and the sizes of
+ * everything a LoRA step keeps on the device, decide which transformer
+ * blocks stream (and, when even that is not enough, whether the trainable
+ * state streams too), and predict the step time split into compute and PCIe.
+ *
+ * The model of memory (bytes on the device):
+ *   frozen weights of resident blocks + codec weights
+ *   + n_slots x the largest streamed block            (the ring)
+ *   + LoRA params + F32 grads + optimizer state       (all, or 2 blocks' worth when streamed)
+ *   + saved block inputs: (n_blocks + 1) x B x L x hidden x act_bytes   (L = image + text tokens)
+ *   + carry gradients: 2 x B x L x hidden x act_bytes
+ *   + one block's working set: B x L x hidden x act_bytes x factor (24 for transformer blocks,
+ *     4 for embedders / final layer; docs/streaming.md derives the 24 for FLUX blocks)
+ *   + workspace (cuBLASLt, attention; 512 MiB default)
+ * The budget is model.vram_budget_gb, or the device's free memory minus a
+ * margin (1 GiB) when that is 0.
+ *
+ * Choice. Only transformer blocks (block names with "blocks.") stream; the
+ * streamed set is spread evenly: block k of m sits at index
+ * floor((2k + 1) n / 2m) among the n transformer blocks. NONE streams
+ * nothing; PERCENT streams round(percent x n) (ai-toolkit's
+ * layer_offloading_transformer_percent); AUTO the fewest that fit. A plan
+ * that does not fit fails with ONE line naming what to change.
+ *
+ * Time. Per block, forward FLOPs from shapes (2 x tokens x numel per linear,
+ * tokens by the weight's stream: img / txt / modulation vector; 4 x L^2 x
+ * hidden for joint attention), a step = no-grad forward + recompute + dX-only
+ * backward (linear x3, attention x4.5 for blocks >= first_trainable); the
+ * schedule is simulated over the ring (copy lane FIFO, a load waits for its
+ * slot, a block waits for its load) with TFLOP/s x efficiency and PCIe GB/s
+ * of the device kind. [control-thread] */
+#ifndef ORK_STREAM_PLAN_H
+#define ORK_STREAM_PLAN_H
+
+#include <orakul/model.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct ork_device_kind {
+    const char *name;
+    double tflops;   /* dense bf16 GEMM, measured peak */
+    double mfu;      /* fraction of it a training step achieves (0.5 default) */
+    double h2d_gbs;  /* pinned host->device GB/s (1e9) */
+    double d2h_gbs;
+    double mem_gib;  /* device memory */
+} ork_device_kind;
+
+/* "h200" (803 TFLOP/s, 55/55 GB/s, 141 GiB), "rtx4090" (165, 25/25, 24),
+ * "cpu" (0.1, memcpy 10 GB/s); 0 when unknown. */
+int ork_device_kind_find(const char *name, ork_device_kind *out);
+
+typedef enum ork_offload_mode {
+    ORK_OFFLOAD_NONE = 0,
+    ORK_OFFLOAD_PERCENT = 1,
+    ORK_OFFLOAD_AUTO = 2,
+} ork_offload_mode;
+
+typedef struct ork_plan_inputs {
+    const ork_model_info *info;
+    ork_device_kind dev;
+    double budget_gb;            /* model.vram_budget_gb; 0: device_free - margin */
+    size_t device_free;          /* bytes free on the device (used when budget_gb == 0) */
+    size_t margin;               /* 0: 1 GiB */
+    ork_offload_mode mode;
+    double percent;              /* PERCENT: fraction of the transformer blocks, 0..1 */
+    int n_slots;                 /* 0: 2 */
+    int allow_trainable_streaming; /* may the plan stream LoRA params + optimizer state (ZeRO-Offload per block) */
+    /* storage of frozen weights */
+    int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
+    int bias_bytes;              /* 0: max(weight_bytes, 2) */
+    int scale_bytes_per_row;     /* FP8 with one F32 scale per output row: 4; else 0 */
+    /* trainable state */
+    int64_t lora_rank;           /* 0: no LoRA */
+    const int64_t *lora_params;  /* [n_blocks] or NULL: rank x (in + out) per linear of "blocks." */
+    int param_bytes;             /* 0: 4 (F32) */
+    double opt_bytes_per_param;  /* adamw 8, adamw8bit ~2.03; 0: 8 */
+    /* activations */
+    int batch;                   /* 0: 1 */
+    int64_t img_tokens, txt_tokens;
+    int64_t hidden;              /* 0: from the shapes */
+    int act_bytes;               /* 0: 2 */
+    double factor_transformer;   /* 0: 24 */
+    double factor_other;         /* 0: 4 */
+    size_t workspace;            /* 0: 512 MiB */
+    int first_trainable;         /* -1: the first block with LoRA parameters */
+} ork_plan_inputs;
+
+typedef struct ork_stream_plan {
+    const ork_model_info *info;
+    ork_device_kind dev;
+    ork_offload_mode mode;
+    double percent;
+    int n_blocks, n_transformer, n_streamed, n_slots, first_trainable;
+    int trainable_streamed;      /* LoRA params + optimizer state stream per block */
+    uint8_t *streamed;           /* [n_blocks] */
+    uint8_t *transformer;        /* [n_blocks] */
+    size_t *block_bytes;         /* [n_blocks] frozen bytes (packed) */
+    int64_t *block_lora;         /* [n_blocks] trainable parameters */
+    double *block_lin_flops;     /* [n_blocks] forward FLOPs of linears */
+    double *block_attn_flops;    /* [n_blocks] forward FLOPs of attention */
+    int64_t hidden;
+    /* device bytes */
+    size_t budget;
+    size_t frozen_resident, codec, slot_bytes, slots;
+    size_t lora, grads, opt, saved, carry_grads, work, workspace, total;
+    /* host and PCIe */
+    size_t host_pinned;
+    double h2d_bytes, d2h_bytes; /* per optimizer step (one micro-batch) */
+    /* time (s) */
+    double t_compute, t_h2d, t_d2h, t_step;
+    double step_flops;
+} ork_stream_plan;
+
+/* *out on success; on failure ONE error line (what to change) is logged and
+ * ORK_E_BUDGET returned. */
+ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out);
+void ork_stream_plan_free(ork_stream_plan *p);
+
+/* The printable plan: summary, VRAM split, host memory, PCIe bytes per step
+ * each way, predicted step time, then one line per block. */
+void ork_stream_plan_print(const ork_stream_plan *p, FILE *f);
+
+/* Block indices streamed for m of the n transformer blocks, evenly spread
+ * (exposed for tests): idx[k] = floor((2k + 1) n / 2m), k < m. */
+void ork_stream_spread(int n, int m, int *idx);
+
+#endif

@@ -1,0 +1,263 @@
+/* tests/stream/test_plan.c — the residency planner on FLUX.1-dev shapes:
+ * FLOPs against the known forward cost, the budget split adding up, the
+ * percent honoured and spread evenly, auto picking the fewest streamed
+ * blocks that fit (monotone in the budget), PCIe bytes per step, the time
+ * prediction bounds, the printable plan, and refusals with ONE line that
+ * says what to change. */
+#include "ork_test.h"
+#include "flux_shapes.h"
+
+#include "stream/plan.h"
+#include "util/log.h"
+
+static fx_model g_fx;
+
+/* captured error lines */
+static int g_lines;
+static char g_last[1024];
+static void sink(ork_log_level lvl, const char *line, void *user) {
+    (void)user;
+    if (lvl >= ORK_LOG_ERROR) {
+        g_lines++;
+        snprintf(g_last, sizeof g_last, "%s", line);
+    }
+}
+static void capture(void) {
+    g_lines = 0;
+    g_last[0] = 0;
+    ork_log_set_level(ORK_LOG_ERROR);
+    ork_log_set_sink(sink, NULL);
+}
+static void release(void) {
+    ork_log_set_sink(NULL, NULL);
+    ork_log_set_level(ORK_LOG_INFO);
+}
+
+static ork_plan_inputs flux_inputs(double budget_gb, ork_offload_mode mode, double pc) {
+    ork_plan_inputs in = {0};
+    in.info = &g_fx.info;
+    ork_device_kind_find("h200", &in.dev);
+    in.budget_gb = budget_gb;
+    in.mode = mode;
+    in.percent = pc;
+    in.weight_bytes = 2;
+    in.lora_rank = 16;
+    in.opt_bytes_per_param = 8;
+    in.batch = 1;
+    in.img_tokens = 4096; /* 1024^2 */
+    in.txt_tokens = 512;
+    in.first_trainable = -1;
+    return in;
+}
+
+static void test_spread(void) {
+    int idx[64];
+    ork_stream_spread(57, 29, idx);
+    for (int k = 0; k < 29; k++) {
+        CU_ASSERT(idx[k] >= 0 && idx[k] < 57);
+        if (k) CU_ASSERT(idx[k] - idx[k - 1] >= 1 && idx[k] - idx[k - 1] <= 2); /* no clumps, no holes */
+    }
+    ork_stream_spread(57, 57, idx);
+    for (int k = 0; k < 57; k++) CU_ASSERT_EQUAL(idx[k], k);
+    ork_stream_spread(57, 1, idx);
+    CU_ASSERT_EQUAL(idx[0], 28);
+    ork_stream_spread(10, 5, idx);
+    int want[5] = {1, 3, 5, 7, 9};
+    CU_ASSERT_EQUAL(memcmp(idx, want, sizeof want), 0);
+    /* quarters of the network get a quarter each */
+    ork_stream_spread(57, 20, idx);
+    int q[4] = {0};
+    for (int k = 0; k < 20; k++) q[idx[k] * 4 / 57]++;
+    for (int k = 0; k < 4; k++) CU_ASSERT(q[k] >= 4 && q[k] <= 6);
+}
+
+static void test_flops_and_split(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(1000, ORK_OFFLOAD_NONE, 0);
+    ork_stream_plan *p;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_EQUAL(p->n_transformer, 57);
+    CU_ASSERT_EQUAL(p->n_streamed, 0);
+    CU_ASSERT_EQUAL(p->hidden, 3072);
+    CU_ASSERT_EQUAL(p->first_trainable, 1);
+    double fwd = 0;
+    for (int b = 0; b < p->n_blocks; b++) fwd += p->block_lin_flops[b] + p->block_attn_flops[b];
+    /* ARCHITECTURE.md §6: 74.4 TFLOP forward at 1024^2 (LoRA rank 16 adds ~0.1%) */
+    CU_ASSERT(fabs(fwd / 1e12 - 74.4) < 2.0);
+    /* FLUX.1-dev is ~11.9 G parameters: ~23.8 GB in bf16 */
+    size_t frozen = 0;
+    for (int b = 0; b < p->n_blocks; b++) frozen += p->block_bytes[b];
+    CU_ASSERT(frozen > (size_t)23.0e9 && frozen < (size_t)24.5e9);
+    /* the budget split adds up */
+    CU_ASSERT_EQUAL(p->total, p->frozen_resident + p->codec + p->slots + p->lora + p->grads + p->opt + p->saved +
+                                  p->carry_grads + p->work + p->workspace);
+    int64_t np = 0;
+    for (int b = 0; b < p->n_blocks; b++) np += p->block_lora[b];
+    CU_ASSERT_EQUAL(p->lora, (size_t)np * 4);
+    CU_ASSERT_EQUAL(p->grads, (size_t)np * 4);
+    CU_ASSERT_EQUAL(p->opt, (size_t)np * 8);
+    /* rank 16 on every linear of the 57 blocks: r (in + out) each; in units of 16 h:
+     * double block 2 x (mod 7 + qkv 4 + proj 2 + mlp 5 + 5), single block mod 4 + linear1 8 + linear2 6 */
+    CU_ASSERT_EQUAL(np, 19LL * 2 * 23 * 16 * 3072 + 38LL * 18 * 16 * 3072);
+    double carry = 4608.0 * 3072 * 2;
+    CU_ASSERT(fabs((double)p->saved - carry * 60) < 16);
+    CU_ASSERT(fabs((double)p->work - carry * 24) < 16);
+    CU_ASSERT_EQUAL(p->h2d_bytes, 0);
+    CU_ASSERT(p->t_step > 0 && fabs(p->t_step - p->t_compute) < 1e-9); /* nothing to wait for */
+    ork_stream_plan_free(p);
+    /* budget 0: device free memory minus the margin */
+    in.budget_gb = 0;
+    in.device_free = (size_t)100 << 30;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_EQUAL(p->budget, (size_t)99 << 30);
+    ork_stream_plan_free(p);
+}
+
+static void test_percent_honoured(void) {
+    fx_init(&g_fx);
+    double pcs[4] = {0.25, 0.5, 0.8, 1.0};
+    for (int k = 0; k < 4; k++) {
+        ork_plan_inputs in = flux_inputs(1000, ORK_OFFLOAD_PERCENT, pcs[k]);
+        ork_stream_plan *p;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+        int m = (int)floor(pcs[k] * 57 + 0.5);
+        CU_ASSERT_EQUAL(p->n_streamed, m);
+        int idx[64], tb[64], nt = 0;
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->transformer[b]) tb[nt++] = b;
+        ork_stream_spread(57, m, idx);
+        for (int q = 0; q < m; q++) CU_ASSERT(p->streamed[tb[idx[q]]]);
+        CU_ASSERT(!p->streamed[0] && !p->streamed[58]); /* embedders and final layer stay */
+        /* slots sized by the largest streamed block: a double block when one streams */
+        size_t mx = 0;
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->streamed[b] && p->block_bytes[b] > mx) mx = p->block_bytes[b];
+        CU_ASSERT(p->slot_bytes >= mx && p->slot_bytes < mx + 256);
+        CU_ASSERT_EQUAL(p->slots, 2 * p->slot_bytes);
+        /* PCIe per step: forward once, backward once (no merged visit: the final layer is resident) */
+        double want = 0;
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->streamed[b]) want += (double)p->block_bytes[b] * (b >= p->first_trainable ? 2 : 1);
+        CU_ASSERT(fabs(p->h2d_bytes - want) < 1e3);
+        CU_ASSERT_EQUAL(p->d2h_bytes, 0);
+        double lo = fmax(p->t_compute, p->t_h2d);
+        CU_ASSERT(p->t_step >= lo - 1e-9 && p->t_step <= p->t_compute + p->t_h2d + 1e-9);
+        ork_stream_plan_free(p);
+    }
+}
+
+static void test_auto(void) {
+    fx_init(&g_fx);
+    int prev = -1;
+    double budgets[4] = {40, 24, 16, 12};
+    for (int k = 0; k < 4; k++) {
+        ork_plan_inputs in = flux_inputs(budgets[k], ORK_OFFLOAD_AUTO, 0);
+        ork_stream_plan *p;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+        CU_ASSERT(p->total <= p->budget);
+        CU_ASSERT(p->n_streamed >= prev); /* less memory, more streamed */
+        if (p->n_streamed > 0) { /* the fewest: one block fewer would not fit */
+            ork_plan_inputs in2 = flux_inputs(budgets[k], ORK_OFFLOAD_PERCENT, (p->n_streamed - 1) / 57.0);
+            ork_stream_plan *q = NULL;
+            capture();
+            CU_ASSERT_NOT_EQUAL(ork_stream_plan_make(&in2, &q), ORK_OK);
+            release();
+            ork_stream_plan_free(q);
+        }
+        if (k == 0) CU_ASSERT_EQUAL(p->n_streamed, 0); /* 40 GiB: everything fits */
+        prev = p->n_streamed;
+        ork_stream_plan_free(p);
+    }
+    CU_ASSERT(prev > 30);
+}
+
+static void test_refusals(void) {
+    fx_init(&g_fx);
+    ork_stream_plan *p = NULL;
+    /* resident does not fit, streaming would: say so */
+    ork_plan_inputs in = flux_inputs(24, ORK_OFFLOAD_NONE, 0);
+    capture();
+    CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_E_BUDGET);
+    release();
+    CU_ASSERT_EQUAL(g_lines, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "layer_offloading: true"));
+    /* percent too low: the line names the percent that fits, and that one works */
+    in = flux_inputs(16, ORK_OFFLOAD_PERCENT, 0.1);
+    capture();
+    CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_E_BUDGET);
+    release();
+    CU_ASSERT_EQUAL(g_lines, 1);
+    const char *at = strstr(g_last, "raise it to at least ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    double need = atof(at + strlen("raise it to at least "));
+    CU_ASSERT(need > 0.1 && need <= 1.0);
+    in.percent = need;
+    CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    ork_stream_plan_free(p);
+    p = NULL;
+    /* impossible: activations dominate -> lower resolution / batch */
+    in = flux_inputs(3, ORK_OFFLOAD_AUTO, 0);
+    in.batch = 4;
+    capture();
+    CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_E_BUDGET);
+    release();
+    CU_ASSERT_EQUAL(g_lines, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "resolution"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "vram_budget_gb"));
+    CU_ASSERT_PTR_NULL(strchr(g_last, '\n'));
+    /* impossible: a huge LoRA dominates -> rank / optimizer, or let it stream */
+    in = flux_inputs(20, ORK_OFFLOAD_AUTO, 0);
+    in.lora_rank = 1280;
+    in.img_tokens = 1024;
+    capture();
+    CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_E_BUDGET);
+    release();
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "network.linear"));
+    /* ... and with trainable streaming allowed it plans ZeRO-Offload */
+    in.allow_trainable_streaming = 1;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT(p->trainable_streamed);
+    CU_ASSERT(p->total <= p->budget);
+    CU_ASSERT(p->d2h_bytes > 0);
+    CU_ASSERT(p->host_pinned > p->lora);
+    ork_stream_plan_free(p);
+}
+
+static void test_print(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
+    ork_device_kind_find("rtx4090", &in.dev);
+    ork_stream_plan *p;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ork_stream_plan_print(p, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "rtx4090"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "H2D"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "predicted step"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "single_blocks.37"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "streamed"));
+    int lines = 0;
+    for (char *c = buf; *c; c++) lines += *c == '\n';
+    CU_ASSERT_EQUAL(lines, 7 + 59);
+    if (getenv("ORK_PRINT_PLAN")) fputs(buf, stdout);
+    free(buf);
+    ork_device_kind k;
+    CU_ASSERT(ork_device_kind_find("h200", &k) && k.h2d_gbs == 55.0);
+    CU_ASSERT(!ork_device_kind_find("tpu", &k));
+    ork_stream_plan_free(p);
+}
+
+static const ork_test_case cases[] = {
+    {"evenly spread", test_spread},
+    {"FLOPs and budget split (FLUX.1-dev)", test_flops_and_split},
+    {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
+    {"auto: fewest streamed that fit", test_auto},
+    {"refusals: one line saying what to change", test_refusals},
+    {"printable plan", test_print},
+    {NULL, NULL},
+};
+
+ORK_TEST_MAIN("stream_plan", NULL, NULL, cases)
