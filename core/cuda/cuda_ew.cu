@@ -381,6 +381,16 @@ __global__ void k_mse_bwd(int64_t n, const void *a, const void *b, const float *
     }
 }
 
+/* out (n) = u·v (v may be NULL), elementwise with conversion: the "reduction"
+ * when nothing is broadcast. */
+__global__ void k_mul_cvt(int64_t n, const void *u, int udt, const void *v, int vdt, void *out, int odt) {
+    GRID_STRIDE(i, n) {
+        float x = ork_ld(u, i, udt);
+        if (v) x *= ork_ld(v, i, vdt);
+        ork_st(out, i, x, odt);
+    }
+}
+
 /* Deterministic Σ onto the broadcast operand: out (nb, odt) = Σ_bcast u·v (v may be NULL). */
 ork_status bcast_reduce(const ork_kctx *k, const ork_bcast *bc, const void *u, ork_dtype udt, const void *v,
                         ork_dtype vdt, void *out, ork_dtype odt) {
@@ -399,6 +409,11 @@ ork_status bcast_reduce(const ork_kctx *k, const ork_bcast *bc, const void *u, o
         if (!bc->bstride[d]) m.R *= bc->shape[d];
     }
     if (m.nb <= 0) return ORK_OK;
+    if (m.R == 1) { /* same shape: no reduction, any size */
+        k_mul_cvt<<<grid_for(k, m.nb), TPB, 0, st>>>(m.nb, u, udt, v, vdt, out, odt);
+        ORK_CUDA_LAUNCHED();
+        return ORK_OK;
+    }
     int64_t want = ork_cdiv((int64_t)cx->sm_count * 2048, m.nb);
     int64_t nchunk = want < 1 ? 1 : want;
     if (nchunk > m.R) nchunk = m.R > 0 ? m.R : 1;
