@@ -61,6 +61,7 @@ typedef struct flux_model {
     int pixel_patch;
     /* Source checkpoint; NULL for presets (random weights). */
     ork_st_set *src;
+    char src_path[1024];     /* what src was opened from (a file, an index or a folder) */
     int src_diffusers;       /* 1: diffusers key names */
     char src_prefix[64];     /* BFL prefix found ("", "model.diffusion_model.", ...) */
     /* Declarations. */
@@ -80,9 +81,17 @@ int flux_preset(const char *name, flux_cfg *out); /* 1 when known */
 void flux_cfg_derive(flux_cfg *c);                /* fill head_dim, axes, theta, bias ... */
 const char *flux_cfg_match(const flux_cfg *c);    /* preset name or "custom" */
 
+/* flux_source.c: model.name_or_path (a .safetensors file or index, a
+ * diffusers folder or its transformer/ subfolder, a folder with one BFL file,
+ * or a Hugging Face repo id in the local cache) -> the path to open. */
+ork_status flux_resolve_source(flux_model *f, const char *name_or_path, char *out, size_t n);
+
 /* flux_weights.c */
 ork_status flux_declare(flux_model *f);
 ork_status flux_detect(flux_model *f, const char *path);
+/* Every declared denoiser weight present in the checkpoint with its shape and
+ * a float dtype (what `orakul plan` checks before anything is loaded). */
+ork_status flux_validate(flux_model *f);
 ork_status flux_load(flux_model *f, const ork_weight_sink *sink);
 
 /* flux_forward.c */

@@ -107,7 +107,9 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         }
         apply_overrides(f);
     } else {
-        ORK_TRY(flux_detect(f, name_or_path));
+        char path[2048];
+        ORK_TRY(flux_resolve_source(f, name_or_path, path, sizeof path));
+        ORK_TRY(flux_detect(f, path));
     }
     /* codec */
     const char *codec = f->p.codec;
@@ -137,6 +139,7 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     }
     ORK_TRY(flux_declare(f));
     ORK_TRY(flux_codec_declare(f));
+    ORK_TRY(flux_validate(f)); /* a checkpoint: every weight there, shaped right (plan sees it) */
     memset(info, 0, sizeof *info);
     info->abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
     info->family = "flux";

@@ -162,6 +162,7 @@ static int max_index(flux_model *f, const char *prefix) {
 }
 
 ork_status flux_detect(flux_model *f, const char *path) {
+    snprintf(f->src_path, sizeof f->src_path, "%s", path);
     ORK_TRY(f->st->open(path, &f->src));
     static const char *const prefixes[] = {"", "model.diffusion_model.", "diffusion_model.", "transformer.", NULL};
     ork_st_info t;
@@ -187,19 +188,24 @@ found:;
         FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor %s%s", path, f->src_prefix, dif ? "context_embedder.weight" : "txt_in.weight");
         return ORK_E_FORMAT;
     }
-    c->hidden = (int)t.shape[0];
-    c->context_dim = (int)t.shape[1];
+    c->hidden = t.shape[0] > (1 << 20) ? -1 : (int)t.shape[0];
+    c->context_dim = t.shape[1] > (1 << 20) ? -1 : (int)t.shape[1];
     c->version = (has_bfl(f, "double_stream_modulation_img.lin.weight", NULL) ||
                   has_bfl(f, "double_stream_modulation_img.linear.weight", NULL)) ? 2 : 1;
     if (!has_bfl(f, dif ? "x_embedder.weight" : "img_in.weight", &t) || t.ndim != 2) {
         FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: missing image embedder weight", path);
         return ORK_E_FORMAT;
     }
-    c->in_channels = (int)t.shape[1];
+    c->in_channels = t.shape[1] > (1 << 20) ? -1 : (int)t.shape[1];
     snprintf(pre, sizeof pre, "%s%s", f->src_prefix, dif ? "transformer_blocks." : "double_blocks.");
     c->depth = max_index(f, pre) + 1;
     snprintf(pre, sizeof pre, "%s%s", f->src_prefix, dif ? "single_transformer_blocks." : "single_blocks.");
     c->depth_single = max_index(f, pre) + 1;
+    if (c->depth > 1024 || c->depth_single > 1024 || c->hidden <= 0 || c->context_dim <= 0 || c->in_channels <= 0) {
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: implausible FLUX sizes from the keys: %d double blocks, %d single blocks, "
+                 "hidden %d, context %d, in %d", path, c->depth, c->depth_single, c->hidden, c->context_dim, c->in_channels);
+        return ORK_E_FORMAT;
+    }
     const char *kn = dif ? "transformer_blocks.0.attn.norm_k.weight" : "double_blocks.0.img_attn.norm.key_norm.scale";
     if (c->depth <= 0 || !has_bfl(f, kn, &t) || t.ndim != 1 || t.shape[0] <= 0 || c->hidden % t.shape[0]) {
         FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: cannot find the double blocks' key norm (%s%s)", path, f->src_prefix, kn);
@@ -327,7 +333,16 @@ static int diffusers_parts(const flux_cfg *c, const char *bfl, char parts[4][192
     return 0;
 }
 
+static int float_dtype(ork_dtype dt) {
+    return dt == ORK_F32 || dt == ORK_BF16 || dt == ORK_F16 || dt == ORK_F8_E4M3 || dt == ORK_F8_E5M2 || dt == ORK_F64;
+}
+
 static ork_status check_shape(flux_model *f, const ork_weight_decl *d, const ork_st_info *t, int64_t rows_expected) {
+    if (!float_dtype(t->dtype)) {
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' is not of a float dtype (F32, BF16, F16, F8_E4M3, F8_E5M2, F64)",
+                 f->src_path, t->name);
+        return ORK_E_FORMAT;
+    }
     int ok = t->ndim == d->ndim;
     for (int k = 0; ok && k < d->ndim; k++) {
         int64_t want = (k == 0 && rows_expected >= 0) ? rows_expected : d->shape[k];
@@ -341,19 +356,22 @@ static ork_status check_shape(flux_model *f, const ork_weight_decl *d, const ork
         for (int k = 0; k < d->ndim && q < sizeof want; k++)
             q += (size_t)snprintf(want + q, sizeof want - q, "%s%lld", k ? "," : "",
                                   (long long)((k == 0 && rows_expected >= 0) ? rows_expected : d->shape[k]));
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "checkpoint tensor '%s' has shape [%s], expected [%s]", t->name, got, want);
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has shape [%s], expected [%s] for the detected FLUX.%d model (%s, hidden %d)",
+                 f->src_path, t->name, got, want, f->cfg.version, f->cfg.variant, f->cfg.hidden);
         return ORK_E_FORMAT;
     }
     return ORK_OK;
 }
 
+/* sink NULL: only check that the tensor(s) exist with the right shape and dtype. */
 static ork_status load_one(flux_model *f, const ork_weight_sink *sink, const ork_weight_decl *d) {
     char name[1024];
     ork_st_info t;
-    if (!f->src_diffusers || !strncmp(d->name, "__none", 6)) {
+    if (!f->src_diffusers) {
         snprintf(name, sizeof name, "%s%s", f->src_prefix, d->name);
         if (!has(f, name, &t)) goto missing;
         ORK_TRY(check_shape(f, d, &t, -1));
+        if (!sink) return ORK_OK;
         if (t.dtype == ORK_F8_E4M3 || t.dtype == ORK_F8_E5M2) {
             /* fp8 checkpoint: a per-tensor scale under one of two spellings */
             char sn[1100];
@@ -382,28 +400,33 @@ static ork_status load_one(flux_model *f, const ork_weight_sink *sink, const ork
     int64_t numel = 1;
     for (int k = 0; k < d->ndim; k++) numel *= d->shape[k];
     if (diffusers_parts(&f->cfg, d->name, parts, &np)) {
-        float *buf = malloc((size_t)numel * sizeof(float));
-        if (!buf) return ORK_E_NOMEM;
+        float *buf = sink ? malloc((size_t)numel * sizeof(float)) : NULL;
+        if (sink && !buf) return ORK_E_NOMEM;
         int64_t row_elems = d->ndim == 2 ? d->shape[1] : 1, row = 0;
         for (int k = 0; k < np; k++) {
             snprintf(name, sizeof name, "%s%s", f->src_prefix, parts[k]);
             if (!has(f, name, &t)) { free(buf); goto missing; }
             int64_t rows = t.shape[0];
-            if (row + rows > d->shape[0] || t.ndim != d->ndim || (d->ndim == 2 && t.shape[1] != d->shape[1])) {
-                FLUX_LOG(f, ORK_LEVEL_ERROR, "checkpoint tensor '%s' does not fit into %s", t.name, d->name);
+            if (!float_dtype(t.dtype) || row + rows > d->shape[0] || t.ndim != d->ndim ||
+                (d->ndim == 2 && t.shape[1] != d->shape[1])) {
+                FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' (shape [%lld%s%lld], %s) does not fit into %s [%lld, %lld]",
+                         f->src_path, t.name, (long long)t.shape[0], t.ndim > 1 ? "," : "",
+                         t.ndim > 1 ? (long long)t.shape[1] : 0LL, float_dtype(t.dtype) ? "float" : "not a float dtype",
+                         d->name, (long long)d->shape[0], d->ndim > 1 ? (long long)d->shape[1] : 1LL);
                 free(buf);
                 return ORK_E_FORMAT;
             }
-            ork_status s = f->st->read_f32(&t, buf + row * row_elems);
+            ork_status s = sink ? f->st->read_f32(&t, buf + row * row_elems) : ORK_OK;
             if (s != ORK_OK) { free(buf); return s; }
             row += rows;
         }
         if (row != d->shape[0]) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "checkpoint parts of %s have %lld rows, expected %lld", d->name,
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: the parts of %s have %lld rows, expected %lld", f->src_path, d->name,
                      (long long)row, (long long)d->shape[0]);
             free(buf);
             return ORK_E_FORMAT;
         }
+        if (!sink) return ORK_OK;
         ork_status s = sink->put(sink, d->name, ORK_F32, buf);
         free(buf);
         return s;
@@ -416,6 +439,7 @@ static ork_status load_one(flux_model *f, const ork_weight_sink *sink, const ork
     snprintf(name, sizeof name, "%s%s", f->src_prefix, dn);
     if (!has(f, name, &t)) goto missing;
     ORK_TRY(check_shape(f, d, &t, -1));
+    if (!sink) return ORK_OK;
     if (strncmp(d->name, "final_layer.adaLN_modulation.1.", 31) == 0) {
         /* diffusers stores (scale, shift); BFL (shift, scale): swap halves */
         float *buf = malloc((size_t)numel * sizeof(float)), *out = malloc((size_t)numel * sizeof(float));
@@ -433,8 +457,17 @@ static ork_status load_one(flux_model *f, const ork_weight_sink *sink, const ork
     }
     return sink->put(sink, d->name, t.dtype, t.data);
 missing:
-    FLUX_LOG(f, ORK_LEVEL_ERROR, "checkpoint is missing tensor '%s' (needed for %s)", name, d->name);
+    FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s'%s%s%s of the detected FLUX.%d model (%s, hidden %d, %d+%d blocks)",
+             f->src_path, name, strcmp(name, d->name) ? " (for " : "", strcmp(name, d->name) ? d->name : "",
+             strcmp(name, d->name) ? ")" : "", f->cfg.version, f->cfg.variant, f->cfg.hidden, f->cfg.depth,
+             f->cfg.depth_single);
     return ORK_E_FORMAT;
+}
+
+ork_status flux_validate(flux_model *f) {
+    for (int i = 0; f->src && i < f->n_weights; i++)
+        if (!(f->weights[i].flags & ORK_WEIGHT_CODEC)) ORK_TRY(load_one(f, NULL, &f->weights[i]));
+    return ORK_OK;
 }
 
 ork_status flux_load(flux_model *f, const ork_weight_sink *sink) {
