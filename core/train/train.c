@@ -9,6 +9,8 @@
 #include "data/image.h"
 #include "io/safetensors.h"
 #include "plugin/loader.h"
+#include "stream/copy_engine.h"
+#include "stream/plan.h"
 #include "tensor/ops.h"
 #include "tensor/tape.h"
 #include "train/lora.h"
@@ -29,7 +31,7 @@
 #include <unistd.h>
 
 #ifdef ORAKUL_HAVE_CUDA
-int ork_cuda_device_count(void);
+#include "cuda/cuda_ctx.h"
 #endif
 
 typedef struct item {
@@ -59,6 +61,8 @@ typedef struct job {
     ork_alloc *alloc;
     ork_graph *g;
     ork_wstore *ws;
+    ork_stream_plan *plan;
+    ork_copy_engine *ce;
     ork_lora_net *lora;
     ork_runner *runner;
     item *items;
@@ -89,6 +93,8 @@ static void job_free(job *j) {
     ork_tensor_free(j->norms);
     if (j->lora) ork_lora_destroy(j->lora);
     if (j->ws) ork_wstore_destroy(j->ws);
+    if (j->ce) ork_copy_engine_destroy(j->ce);
+    if (j->plan) ork_stream_plan_free(j->plan);
     if (j->opt) j->ovt->destroy(j->opt);
     if (j->loss) j->lvt->destroy(j->loss);
     if (j->model) j->mvt->destroy(j->model);
@@ -750,6 +756,50 @@ static ork_status setup_schedule(job *j) {
     return ORK_OK;
 }
 
+/* The residency plan (core/stream/plan.h) from the config: what stays on the
+ * device and what streams, checked against the budget before step 1. */
+static ork_status make_plan(job *j, ork_device dev) {
+    ork_plan_inputs in;
+    memset(&in, 0, sizeof in);
+    in.info = &j->info;
+    size_t free_b = 0, total_b = 0;
+    char name[256] = "";
+    const char *kind = dev == ORK_DEV_CPU ? "cpu" : "h200";
+#ifdef ORAKUL_HAVE_CUDA
+    if (dev == ORK_DEV_CUDA && ork_cuda_device_count() > 0 && ork_cuda_mem_info(0, &free_b, &total_b, name, sizeof name) == ORK_OK)
+        kind = strstr(name, "4090") ? "rtx4090" : strstr(name, "H100") ? "h100" : "h200";
+#endif
+    if (!ork_device_kind_find(kind, &in.dev)) return ORK_FAIL(ORK_E_INTERNAL, "no device kind '%s'", kind);
+    const ork_model_config *mc = &j->p->model;
+    in.budget_gb = mc->vram_budget_gb;
+    in.device_free = free_b ? free_b : (size_t)(in.dev.mem_gib * 1073741824.0);
+    if (dev == ORK_DEV_CPU && in.budget_gb <= 0) in.device_free = (size_t)1 << 62; /* host memory: not planned */
+    if (mc->layer_offloading) {
+        in.mode = ORK_OFFLOAD_PERCENT;
+        in.percent = mc->layer_offloading_transformer_percent;
+    } else {
+        in.mode = mc->vram_budget_gb > 0 ? ORK_OFFLOAD_AUTO : ORK_OFFLOAD_NONE;
+    }
+    in.weight_bytes = dev == ORK_DEV_CPU ? 4 : 2;
+    in.lora_rank = j->p->network.linear;
+    in.param_bytes = 4;
+    size_t sb = 0;
+    void *tmp = NULL;
+    if (j->ovt->create(&j->c_opt->host, j->opt_params, &tmp) == ORK_OK) {
+        if (j->ovt->state_bytes(tmp, ORK_F32, (int64_t)1 << 24, &sb) != ORK_OK) sb = 0;
+        j->ovt->destroy(tmp);
+    }
+    in.opt_bytes_per_param = sb ? (double)sb / (double)((int64_t)1 << 24) : 8.0;
+    in.batch = (int)(j->p->train.batch_size > 0 ? j->p->train.batch_size : 1);
+    int res = j->p->datasets.n && j->p->datasets.v[0].resolution.n ? (int)j->p->datasets.v[0].resolution.v[0] : 512;
+    int ppt = j->info.pixels_per_token > 0 ? j->info.pixels_per_token : 16;
+    in.img_tokens = (int64_t)(res / ppt) * (res / ppt);
+    in.txt_tokens = j->info.context_len > 0 ? j->info.context_len : 512;
+    in.act_bytes = dev == ORK_DEV_CPU ? 4 : 2;
+    in.first_trainable = -1;
+    return ork_stream_plan_make(&in, &j->plan);
+}
+
 static ork_status setup(job *j) {
     ORK_TRY(ork_services_register());
     j->ops = ork_ops_table();
@@ -765,7 +815,19 @@ static ork_status setup(job *j) {
     ORK_TRY(open_model(j));
     if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
-    ORK_TRY(ork_wstore_create(j->alloc, j->be, &j->g->k, &j->info, store, &j->ws));
+    ORK_TRY(make_plan(j, j->be->device));
+    if (j->plan->n_streamed > 0) {
+        if (!j->p->train.gradient_checkpointing)
+            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
+                            ork_config_file(j->cfg), j->plan->n_streamed);
+        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots, &j->ce));
+        ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0};
+        ORK_TRY(ork_wstore_create_ex(j->alloc, j->be, &j->g->k, &j->info, store, &ws, &j->ws));
+        ORK_INFO("streaming %d of %d blocks through %d device slots (plan: %.2f GB over PCIe per step)",
+                 j->plan->n_streamed, j->info.n_blocks, j->plan->n_slots, j->plan->h2d_bytes / 1e9);
+    } else {
+        ORK_TRY(ork_wstore_create(j->alloc, j->be, &j->g->k, &j->info, store, &j->ws));
+    }
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
     ORK_TRY(ork_wstore_check_complete(j->ws));
     ork_wstore_attach(j->ws, j->g);
@@ -784,6 +846,9 @@ static ork_status setup(job *j) {
              (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
     ORK_TRY(ork_runner_create(j->g, j->alloc, j->mvt, j->model, &j->info, &j->runner));
     ork_runner_set_first_trainable(j->runner, first);
+    ork_block_hooks hooks;
+    ork_wstore_hooks(j->ws, &hooks);
+    ork_runner_set_hooks(j->runner, &hooks);
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
     ORK_TRY(build_dataset(j));
@@ -869,8 +934,11 @@ static ork_status train_loop(job *j) {
             loss_n = 0;
         }
         if (step % save_every == 0 || step == t->steps) {
-            ORK_TRY(save_state(j, step));
+            /* the LoRA first: a kill between the two leaves the state one
+             * save behind, and the resumed run rewrites the same LoRA file
+             * (training is deterministic); the other order loses it */
             ORK_TRY(save_lora(j, step));
+            ORK_TRY(save_state(j, step));
         }
     }
     ORK_INFO("device memory: peak %.2f GiB allocated (weights %.2f, lora %.2f, optimizer %.2f, activations+checkpoints %.2f GiB now)",
@@ -933,6 +1001,9 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
                 (double)bytes / 1e9);
         fprintf(out, "components: model %s, loss %s, optimizer %s\n", j.c_model->c->id, j.c_loss->c->id, j.c_opt->c->id);
         fprintf(out, "output: %s/%s_<step>.safetensors (%s LoRA format)\n", j.out_dir, j.name, j.info.lora_format);
+        const char *dev = j.p->device ? j.p->device : "cuda:0";
+        s = make_plan(&j, strncmp(dev, "cpu", 3) ? ORK_DEV_CUDA : ORK_DEV_CPU);
+        if (s == ORK_OK) ork_stream_plan_print(j.plan, out);
     }
     job_free(&j);
     return s;
