@@ -18,6 +18,8 @@ typedef struct ork_cuda_ctx ork_cuda_ctx;
 /* Number of usable CUDA devices; 0 when there is no driver or no device
  * (GPU tests exit 77 on 0). Never fails. */
 int ork_cuda_device_count(void);
+/* Name and free / total memory of a device (cuda_info.cu). */
+ork_status ork_cuda_mem_info(int device, size_t *free_b, size_t *total_b, char *name, size_t name_len);
 
 /* Context on device `device` (makes it current for this thread). */
 ork_status ork_cuda_ctx_create(int device, ork_cuda_ctx **out);

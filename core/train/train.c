@@ -762,10 +762,11 @@ static ork_status make_plan(job *j, ork_device dev) {
     ork_plan_inputs in;
     memset(&in, 0, sizeof in);
     in.info = &j->info;
-    size_t free_b = 0, total_b = 0;
-    char name[256] = "";
+    size_t free_b = 0;
     const char *kind = dev == ORK_DEV_CPU ? "cpu" : "h200";
 #ifdef ORAKUL_HAVE_CUDA
+    size_t total_b = 0;
+    char name[256] = "";
     if (dev == ORK_DEV_CUDA && ork_cuda_device_count() > 0 && ork_cuda_mem_info(0, &free_b, &total_b, name, sizeof name) == ORK_OK)
         kind = strstr(name, "4090") ? "rtx4090" : strstr(name, "H100") ? "h100" : "h200";
 #endif
