@@ -43,11 +43,17 @@ if [ "$what" = all ] || [ "$what" = train ]; then
   python3 -c "from PIL import Image; Image.open('assets/photos/astronaut.png').convert('RGB').resize((1024,1024), Image.BICUBIC).save('$ds/astronaut.png')"
   echo "an astronaut" > $ds/astronaut.txt
   for r in ${RANKS:-128}; do
+   for bud in ${BUDGETS:-0}; do
+    rm -rf /tmp/ork-bench/out
     sed -e "s#@RANK@#$r#g" -e "s#@OUT@#/tmp/ork-bench/out#" -e "s#@DS@#$ds#" -e "s#@STEPS@#${STEPS:-8}#" \
-        -e "s#@BUDGET@#0#" -e "s#@TAEF1@#$root/.carry/taef1#" bench/train/flux1_dev_1024.yaml.in > /tmp/b$r.yaml
-    t0=$(date +%s); timeout 300 $B/bin/orakul run /tmp/b$r.yaml >"$OUT/train_r$r.log" 2>&1
-    echo "== orakul FLUX.1-dev 1024² rank $r rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "^step|error|peak|LoRA:|model " "$OUT/train_r$r.log" | tail -14
+        -e "s#@BUDGET@#$bud#" -e "s#@TAEF1@#$root/.carry/taef1#" bench/train/flux1_dev_1024.yaml.in > /tmp/b$r.yaml
+    t0=$(date +%s); timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run /tmp/b$r.yaml >"$OUT/train_r${r}_b$bud.log" 2>&1
+    echo "== orakul FLUX.1-dev 1024² rank $r budget $bud GiB rc=$? in $(( $(date +%s) - t0 )) s"
+    grep -E "^step|error|peak|LoRA:|model |streaming" "$OUT/train_r${r}_b$bud.log" | tail -14
+   done
+   if [ -z "${NO_TORCH:-}" ]; then
     t0=$(date +%s); timeout 240 python3 .carry/torch_flux_ref.py --preset dev --res 1024 --ranks $r --steps ${STEPS:-8} >"$OUT/torch_r$r.log" 2>&1
-    echo "== torch_flux_ref rank $r rc=$? in $(( $(date +%s) - t0 )) s"; tail -3 "$OUT/torch_r$r.log"
+    echo "== torch_flux_ref rank $r rc=$? in $(( $(date +%s) - t0 )) s"; tail -1 "$OUT/torch_r$r.log"
+   fi
   done
 fi
