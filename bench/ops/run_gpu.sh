@@ -8,13 +8,15 @@ export ORK_DEPS=$PWD/.gpu-deps/usr CMAKE_PREFIX_PATH=$PWD/.gpu-deps/usr
 export LD_LIBRARY_PATH=$ORK_DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PKG_CONFIG_PATH=$ORK_DEPS/lib/x86_64-linux-gnu/pkgconfig
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-# cuDNN for the fused SDPA path (dlopen'd): the system's if ldconfig knows one,
-# else the one PyTorch's wheel brings (nvidia-cudnn-*); printed for the notes.
-if ! ldconfig -p | grep -q 'libcudnn.so.9 '; then
-  cud=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
-  [ -n "$cud" ] && export LD_LIBRARY_PATH=$cud:$LD_LIBRARY_PATH
+# cuDNN for the fused SDPA path (opt-in, dlopen'd): the system's libcudnn.so.9 is
+# 9.14 on this image (no SDPA backward node, which needs 9.17), so prefer the one
+# PyTorch's wheel brings (nvidia-cudnn-*) when it is there; printed for the notes.
+export ORK_CUDNN_SDPA=${ORK_CUDNN_SDPA:-1}
+whl=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
+if [ -n "$whl" ] && [ -e "$whl/libcudnn.so.9" ]; then
+  export ORK_CUDNN_LIB=$whl/libcudnn.so.9 LD_LIBRARY_PATH=$whl:$LD_LIBRARY_PATH
 fi
-echo "cudnn: $(ldconfig -p | grep -o 'libcudnn.so.9 .*' | head -1) LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee -a "$OUT/gpu.txt"
+echo "cudnn: system $(ldconfig -p | grep -o 'libcudnn.so.9 .*' | head -1); ORK_CUDNN_LIB=${ORK_CUDNN_LIB:-}" | tee -a "$OUT/gpu.txt"
 # Build from a private copy holding only what these targets need, so that another
 # area's half-written CMakeLists cannot stop the run.
 src=/tmp/ork-src; rm -rf $src; mkdir -p $src

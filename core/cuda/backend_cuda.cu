@@ -71,8 +71,8 @@ static ork_cuda_attn_args attn_args(const ork_attn_desc *d) {
     return a;
 }
 /* Attention dispatch: cuDNN's fused SDPA (cuda_sdpa_cudnn) where it takes the
- * shape (non-causal, unmasked, H == Hkv, D 64/128, cuDNN >= 9.17 loadable,
- * ORK_CUDNN_SDPA not 0) and has a plan; our flash kernels (cuda_attn) otherwise.
+ * shape (non-causal, unmasked, H == Hkv, D 64/128; opt-in: ORK_CUDNN_SDPA=1, cuDNN
+ * >= 9.13.1 fwd / 9.17 bwd) and has a plan; our flash kernels (cuda_attn) otherwise.
  * The workspace is the larger of the two, so either may run with it. */
 static ork_cudnn_sdpa_args sdpa_args(const ork_attn_desc *d) {
     ork_cudnn_sdpa_args a = {d->B, d->H, d->Hkv, d->Lq, d->Lk, d->D, d->scale, d->causal, d->kmask};

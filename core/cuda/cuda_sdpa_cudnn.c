@@ -67,7 +67,7 @@ enum {
 
 /* Entry points from libcudnn.so.9. */
 static struct {
-    int tried, ok;
+    int tried, ok, bwd; /* bwd: the SDPA_BWD node exists (>= 9.17) */
     void *lib;
     long version;
     size_t (*GetVersion)(void);
@@ -113,13 +113,15 @@ int ork_cudnn_sdpa_available(void) {
     if (L.tried) return L.ok;
     L.tried = 1;
     const char *env = getenv("ORK_CUDNN_SDPA");
-    if (env && env[0] == '0') {
-        ORK_INFO("attention: cuDNN SDPA switched off (ORK_CUDNN_SDPA=0); using our flash kernels");
+    if (!env || env[0] != '1') { /* opt-in until the path has run on a GPU (docs/DECISIONS.md) */
+        ORK_DEBUG("attention: cuDNN SDPA off (ORK_CUDNN_SDPA=1 turns it on); using our flash kernels");
         return 0;
     }
-    L.lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    const char *lib = getenv("ORK_CUDNN_LIB");
+    if (!lib || !lib[0]) lib = "libcudnn.so.9";
+    L.lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!L.lib) {
-        ORK_INFO("attention: libcudnn.so.9 not loadable (%s); using our flash kernels", dlerror());
+        ORK_INFO("attention: %s not loadable (%s); using our flash kernels", lib, dlerror());
         return 0;
     }
     *(void **)&L.GetVersion = sym("cudnnGetVersion");
@@ -141,14 +143,16 @@ int ork_cudnn_sdpa_available(void) {
         return 0;
     }
     L.version = (long)L.GetVersion();
-    if (L.version < 91700) {
-        ORK_INFO("attention: cuDNN %ld < 9.17 has no SDPA backward node; using our flash kernels", L.version);
+    if (L.version < 91301) {
+        ORK_INFO("attention: cuDNN %ld (%s) < 9.13.1 has no SDPA node; using our flash kernels", L.version, lib);
         dlclose(L.lib);
         L.lib = NULL;
         return 0;
     }
     L.ok = 1;
-    ORK_INFO("attention: cuDNN %ld loaded (fused SDPA for non-causal, unmasked, D 64/128)", L.version);
+    L.bwd = L.version >= 91700;
+    ORK_INFO("attention: cuDNN %ld loaded from %s: fused SDPA forward%s for non-causal, unmasked, D 64/128", L.version,
+             lib, L.bwd ? " and backward" : " (backward needs cuDNN >= 9.17: our kernel)");
     return 1;
 }
 
@@ -319,7 +323,7 @@ fail:
 }
 
 static sdpa_plan *plan_for(int device, const ork_cudnn_sdpa_args *a, int backward) {
-    if (!ork_cudnn_sdpa_eligible(a) || !ork_cudnn_sdpa_available()) return NULL;
+    if (!ork_cudnn_sdpa_eligible(a) || !ork_cudnn_sdpa_available() || (backward && !L.bwd)) return NULL;
     for (int i = 0; i < ORK_SDPA_PLANS; i++) {
         sdpa_plan *p = &g_plans[i];
         if (p->used && p->device == device && p->backward == backward && p->B == a->B && p->H == a->H &&

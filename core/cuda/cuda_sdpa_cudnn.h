@@ -8,9 +8,12 @@
  *   units as cuda_attn's lse, so either forward pairs with either backward).
  *
  * Taken only when ork_cudnn_sdpa_eligible(): non-causal, no key mask, H == Hkv,
- * D 64 or 128, every gradient wanted, and cuDNN loaded (dlopen of
- * libcudnn.so.9 at first use; ORK_CUDNN_SDPA=0 in the environment switches the
- * path off). Plans are built once per (device, direction, B, H, Lq, Lk, D) and
+ * D 64 or 128, every gradient wanted, and cuDNN loaded. SWITCH: the path is
+ * OFF unless the environment has ORK_CUDNN_SDPA=1 (it has not yet run on a GPU
+ * with cuDNN >= 9.17; docs/DECISIONS.md). Then libcudnn.so.9 (or the file named
+ * by ORK_CUDNN_LIB) is dlopen'd at first use; forward needs cuDNN >= 9.13.1
+ * (SDPA_FWD node), backward >= 9.17 (SDPA_BWD node), else our kernel runs that
+ * direction (the lse is the same quantity, so the two mix). Plans are built once per (device, direction, B, H, Lq, Lk, D) and
  * cached for the process; a shape cuDNN offers no engine for is remembered as
  * such and reported by ork_cudnn_sdpa_ws() returning 0 with *ok = 0.
  *
