@@ -291,7 +291,10 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     p->carry_grads = gib_round(2.0 * carry);
     double fmax = 0;
     for (int b = 0; b < n; b++) {
-        double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 24.0)
+        /* 80: measured on the H200 — FLUX.1-dev at 1024² grew the activation
+         * arena to 2.00 GiB = 76 x (4608 tokens x 3072 x bf16); 24 was the
+         * first estimate and ran a 24 GiB plan out of budget by 1.4 GiB. */
+        double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 80.0)
                                      : (in->factor_other > 0 ? in->factor_other : 4.0);
         if (f > fmax) fmax = f;
     }

@@ -9,7 +9,7 @@
  *   + LoRA params + F32 grads + optimizer state       (all, or 2 blocks' worth when streamed)
  *   + saved block inputs: (n_blocks + 1) x B x L x hidden x act_bytes   (L = image + text tokens)
  *   + carry gradients: 2 x B x L x hidden x act_bytes
- *   + one block's working set: B x L x hidden x act_bytes x factor (24 for transformer blocks,
+ *   + one block's working set: B x L x hidden x act_bytes x factor (80 for transformer blocks, measured;
  *     4 for embedders / final layer; docs/streaming.md derives the 24 for FLUX blocks)
  *   + workspace (cuBLASLt, attention; 512 MiB default)
  * The budget is model.vram_budget_gb, or the device's free memory minus a
@@ -81,7 +81,7 @@ typedef struct ork_plan_inputs {
     int64_t img_tokens, txt_tokens;
     int64_t hidden;              /* 0: from the shapes */
     int act_bytes;               /* 0: 2 */
-    double factor_transformer;   /* 0: 24 */
+    double factor_transformer;   /* 0: 80 (measured, plan.c) */
     double factor_other;         /* 0: 4 */
     size_t workspace;            /* 0: 512 MiB */
     int first_trainable;         /* -1: the first block with LoRA parameters */
