@@ -2,6 +2,7 @@
 #include "tensor/tape.h"
 
 #include "util/log.h"
+#include "util/prof.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -158,7 +159,10 @@ static ork_status run_backward(ork_graph *g) {
         int any = 0;
         for (int i = 0; i < n->nout; i++) any |= n->out[i]->grad != NULL;
         if (any && s == ORK_OK) {
+            double t0 = 0;
+            if (ork_prof_enabled()) { g->be->sync(&g->k); t0 = ork_prof_now(); }
             s = n->bwd(g, n);
+            if (ork_prof_enabled()) { g->be->sync(&g->k); ork_prof_add("bwd", n->op, ork_prof_now() - t0); }
             if (s != ORK_OK) ORK_ERROR("backward: op %s (node %zu) failed: %s", n->op, k, ork_status_str(s));
         }
         node_release(g, n);

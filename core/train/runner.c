@@ -4,6 +4,7 @@
 #include "tensor/ops.h"
 #include "tensor/tape.h"
 #include "util/log.h"
+#include "util/prof.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,18 @@ static ork_status run_loss(ork_runner *r, ork_tensor *pred, ork_loss_fn fn, void
     return ORK_OK;
 }
 
+/* ORAKUL_PROFILE: synchronised phase timers. */
+static double prof_t(ork_runner *r) {
+    if (!ork_prof_enabled()) return 0;
+    ork_graph_sync(r->g);
+    return ork_prof_now();
+}
+static void prof_end(ork_runner *r, const char *phase, double t0) {
+    if (!ork_prof_enabled()) return;
+    ork_graph_sync(r->g);
+    ork_prof_add("phase", phase, ork_prof_now() - t0);
+}
+
 ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkpointing, ork_loss_fn loss_fn,
                            void *loss_ctx, float *loss_out) {
     ork_graph *g = r->g;
@@ -196,8 +209,12 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         ork_region reg = ork_graph_region_begin(g);
         s = hk_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, 0, &c);
+        double tp = prof_t(r);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &c);
+        prof_end(r, "forward (no grad)", tp);
+        tp = prof_t(r);
         if (s == ORK_OK) s = keep_carry(r, i + 1, &c);
+        prof_end(r, "keep carry", tp);
         ork_graph_region_end(g, reg);
         if (s == ORK_OK) s = hk_leave(r, i);
     }
@@ -209,9 +226,11 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     {
         ork_region reg = ork_graph_region_begin(g);
         ork_carry last;
+        double tp = prof_t(r);
         s = leaves(r, n, 1, &last);
         if (s == ORK_OK) s = run_loss(r, last.t[0], loss_fn, loss_ctx, &loss, loss_out);
         if (s == ORK_OK) s = ork_backward(g, loss);
+        prof_end(r, "loss + its backward", tp);
         for (int j = 0; s == ORK_OK && j < last.n; j++) {
             if (!last.t[j] || !last.t[j]->grad) continue;
             s = buf_view(r, &r->dgrad[cur][j], "carry_grads", last.t[j], last.t[j]->grad->dtype, &dc[j]);
@@ -227,8 +246,12 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         s = hk_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, need_in, &cin);
         cout = cin;
+        double tp = prof_t(r);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &cout);
+        prof_end(r, "recompute (recorded)", tp);
+        tp = prof_t(r);
         if (s == ORK_OK) s = ork_backward_from(g, cout.n, cout.t, dc);
+        prof_end(r, "backward", tp);
         ork_tensor *ndc[ORK_CARRY_MAX] = {0};
         for (int j = 0; s == ORK_OK && need_in && j < cin.n; j++) {
             if (!cin.t[j] || !cin.t[j]->grad) continue;

@@ -19,6 +19,7 @@
 #include "train/services.h"
 #include "train/wstore.h"
 #include "util/log.h"
+#include "util/prof.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -909,8 +910,9 @@ static ork_status train_loop(job *j) {
             if (!isfinite(l)) bad = 1;
             loss += l;
         }
-        double norm = 0;
+        double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
         ORK_TRY(grad_norm(j, &norm));
+        if (ork_prof_enabled()) ork_prof_add("phase", "gradient norm", ork_prof_now() - tp);
         if (bad || !isfinite(norm)) {
             ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
                      bad ? "loss" : "gradient", (double)loss, norm);
@@ -919,7 +921,9 @@ static ork_status train_loop(job *j) {
             double max_norm = t->max_grad_norm;
             float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
             double lr = ork_lr_at(&j->lr, step - 1);
+            tp = ork_prof_enabled() ? ork_prof_now() : 0;
             ORK_TRY(optimizer_step(j, step - j->skipped, lr, gs));
+            if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
             loss_sum += loss;
             loss_n++;
         }
@@ -946,6 +950,7 @@ static ork_status train_loop(job *j) {
              (double)ork_alloc_peak(j->alloc) / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "weights") / 1073741824.0,
              (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
              (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
+    if (ork_prof_enabled() && t->steps > start) ork_prof_report(stdout, (double)(t->steps - start));
     (void)t0;
     if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
     return ORK_OK;
