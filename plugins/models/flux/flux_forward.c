@@ -73,16 +73,30 @@ static ork_status rope_table(flux_model *f, ork_graph *g, int T, int h, int w, o
     return s;
 }
 
-static ork_status host_tensor(flux_model *f, ork_graph *g, int B, int n, const float *data, ork_tensor **out) {
+/* (B, n) F32 host values as a tensor of the activation dtype dt */
+static ork_status host_tensor(flux_model *f, ork_graph *g, int B, int n, const float *data, ork_dtype dt,
+                              ork_tensor **out) {
     ork_tensor *t;
     int64_t shape[2] = {B, n};
     TRY(f->ta->from_host(g, ORK_F32, 2, shape, data, &t));
-    return f->ops->cast(g, t, ORK_F32 == f->ta->dtype(t) && f->ta->graph_device(g) == ORK_DEV_CPU ? ORK_F32 : ORK_BF16, out);
+    if (dt == ORK_F32) { *out = t; return ORK_OK; }
+    return f->ops->cast(g, t, dt, out);
 }
 
 ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, ork_carry *c) {
     const ork_tensor_api *ta = f->ta;
-    if (!in->tokens || !in->txt || !in->timesteps_host) return ORK_E_INVALID;
+    if (!in->tokens || !in->txt || !in->timesteps_host) {
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "model inputs lack %s", !in->tokens ? "tokens" : !in->txt ? "txt" : "timesteps_host");
+        return ORK_E_INVALID;
+    }
+    if (ta->ndim(in->tokens) != 3 || ta->ndim(in->txt) != 3 || ta->dim(in->txt, 0) != ta->dim(in->tokens, 0) ||
+        (in->vec && f->cfg.vec_dim > 0 && (ta->ndim(in->vec) != 2 || ta->dim(in->vec, 0) != ta->dim(in->tokens, 0) ||
+                                           ta->dim(in->vec, 1) != f->cfg.vec_dim))) {
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "model inputs: tokens must be (B, N, %d), txt (B, T, %d)%s with one batch size",
+                 f->cfg.in_channels, f->cfg.context_dim, f->cfg.vec_dim > 0 ? ", vec (B, vec_dim)" : "");
+        return ORK_E_INVALID;
+    }
+    const ork_dtype adt = ta->dtype(in->tokens);
     int B = (int)ta->dim(in->tokens, 0);
     f->N = (int)ta->dim(in->tokens, 1);
     f->T = (int)ta->dim(in->txt, 1);
@@ -103,14 +117,14 @@ ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, o
     float *emb = malloc((size_t)B * 256 * sizeof *emb);
     if (!emb) return ORK_E_NOMEM;
     timestep_embedding(in->timesteps_host, B, emb);
-    ork_status s = host_tensor(f, g, B, 256, emb, &c->t[FC_TEMB]);
+    ork_status s = host_tensor(f, g, B, 256, emb, adt, &c->t[FC_TEMB]);
     if (s == ORK_OK && f->cfg.guidance) {
         float *gv = malloc((size_t)B * sizeof *gv);
         if (!gv) s = ORK_E_NOMEM;
         for (int b = 0; s == ORK_OK && b < B; b++) gv[b] = in->guidance_host ? in->guidance_host[b] : 1.0f;
         if (s == ORK_OK) {
             timestep_embedding(gv, B, emb);
-            s = host_tensor(f, g, B, 256, emb, &c->t[FC_GEMB]);
+            s = host_tensor(f, g, B, 256, emb, adt, &c->t[FC_GEMB]);
         }
         free(gv);
     }
@@ -122,7 +136,7 @@ ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, o
         } else { /* no pooled vector given: zeros (an empty-prompt stand-in) */
             float *z = calloc((size_t)B * f->cfg.vec_dim, sizeof *z);
             if (!z) return ORK_E_NOMEM;
-            s = host_tensor(f, g, B, f->cfg.vec_dim, z, &c->t[FC_Y]);
+            s = host_tensor(f, g, B, f->cfg.vec_dim, z, adt, &c->t[FC_Y]);
             free(z);
             TRY(s);
         }
