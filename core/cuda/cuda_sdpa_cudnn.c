@@ -1,6 +1,7 @@
 /* cuda/cuda_sdpa_cudnn.c — fused SDPA forward/backward through cuDNN 9's backend
  * graph API (one CUDNN_BACKEND_OPERATION_SDPA_FWD / _BWD node per graph, cuDNN
- * >= 9.13.1 / 9.17), loaded with dlopen("libcudnn.so.9") at first use so that a
+ * >= 9.13.1 / a version whose graph library knows SDPA_BWD: not 9.19, yes 9.26),
+ * loaded with dlopen("libcudnn.so.9") at first use so that a
  * machine without cuDNN still runs (the caller falls back to cuda_attn).
  * See cuda_sdpa_cudnn.h for the contract.
  *
@@ -46,6 +47,7 @@ ork_status ork_cudnn_sdpa_bwd(int device, const ork_cudnn_sdpa_args *a, const vo
     return ORK_E_UNSUPPORTED;
 }
 long ork_cudnn_sdpa_version(void) { return 0; }
+int ork_cudnn_sdpa_has_bwd(void) { return 0; }
 void ork_cudnn_sdpa_shutdown(void) {}
 
 #else /* ORK_HAVE_CUDNN */
@@ -67,7 +69,9 @@ enum {
 
 /* Entry points from libcudnn.so.9. */
 static struct {
-    int tried, ok, bwd; /* bwd: the SDPA_BWD node exists (>= 9.17) */
+    int tried, ok;
+    int bwd;       /* backward plans may be tried now (cleared when one fails at graph finalize) */
+    int bwd_graph; /* the load-time probe built an SDPA_BWD operation graph (fixed after load) */
     void *lib;
     long version;
     size_t (*GetVersion)(void);
@@ -102,6 +106,9 @@ typedef struct sdpa_plan {
 static cudnnHandle_t g_handle[ORK_MAX_DEV];
 static sdpa_plan g_plans[ORK_SDPA_PLANS];
 static int g_next;
+
+static char g_why[640]; /* the last failure, for the once-per-shape fallback line */
+static void probe_bwd(void);
 
 static void *sym(const char *name) {
     void *p = dlsym(L.lib, name);
@@ -150,17 +157,29 @@ int ork_cudnn_sdpa_available(void) {
         return 0;
     }
     L.ok = 1;
-    L.bwd = L.version >= 91700;
-    ORK_INFO("attention: cuDNN %ld loaded from %s: fused SDPA forward%s for non-causal, unmasked, D 64/128", L.version,
-             lib, L.bwd ? " and backward" : " (backward needs cuDNN >= 9.17: our kernel)");
+    if (L.version >= 91700) {
+        probe_bwd(); /* host only: sets L.bwd / L.bwd_graph, g_why on failure */
+        if (L.bwd)
+            ORK_INFO("attention: cuDNN %ld loaded from %s: fused SDPA forward and backward for non-causal, "
+                     "unmasked, D 64/128",
+                     L.version, lib);
+        else
+            ORK_INFO("attention: cuDNN %ld loaded from %s: fused SDPA forward for non-causal, unmasked, D 64/128; "
+                     "backward: our flash kernel (this cuDNN cannot build an SDPA_BWD operation graph: %s)",
+                     L.version, lib, g_why);
+    } else {
+        ORK_INFO("attention: cuDNN %ld loaded from %s: fused SDPA forward for non-causal, unmasked, D 64/128 "
+                 "(backward needs cuDNN >= 9.17: our kernel)",
+                 L.version, lib);
+    }
     return 1;
 }
 
 long ork_cudnn_sdpa_version(void) { return L.ok ? L.version : 0; }
+int ork_cudnn_sdpa_has_bwd(void) { return L.ok && L.bwd_graph; }
 
 /* ---- descriptor helpers: on failure they log one line naming the step ---- */
 
-static char g_why[640]; /* the last failure, for the once-per-shape fallback line */
 static int cfail(cudnnStatus_t st, const char *what) {
     char buf[512] = "";
     L.GetLastErrorString(buf, sizeof buf);
@@ -189,23 +208,31 @@ static void bld_free(bld *b) {
     b->n = 0;
 }
 
-/* A finalized non-virtual tensor: dims/strides given, 16-byte aligned. */
-static cudnnBackendDescriptor_t tensor(bld *b, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
-                                       const int64_t strides[4], int by_value) {
+/* A finalized non-virtual tensor: dims/strides given, 16-byte aligned. A failure
+ * names the tensor and the step ("tensor dO (uid 7) finalize: ..."). */
+static cudnnBackendDescriptor_t tensor(bld *b, const char *name, int64_t uid, cudnnDataType_t dt,
+                                       const int64_t dims[4], const int64_t strides[4], int by_value) {
     cudnnBackendDescriptor_t t = mkdesc(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     if (!t) return NULL;
     int64_t align = 16;
     bool virt = false, byv = true;
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt), "tensor dtype");
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims), "tensor dims");
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides), "tensor strides");
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), "tensor uid");
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align), "tensor alignment");
-    CK(L.BSet(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt), "tensor virtual");
-    if (by_value) CK(L.BSet(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv), "tensor by-value");
-    CK(L.BFinalize(t), "tensor finalize");
+    char w[96];
+    const char *step = "dtype";
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+#define TSET(stp, expr) do { step = (stp); if ((st = (expr)) != CUDNN_STATUS_SUCCESS) goto fail; } while (0)
+    TSET("dtype", L.BSet(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    TSET("dims", L.BSet(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
+    TSET("strides", L.BSet(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
+    TSET("uid", L.BSet(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    TSET("alignment", L.BSet(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    TSET("virtual", L.BSet(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
+    if (by_value) TSET("by-value", L.BSet(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv));
+    TSET("finalize", L.BFinalize(t));
+#undef TSET
     return t;
 fail:
+    snprintf(w, sizeof w, "tensor %s (uid %lld) %s", name, (long long)uid, step);
+    cfail(st, w);
     return NULL;
 }
 
@@ -226,46 +253,105 @@ static cudnnHandle_t handle_for(int device) {
     return g_handle[device];
 }
 
-/* The operation graph of one SDPA node, then the first engine config (heuristic
- * modes A, then FALLBACK) whose execution plan finalizes. */
-static int build_plan(sdpa_plan *p, cudnnHandle_t h) {
-    bld b = {{0}, 0};
-    const int64_t B = p->B, H = p->H, Lq = p->Lq, Lk = p->Lk, D = p->D;
+/* The operation graph of one SDPA node (fwd: Q K V -> O Stats; bwd: Q K V O Stats dO
+ * -> dQ dK dV; scale by value), every descriptor kept in b. h may be NULL: graph
+ * finalize needs no handle in cuDNN 9 (the attribute is deprecated), which is what
+ * lets the load-time probe run without a device. Returns G_OK, G_DESC (a tensor or
+ * the operation failed: g_why names which) or G_GRAPH (operation graph finalize). */
+enum { G_OK = 0, G_DESC = 1, G_GRAPH = 2 };
+static int build_graph(bld *b, int backward, int64_t B, int64_t H, int64_t Lq, int64_t Lk, int64_t D,
+                       cudnnHandle_t h, cudnnBackendDescriptor_t *graph_out) {
     const int64_t dq_[4] = {B, H, Lq, D}, sq_[4] = {H * Lq * D, Lq * D, D, 1};
     const int64_t dk_[4] = {B, H, Lk, D}, sk_[4] = {H * Lk * D, Lk * D, D, 1};
+    /* Stats: (B, H, Lq, 1) F32 packed = our lse (B, H, Lq); the same descriptor in
+     * both directions, so cuDNN's forward Stats feeds its backward unchanged. */
     const int64_t dl_[4] = {B, H, Lq, 1}, sl_[4] = {H * Lq, Lq, 1, 1};
     const int64_t d1[4] = {1, 1, 1, 1};
     const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t q = tensor(&b, U_Q, bf, dq_, sq_, 0), k = tensor(&b, U_K, bf, dk_, sk_, 0),
-                             v = tensor(&b, U_V, bf, dk_, sk_, 0), o = tensor(&b, U_O, bf, dq_, sq_, 0),
-                             st = tensor(&b, U_STATS, f32, dl_, sl_, 0), sc = tensor(&b, U_SCALE, f32, d1, d1, 1);
-    cudnnBackendDescriptor_t op = NULL, graph = NULL, heur = NULL;
-    cudnnBackendDescriptor_t cfg[8] = {0};
-    if (!q || !k || !v || !o || !st || !sc) goto fail;
-    if (!p->backward) {
-        op = mkdesc(&b, T_SDPA_FWD);
-        if (!op || set_desc(op, A_FWD_Q, q, "fwd q") || set_desc(op, A_FWD_K, k, "fwd k") ||
-            set_desc(op, A_FWD_V, v, "fwd v") || set_desc(op, A_FWD_O, o, "fwd o") ||
-            set_desc(op, A_FWD_STATS, st, "fwd stats") || set_desc(op, A_FWD_SCALE, sc, "fwd scale"))
-            goto fail;
+    const char *dir = backward ? "SDPA_BWD" : "SDPA_FWD";
+    char w[96];
+    cudnnBackendDescriptor_t q = tensor(b, "Q", U_Q, bf, dq_, sq_, 0), k = tensor(b, "K", U_K, bf, dk_, sk_, 0),
+                             v = tensor(b, "V", U_V, bf, dk_, sk_, 0), o = tensor(b, "O", U_O, bf, dq_, sq_, 0),
+                             st = tensor(b, "Stats", U_STATS, f32, dl_, sl_, 0),
+                             sc = tensor(b, "scale", U_SCALE, f32, d1, d1, 1);
+    cudnnBackendDescriptor_t op = NULL, graph = NULL;
+    if (!q || !k || !v || !o || !st || !sc) return G_DESC;
+    if (!backward) {
+        op = mkdesc(b, T_SDPA_FWD);
+        if (!op || set_desc(op, A_FWD_Q, q, "SDPA_FWD set Q") || set_desc(op, A_FWD_K, k, "SDPA_FWD set K") ||
+            set_desc(op, A_FWD_V, v, "SDPA_FWD set V") || set_desc(op, A_FWD_O, o, "SDPA_FWD set O") ||
+            set_desc(op, A_FWD_STATS, st, "SDPA_FWD set Stats") || set_desc(op, A_FWD_SCALE, sc, "SDPA_FWD set scale"))
+            return G_DESC;
     } else {
-        cudnnBackendDescriptor_t dO = tensor(&b, U_DO, bf, dq_, sq_, 0), dQ = tensor(&b, U_DQ, bf, dq_, sq_, 0),
-                                 dK = tensor(&b, U_DK, bf, dk_, sk_, 0), dV = tensor(&b, U_DV, bf, dk_, sk_, 0);
-        op = mkdesc(&b, T_SDPA_BWD);
-        if (!op || !dO || !dQ || !dK || !dV || set_desc(op, A_BWD_Q, q, "bwd q") ||
-            set_desc(op, A_BWD_K, k, "bwd k") || set_desc(op, A_BWD_V, v, "bwd v") ||
-            set_desc(op, A_BWD_O, o, "bwd o") || set_desc(op, A_BWD_STATS, st, "bwd stats") ||
-            set_desc(op, A_BWD_SCALE, sc, "bwd scale") || set_desc(op, A_BWD_DO, dO, "bwd do") ||
-            set_desc(op, A_BWD_DQ, dQ, "bwd dq") || set_desc(op, A_BWD_DK, dK, "bwd dk") ||
-            set_desc(op, A_BWD_DV, dV, "bwd dv"))
-            goto fail;
+        /* dQ dK dV: same shapes and packed strides as Q K V; dO as O */
+        cudnnBackendDescriptor_t dO = tensor(b, "dO", U_DO, bf, dq_, sq_, 0),
+                                 dQ = tensor(b, "dQ", U_DQ, bf, dq_, sq_, 0),
+                                 dK = tensor(b, "dK", U_DK, bf, dk_, sk_, 0),
+                                 dV = tensor(b, "dV", U_DV, bf, dk_, sk_, 0);
+        if (!dO || !dQ || !dK || !dV) return G_DESC;
+        op = mkdesc(b, T_SDPA_BWD);
+        if (!op || set_desc(op, A_BWD_Q, q, "SDPA_BWD set Q") || set_desc(op, A_BWD_K, k, "SDPA_BWD set K") ||
+            set_desc(op, A_BWD_V, v, "SDPA_BWD set V") || set_desc(op, A_BWD_O, o, "SDPA_BWD set O") ||
+            set_desc(op, A_BWD_STATS, st, "SDPA_BWD set Stats") || set_desc(op, A_BWD_SCALE, sc, "SDPA_BWD set scale") ||
+            set_desc(op, A_BWD_DO, dO, "SDPA_BWD set dO") || set_desc(op, A_BWD_DQ, dQ, "SDPA_BWD set dQ") ||
+            set_desc(op, A_BWD_DK, dK, "SDPA_BWD set dK") || set_desc(op, A_BWD_DV, dV, "SDPA_BWD set dV"))
+            return G_DESC;
     }
-    CK(L.BFinalize(op), p->backward ? "SDPA_BWD operation finalize" : "SDPA_FWD operation finalize");
-    graph = mkdesc(&b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    if (!graph) goto fail;
-    CK(L.BSet(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op), "graph ops");
-    CK(L.BSet(graph, A_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h), "graph handle");
-    CK(L.BFinalize(graph), "operation graph finalize");
+    snprintf(w, sizeof w, "%s operation finalize", dir);
+    CK(L.BFinalize(op), w);
+    graph = mkdesc(b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    if (!graph) return G_DESC;
+    snprintf(w, sizeof w, "%s operation graph: set ops", dir);
+    CK(L.BSet(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op), w);
+    if (h) {
+        snprintf(w, sizeof w, "%s operation graph: set handle", dir);
+        CK(L.BSet(graph, A_GRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h), w);
+    }
+    snprintf(w, sizeof w, "%s operation graph finalize", dir);
+    {
+        cudnnStatus_t s = L.BFinalize(graph);
+        if (s != CUDNN_STATUS_SUCCESS) { cfail(s, w); return G_GRAPH; }
+    }
+    *graph_out = graph;
+    return G_OK;
+fail:
+    return G_DESC;
+}
+
+/* Load-time check that this library builds an SDPA_BWD operation graph at all, on
+ * the host (no handle, no device): cuDNN 9.17-9.19 accept and finalize the
+ * SDPA_BWD operation but their graph library has no node for it, so operation
+ * graph finalize fails (CUDNN_STATUS_BAD_PARAM "outputGraph.buildDAG()"); 9.26
+ * builds the same descriptors. Engines for the shape are still asked per plan. */
+static void probe_bwd(void) {
+    bld b = {{0}, 0};
+    cudnnBackendDescriptor_t graph = NULL;
+    g_why[0] = 0;
+    int r = build_graph(&b, 1, 1, 1, 128, 128, 128, NULL, &graph);
+    bld_free(&b);
+    L.bwd = L.bwd_graph = r == G_OK;
+    if (r == G_GRAPH) {
+        char why[sizeof g_why];
+        snprintf(why, sizeof why, "%.500s; its graph library has no backward SDPA node (cuDNN 9.19 has none, "
+                 "9.26 has one)", g_why);
+        memcpy(g_why, why, sizeof g_why);
+    }
+}
+
+/* The graph (build_graph), then the first engine config (heuristic modes A, then
+ * FALLBACK) whose execution plan finalizes. A backward graph that does not finalize
+ * turns the cuDNN backward off for the process (the failure is structural, not
+ * shape-dependent: cuDNN 9.19 has no graph node for SDPA_BWD). */
+static int build_plan(sdpa_plan *p, cudnnHandle_t h) {
+    bld b = {{0}, 0};
+    const int64_t B = p->B, H = p->H, Lq = p->Lq, Lk = p->Lk, D = p->D;
+    cudnnBackendDescriptor_t graph = NULL, heur = NULL;
+    cudnnBackendDescriptor_t cfg[8] = {0};
+    int g = build_graph(&b, p->backward, B, H, Lq, Lk, D, h, &graph);
+    if (g != G_OK) {
+        if (g == G_GRAPH && p->backward) L.bwd = 0;
+        goto fail;
+    }
 
     const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     for (int m = 0; m < 2; m++) {
@@ -278,20 +364,31 @@ static int build_plan(sdpa_plan *p, cudnnHandle_t h) {
             bld_free(&hb);
             continue;
         }
+        const char *mname = m == 0 ? "A" : "FALLBACK";
+        char w[96];
         cudnnStatus_t s = L.BFinalize(heur);
-        if (s != CUDNN_STATUS_SUCCESS) { cfail(s, "engine heuristics finalize"); bld_free(&hb); continue; }
+        snprintf(w, sizeof w, "engine heuristics mode %s finalize", mname);
+        if (s != CUDNN_STATUS_SUCCESS) { cfail(s, w); bld_free(&hb); continue; }
         for (int i = 0; i < 8; i++) cfg[i] = mkdesc(&hb, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
         s = L.BGet(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &n, cfg);
-        if (s != CUDNN_STATUS_SUCCESS) { cfail(s, "engine heuristics results"); bld_free(&hb); continue; }
+        snprintf(w, sizeof w, "engine heuristics mode %s results", mname);
+        if (s != CUDNN_STATUS_SUCCESS) { cfail(s, w); bld_free(&hb); continue; }
+        if (n <= 0) {
+            snprintf(g_why, sizeof g_why, "engine heuristics mode %s: no engine config for this graph", mname);
+            ORK_DEBUG("cudnn sdpa: %s", g_why);
+        }
         for (int64_t i = 0; i < n && i < 8; i++) {
             cudnnBackendDescriptor_t plan = NULL;
             if (L.BCreate(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) break;
             int64_t ws = 0, got = 0;
-            if (L.BSet(plan, A_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h) == CUDNN_STATUS_SUCCESS &&
-                L.BSet(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg[i]) ==
-                    CUDNN_STATUS_SUCCESS &&
-                (s = L.BFinalize(plan)) == CUDNN_STATUS_SUCCESS &&
-                L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws) ==
+            const char *pstep = "set handle";
+            if ((s = L.BSet(plan, A_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)) == CUDNN_STATUS_SUCCESS &&
+                (pstep = "set engine config",
+                 s = L.BSet(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                            &cfg[i])) == CUDNN_STATUS_SUCCESS &&
+                (pstep = "finalize", s = L.BFinalize(plan)) == CUDNN_STATUS_SUCCESS &&
+                (pstep = "workspace size",
+                 s = L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws)) ==
                     CUDNN_STATUS_SUCCESS) {
                 char json[600] = "";
                 int64_t jn = 0;
@@ -311,7 +408,9 @@ static int build_plan(sdpa_plan *p, cudnnHandle_t h) {
                 p->nkeep = b.n;
                 return 0;
             }
-            if (s != CUDNN_STATUS_SUCCESS) cfail(s, "execution plan finalize");
+            snprintf(w, sizeof w, "execution plan (mode %s config %lld of %lld) %s", mname, (long long)i,
+                     (long long)n, pstep);
+            cfail(s, w);
             L.BDestroy(plan);
         }
         bld_free(&hb);
@@ -344,8 +443,14 @@ static sdpa_plan *plan_for(int device, const ork_cudnn_sdpa_args *a, int backwar
     p->backward = backward;
     p->B = a->B; p->H = a->H; p->Lq = a->Lq; p->Lk = a->Lk; p->D = a->D;
     g_why[0] = 0;
+    const int bwd_before = L.bwd;
     p->ok = build_plan(p, h) == 0;
-    if (!p->ok)
+    if (!p->ok && backward && bwd_before && !L.bwd)
+        ORK_INFO("attention: cuDNN %ld cannot build the SDPA_BWD operation graph for B%lld H%lld Lq%lld Lk%lld "
+                 "D%lld (%s); our flash kernel runs every backward from now on",
+                 L.version, (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk, (long long)a->D,
+                 g_why);
+    else if (!p->ok)
         ORK_INFO("attention: cuDNN SDPA has no %s plan for B%lld H%lld Lq%lld Lk%lld D%lld (%s); using our flash "
                  "kernel for it",
                  backward ? "bwd" : "fwd", (long long)a->B, (long long)a->H, (long long)a->Lq, (long long)a->Lk,

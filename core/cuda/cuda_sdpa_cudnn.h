@@ -9,11 +9,13 @@
  *
  * Taken only when ork_cudnn_sdpa_eligible(): non-causal, no key mask, H == Hkv,
  * D 64 or 128, every gradient wanted, and cuDNN loaded. SWITCH: the path is
- * OFF unless the environment has ORK_CUDNN_SDPA=1 (it has not yet run on a GPU
- * with cuDNN >= 9.17; docs/DECISIONS.md). Then libcudnn.so.9 (or the file named
+ * OFF unless the environment has ORK_CUDNN_SDPA=1 (the forward has run on the
+ * H200 with 9.19, the backward not yet; docs/DECISIONS.md). Then libcudnn.so.9 (or the file named
  * by ORK_CUDNN_LIB) is dlopen'd at first use; forward needs cuDNN >= 9.13.1
- * (SDPA_FWD node), backward >= 9.17 (SDPA_BWD node), else our kernel runs that
- * direction (the lse is the same quantity, so the two mix). Plans are built once per (device, direction, B, H, Lq, Lk, D) and
+ * (SDPA_FWD node), backward a cuDNN whose graph library builds the SDPA_BWD node
+ * (the descriptor exists from 9.17, but 9.19 cannot put it in an operation graph;
+ * 9.26 can; probed once at load, host-only), else our kernel runs that direction
+ * (the lse is the same quantity, so the two mix). Plans are built once per (device, direction, B, H, Lq, Lk, D) and
  * cached for the process; a shape cuDNN offers no engine for is remembered as
  * such and reported by ork_cudnn_sdpa_ws() returning 0 with *ok = 0.
  *
@@ -60,6 +62,11 @@ ork_status ork_cudnn_sdpa_bwd(int device, const ork_cudnn_sdpa_args *a, const vo
 
 /* cudnnGetVersion() of the loaded library, 0 when none. */
 long ork_cudnn_sdpa_version(void);
+
+/* 1 when the loaded library builds an SDPA_BWD operation graph (checked once at
+ * load, on the host: cuDNN 9.19 does not, 9.26 does); 0 otherwise. Per-shape
+ * engine availability is still ork_cudnn_sdpa_ws(..., 1, &ok). */
+int ork_cudnn_sdpa_has_bwd(void);
 
 /* Frees the cached plans and handles (tests; safe to call more than once). */
 void ork_cudnn_sdpa_shutdown(void);
