@@ -102,6 +102,36 @@ static ork_status gemm_to_grad(ork_graph *g, ork_tensor *t, ork_gemm_desc *d) {
 
 /* ---- linear (+ LoRA) ---------------------------------------------------------------- */
 
+/* The dtype a quantized W is dequantized into for x's GEMMs: the activations'. */
+static ork_status qscratch_dt(const ork_tensor *x, const ork_tensor *w, ork_dtype *dt) {
+    if (x->dtype != ORK_BF16 && x->dtype != ORK_F32)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "linear: quantized weight %s needs bf16 or f32 activations, not %s", w->name,
+                        ork_dtype_name(x->dtype));
+    *dt = x->dtype;
+    return ORK_OK;
+}
+
+/* W's values as a GEMM operand of dtype dt: W's own data, or for a quantized
+ * W (w->q) a scratch from the arena dequantized into (stream-ordered), which
+ * the caller releases with ork_arena_put(*scratch) once its GEMM is queued. */
+static ork_status weight_operand(ork_graph *g, const ork_tensor *w, ork_dtype dt, const void **p, void **scratch) {
+    *scratch = NULL;
+    if (!w->q) {
+        *p = D(w);
+        return ORK_OK;
+    }
+    int64_t N = w->shape[0], K = w->shape[1]; /* w (N, K) -> scratch (N, K) of dt */
+    ORK_TRY(ork_arena_get(g->arena, (size_t)(N * K) * ork_dtype_size(dt), scratch));
+    ork_status s = w->q->dequantize(w->q->ctx, BE->device, KX->stream, D(w), w->q->scales, N, K, dt, *scratch);
+    if (s != ORK_OK) {
+        ork_arena_put(g->arena, *scratch);
+        *scratch = NULL;
+        return ORK_FAIL(s, "linear: dequantizing weight %s (%s) failed", w->name, ork_dtype_name(w->dtype));
+    }
+    *p = *scratch;
+    return ORK_OK;
+}
+
 /* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r). */
 static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
     ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *down = n->in[3], *up = n->in[4], *y = n->out[0];
@@ -127,10 +157,18 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
     if (needs(x)) {
         ork_tensor *dx;
         ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
-        /* dx (M, K) = dy (M, N) · w (N, K) [+ dh (M, r) · down (r, K)] */
+        /* dx (M, K) = dy (M, N) · w (N, K) [+ dh (M, r) · down (r, K)]; a quantized
+         * w is dequantized again here (no scratch lives from forward to backward) */
+        const void *wp;
+        void *wq = NULL;
+        ork_dtype wdt = w->dtype;
+        if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
+        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
         ork_gemm_desc d = {.M = M, .N = K, .K = N, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
-                           .lda = N, .B = D(w), .bdt = w->dtype, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
-        ORK_TRY(BE->gemm(KX, &d));
+                           .lda = N, .B = wp, .bdt = wdt, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
+        ork_status gs = BE->gemm(KX, &d);
+        if (wq) ork_arena_put(g->arena, wq);
+        ORK_TRY(gs);
         if (dh) {
             ork_gemm_desc e = {.M = M, .N = K, .K = r, .batch = 1, .alpha = 1.0f, .beta = 1.0f, .A = D(dh),
                                .adt = dh->dtype, .lda = r, .B = downp, .bdt = ldt, .ldb = K, .C = D(dx),
@@ -170,9 +208,18 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
     LIVE(x); LIVE(w);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
         return shape_fail(OP, "x (..., K) needs w (N, K)", x, w);
-    if (w->dtype != ORK_F32 && w->dtype != ORK_BF16 && w->dtype != ORK_F16)
-        return ORK_FAIL(ORK_E_UNSUPPORTED, "linear: weight %s has dtype %s; quantized weights must be dequantized "
-                        "by the weight store first", w->name, ork_dtype_name(w->dtype));
+    if (w->q) {
+        if (w->requires_grad)
+            return ORK_FAIL(ORK_E_INVALID, "linear: weight %s is quantized (%s) and cannot be trained; "
+                            "quantized weights are frozen", w->name, ork_dtype_name(w->dtype));
+        if (!w->q->dequantize) return ORK_FAIL(ORK_E_INTERNAL, "linear: quantized weight %s has no dequantize", w->name);
+    } else if (w->dtype != ORK_F32 && w->dtype != ORK_BF16 && w->dtype != ORK_F16) {
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "linear: weight %s has dtype %s without a quantizer's scales "
+                        "(ork_tensor.q); only the weight store makes quantized weights", w->name,
+                        ork_dtype_name(w->dtype));
+    }
+    ork_dtype wdt = w->dtype;
+    if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
     int64_t K = w->shape[1], N = w->shape[0], M = ork_tensor_numel(x) / (K ? K : 1);
     if (b) {
         LIVE(b);
@@ -189,10 +236,15 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
     memcpy(sh, x->shape, sizeof sh);
     sh[x->ndim - 1] = N;
     ORK_TRY(new_t(g, x->dtype, x->ndim, sh, y));
-    /* y (M, N) = x (M, K) · wᵀ */
+    /* y (M, N) = x (M, K) · wᵀ; a quantized w: its dequantized scratch, released after the GEMM */
+    const void *wp;
+    void *wq;
+    ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
     ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
-                       .lda = K, .B = D(w), .bdt = w->dtype, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
-    ORK_TRY(BE->gemm(KX, &d));
+                       .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
+    ork_status gs = BE->gemm(KX, &d);
+    if (wq) ork_arena_put(g->arena, wq);
+    ORK_TRY(gs);
     if (b) {
         ork_bcast bc = {.ndim = 2, .shape = {M, N}, .bstride = {0, 1}, .n = M * N, .nb = N};
         ORK_TRY(BE->binary(KX, ORK_BINARY_ADD, &bc, D(*y), D(b), b->dtype, D(*y), x->dtype));

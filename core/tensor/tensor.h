@@ -16,7 +16,18 @@
  * trainer); ops->linear then computes y = x·Wᵀ + b + scale·(x·downᵀ)·upᵀ and
  * backward sends gradients to down and up (and to W only if W->requires_grad).
  *
- * Owns: struct ork_tensor and ork_lora, leaf creation/free. [control-thread] */
+ * Quantized weights (model.quantize): a frozen linear weight W (N, K) stored by
+ * the weight store in a quantizer's layout has the STORED dtype (F8_E4M3,
+ * F8_E5M2, or BF16/F32 for the bf16/none quantizers), its data is the stored
+ * bytes (N x K, row-major) and `q` says how to get values back: F32 scales on
+ * the same device and the quant plugin's dequantize. ops->linear never reads
+ * the bytes itself: it dequantizes W into an arena scratch of the activation
+ * dtype (stream-ordered on the graph's stream), runs its GEMMs on the scratch
+ * and releases it right after (forward; backward dequantizes again for dx).
+ * Quantized weights are always frozen (requires_grad is refused).
+ *
+ * Owns: struct ork_tensor, ork_lora and ork_qinfo's definition (the weight
+ * store owns the ork_qinfo instances), leaf creation/free. [control-thread] */
 #ifndef ORK_TENSOR_TENSOR_H
 #define ORK_TENSOR_TENSOR_H
 
@@ -50,6 +61,21 @@ typedef struct ork_lora {
     float dropout;
 } ork_lora;
 
+/* Same signature as ork_quant_vtable.dequantize (sdk <orakul/quant.h>):
+ * src (rows, cols) in the stored dtype + scales -> dst (rows, cols) of dst_dt
+ * (BF16 or F32) on dev; stream: the graph's (cudaStream_t on CUDA). */
+typedef ork_status (*ork_dequant_fn)(void *ctx, ork_device dev, void *stream, const void *src, const float *scales,
+                                     int64_t rows, int64_t cols, ork_dtype dst_dt, void *dst);
+
+/* How a quantized weight's bytes become values (see the top comment). */
+typedef struct ork_qinfo {
+    const float *scales;       /* F32 [n_scales] next to the data (device), NULL when none */
+    int64_t n_scales;          /* rows x ceil(cols / block), rows when block == 0, or 0 */
+    int block;                 /* 0: one scale per row; 128: per row and 128 columns */
+    ork_dequant_fn dequantize; /* the quant plugin's vtable->dequantize */
+    void *ctx;                 /* its instance (self) */
+} ork_qinfo;
+
 struct ork_tensor {
     ork_dtype dtype;
     ork_device device;
@@ -66,6 +92,7 @@ struct ork_tensor {
     struct ork_tape_node *node; /* producer on the tape, NULL for leaves */
     int saves;               /* tape nodes that still need the data in backward */
     ork_lora *lora;          /* optional, frozen linear weights only */
+    ork_qinfo *q;            /* optional: quantized storage (frozen linear weights only) */
 };
 
 static inline void *ork_tensor_data(const ork_tensor *t) { return (char *)t->base + t->offset; }

@@ -56,6 +56,10 @@ typedef struct job {
     void *loss;
     const ork_optimizer_vtable *ovt;
     void *opt;
+    const ork_plugin_component *c_quant; /* NULL: model.qtype none (no quantizer) */
+    void *quant_params;
+    const ork_quant_vtable *qvt;
+    void *quant;
     const ork_ops *ops;
     const ork_tensor_api *ta;
     const ork_backend *be;
@@ -94,6 +98,8 @@ static void job_free(job *j) {
     ork_tensor_free(j->norms);
     if (j->lora) ork_lora_destroy(j->lora);
     if (j->ws) ork_wstore_destroy(j->ws);
+    if (j->quant) j->qvt->destroy(j->quant);
+    free(j->quant_params);
     if (j->ce) ork_copy_engine_destroy(j->ce);
     if (j->plan) ork_stream_plan_free(j->plan);
     if (j->opt) j->ovt->destroy(j->opt);
@@ -154,6 +160,12 @@ static ork_status resolve_all(job *j) {
     j->mvt = j->c_model->c->vtable;
     j->lvt = j->c_loss->c->vtable;
     j->ovt = j->c_opt->c->vtable;
+    /* the quantizer of the frozen linear weights (model.quantize + model.qtype) */
+    if (j->p->model.qtype && strcmp(j->p->model.qtype, "none") != 0) {
+        ORK_TRY(resolve(j, ORK_KIND_QUANT, &j->c_quant, &j->quant_params));
+        j->qvt = j->c_quant->c->vtable;
+        ORK_TRY(j->qvt->create(&j->c_quant->host, j->quant_params, &j->quant));
+    }
     return ORK_OK;
 }
 
@@ -783,6 +795,12 @@ static ork_status make_plan(job *j, ork_device dev) {
         in.mode = mc->vram_budget_gb > 0 ? ORK_OFFLOAD_AUTO : ORK_OFFLOAD_NONE;
     }
     in.weight_bytes = dev == ORK_DEV_CPU ? 4 : 2;
+    ork_quant_layout ql;
+    if (j->quant && j->qvt->layout(j->quant, 1, 128, &ql) == ORK_OK) { /* a quantized linear row: bytes + scales */
+        in.bias_bytes = in.weight_bytes;
+        in.weight_bytes = (int)ork_dtype_size(ql.qdtype);
+        in.scale_bytes_per_row = (int)ql.n_scales * 4;
+    }
     in.lora_rank = j->p->network.linear;
     in.param_bytes = 4;
     size_t sb = 0;
@@ -818,23 +836,27 @@ static ork_status setup(job *j) {
     if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(make_plan(j, j->be->device));
+    ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
     if (j->plan->n_streamed > 0) {
         if (!j->p->train.gradient_checkpointing)
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
                             ork_config_file(j->cfg), j->plan->n_streamed);
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots, &j->ce));
         ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0};
-        ORK_TRY(ork_wstore_create_ex(j->alloc, j->be, &j->g->k, &j->info, store, &ws, &j->ws));
+        ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
         ORK_INFO("streaming %d of %d blocks through %d device slots (plan: %.2f GB over PCIe per step)",
                  j->plan->n_streamed, j->info.n_blocks, j->plan->n_slots, j->plan->h2d_bytes / 1e9);
     } else {
-        ORK_TRY(ork_wstore_create(j->alloc, j->be, &j->g->k, &j->info, store, &j->ws));
+        ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));
     }
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
     ORK_TRY(ork_wstore_check_complete(j->ws));
     ork_wstore_attach(j->ws, j->g);
     ORK_INFO("model %s (%s): %d blocks, %.1f MiB of weights on %s", j->p->model.name_or_path, j->info.variant,
              j->info.n_blocks, (double)ork_wstore_bytes(j->ws) / 1048576.0, j->be->name);
+    int nq = 0;
+    size_t qb = ork_wstore_quant_bytes(j->ws, &nq);
+    if (j->quant) ORK_INFO("quantized %d linear weights with %s: %zu bytes (data + scales)", nq, j->c_quant->c->id, qb);
     const ork_network_config *nc = &j->p->network;
     ork_lora_opts lo = {.rank = nc->linear, .alpha = nc->linear_alpha, .dropout = nc->dropout,
                         .only_if_contains = nc->only_if_contains.v, .n_only = (int)nc->only_if_contains.n,

@@ -28,6 +28,16 @@ struct ork_wstore {
     int *blk_start;       /* [n_blocks + 1] CSR of the weights of each block */
     int *blk_w;           /* [n_weights] */
     uint8_t *mapped;      /* [n_blocks] a streamed block's headers point at a slot */
+    /* quantizer (qvt == NULL: none) */
+    const ork_quant_vtable *qvt;
+    void *qself;
+    const char *qname;
+    ork_quant_layout *lay; /* [n_weights] layout of quantized weights */
+    uint8_t *isq;          /* [n_weights] 1: stored in the quantizer's layout */
+    ork_qinfo *qi;         /* [n_weights] the tensors' q (when attached) */
+    void **qmem;           /* [n_weights] resident: data + scales allocation */
+    size_t quant_bytes;
+    int n_quant, warned_refmt;
 };
 
 static int is_streamed(const ork_wstore *w, int i) {
@@ -59,6 +69,34 @@ static int64_t decl_numel(const ork_weight_decl *d) {
 
 static ork_dtype dt_for(const ork_wstore *w, const ork_weight_decl *d) {
     return (d->flags & ORK_WEIGHT_NORM) ? ORK_F32 : w->store_dt;
+}
+
+/* Is weight d stored in the quantizer's layout? */
+static int quantizable(const ork_wstore *w, const ork_weight_decl *d) {
+    return w->qvt && (d->flags & ORK_WEIGHT_LINEAR) && !(d->flags & (ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM)) &&
+           d->ndim == 2;
+}
+
+/* Weight i's stored bytes and F32 scale bytes. */
+static void stored_bytes(const ork_wstore *w, int i, size_t *data, size_t *scales) {
+    const ork_weight_decl *d = &w->info->weights[i];
+    if (w->isq && w->isq[i]) {
+        *data = (size_t)decl_numel(d) * ork_dtype_size(w->lay[i].qdtype);
+        *scales = (size_t)w->lay[i].n_scales * sizeof(float);
+    } else {
+        *data = (size_t)decl_numel(d) * ork_dtype_size(dt_for(w, d));
+        *scales = 0;
+    }
+}
+
+/* The record of weight i alone (resident) or in its block's region (streamed). */
+static ork_stream_rec rec_of(const ork_wstore *w, int i) {
+    if (w->rec && w->st && ork_streamer_is_streamed(w->st, w->info->weights[i].block)) return w->rec[i];
+    size_t data, sc, size = 0;
+    stored_bytes(w, i, &data, &sc);
+    ork_stream_rec r;
+    ork_stream_rec_add(&size, data, sc, &r);
+    return r;
 }
 
 /* Convert n host values of src_dt into dst_dt (F32 or BF16) at dst. */
@@ -111,11 +149,66 @@ static ork_status lookup(const ork_weight_sink *s, const char *name, int *idx) {
     return ORK_OK;
 }
 
+/* Weight i's record (bytes, then scales) from host buf: the streamed region
+ * already is buf; a resident one is uploaded. */
+static ork_status commit_quant(ork_wstore *w, int i, const void *buf) {
+    if (is_streamed(w, i)) {
+        w->filled[i] = 1;
+        return ORK_OK;
+    }
+    ork_stream_rec r = rec_of(w, i);
+    ORK_TRY(w->be->memcpy_h2d(w->k, w->qmem[i], buf, r.scale_offset + r.scale_bytes));
+    ORK_TRY(w->be->sync(w->k)); /* buf is freed right after */
+    w->filled[i] = 1;
+    return ORK_OK;
+}
+
+/* Host memory for weight i's record: its place in the streamed region, or a
+ * malloc'd buffer (*owned) of the same layout. */
+static void *record_buf(ork_wstore *w, int i, void **owned) {
+    ork_stream_rec r = rec_of(w, i);
+    *owned = NULL;
+    if (is_streamed(w, i)) return (uint8_t *)ork_streamer_host(w->st, w->info->weights[i].block) + r.offset;
+    *owned = calloc(1, r.scale_offset + r.scale_bytes + 1);
+    return *owned;
+}
+
+/* A quantized weight from host values of dt: the plugin's quantize on all cores. */
+static ork_status put_quant(ork_wstore *w, int i, ork_dtype dt, const void *data) {
+    const ork_weight_decl *d = &w->info->weights[i];
+    int64_t rows = d->shape[0], cols = d->shape[1];
+    void *tmp = NULL;
+    if (dt != ORK_F32 && dt != ORK_BF16 && dt != ORK_F16) { /* fp8 via put, ...: widen first */
+        if (!(tmp = malloc((size_t)(rows * cols) * sizeof(float) + 1))) return ORK_E_NOMEM;
+        ork_status st = convert(data, dt, rows * cols, ORK_F32, tmp);
+        if (st != ORK_OK) {
+            free(tmp);
+            return ORK_FAIL(st, "weight '%s': stored dtype %d cannot be converted", d->name, (int)dt);
+        }
+        data = tmp;
+        dt = ORK_F32;
+    }
+    void *owned;
+    uint8_t *buf = record_buf(w, i, &owned);
+    if (!buf) { free(tmp); return ORK_E_NOMEM; }
+    ork_stream_rec r = rec_of(w, i);
+    ork_status st = w->qvt->quantize(w->qself, d->name, dt, data, rows, cols, 0, buf,
+                                     r.scale_bytes ? (float *)(buf + (r.scale_offset - r.offset)) : NULL);
+    free(tmp);
+    /* a NaN/Inf weight is bad input (the plugin logged the line naming it) */
+    if (st == ORK_E_NUMERIC) st = ORK_E_FORMAT;
+    else if (st != ORK_OK) st = ORK_FAIL(st, "weight '%s': quantizing with %s failed", d->name, w->qname);
+    if (st == ORK_OK) st = commit_quant(w, i, buf);
+    free(owned);
+    return st;
+}
+
 static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype dt, const void *data) {
     ork_wstore *w = s->store;
     int i;
     ORK_TRY(lookup(s, name, &i));
     const ork_weight_decl *d = &w->info->weights[i];
+    if (w->isq && w->isq[i]) return put_quant(w, i, dt, data);
     int64_t n = decl_numel(d);
     ork_dtype sdt = dt_for(w, d);
     int streamed = is_streamed(w, i);
@@ -126,7 +219,7 @@ static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype
     if (st == ORK_E_UNSUPPORTED) ORK_FAIL(st, "weight '%s': stored dtype %d cannot be converted", name, (int)dt);
     for (int64_t k = 0; st == ORK_OK && sdt == ORK_F32 && k < n; k++) {
         float x = ((float *)buf)[k];
-        if (x != x || x - x != 0.0f) st = ORK_FAIL(ORK_E_NUMERIC, "weight '%s' holds NaN or Inf at index %lld", name, (long long)k);
+        if (x != x || x - x != 0.0f) st = ORK_FAIL(ORK_E_FORMAT, "weight '%s' holds NaN or Inf at index %lld", name, (long long)k);
     }
     if (streamed) {
         if (st == ORK_OK) w->filled[i] = 1;
@@ -146,7 +239,53 @@ static ork_status sink_put_quantized(const ork_weight_sink *s, const char *name,
     if (d->ndim != 2 || (qdt != ORK_F8_E4M3 && qdt != ORK_F8_E5M2))
         return ORK_FAIL(ORK_E_INVALID, "weight '%s': quantized storage needs a 2-D fp8 weight", name);
     int64_t rows = d->shape[0], cols = d->shape[1], n = rows * cols;
+    if (block != 0 && block != 128)
+        return ORK_FAIL(ORK_E_INVALID, "weight '%s': fp8 scale block %d is not 0 (per row) or 128", name, block);
     int64_t nb = block > 0 ? (cols + block - 1) / block : 1;
+    const uint8_t *qb = q;
+    for (int64_t k = 0; k < n; k++) { /* E4M3 NaN: 0x7F/0xFF; E5M2 Inf/NaN: exponent all ones */
+        uint8_t m = qb[k] & 0x7F;
+        if (qdt == ORK_F8_E4M3 ? m == 0x7F : m >= 0x7C)
+            return ORK_FAIL(ORK_E_FORMAT, "weight '%s': %s in its fp8 data at [%lld, %lld]; weights must be finite",
+                            name, qdt == ORK_F8_E4M3 || m > 0x7C ? "NaN" : "Inf", (long long)(k / cols),
+                            (long long)(k % cols));
+    }
+    for (int64_t k = 0; k < rows * nb; k++)
+        if (!(scales[k] - scales[k] == 0.0f))
+            return ORK_FAIL(ORK_E_FORMAT, "weight '%s': its fp8 scale %lld is %s; scales must be finite", name,
+                            (long long)k, scales[k] != scales[k] ? "NaN" : "Inf");
+    if (w->isq && w->isq[i] && w->lay[i].qdtype == qdt) {
+        /* stored as it is: the bytes untouched, the scales in the layout's form */
+        int lb = w->lay[i].block;
+        int64_t lnb = lb > 0 ? (cols + lb - 1) / lb : 1;
+        /* same block mode: copied; per row -> 1x128: each row's scale repeated;
+         * 1x128 -> per row: exact only when all blocks of each row agree */
+        int exact = 1;
+        if (block == 128 && lb == 0)
+            for (int64_t r = 0; r < rows && exact; r++)
+                for (int64_t c = 1; c < nb && exact; c++) exact = scales[r * nb + c] == scales[r * nb];
+        if (exact && w->lay[i].n_scales == rows * lnb) {
+            void *owned;
+            uint8_t *buf = record_buf(w, i, &owned);
+            if (!buf) return ORK_E_NOMEM;
+            ork_stream_rec r = rec_of(w, i);
+            memcpy(buf, q, (size_t)n);
+            float *ls = (float *)(buf + (r.scale_offset - r.offset));
+            for (int64_t rr = 0; rr < rows; rr++)
+                for (int64_t c = 0; c < lnb; c++)
+                    ls[rr * lnb + c] = scales[rr * nb + (block == lb ? c : 0)];
+            ork_status st = commit_quant(w, i, buf);
+            free(owned);
+            return st;
+        }
+    }
+    if (w->isq && w->isq[i] && !w->warned_refmt &&
+        (w->lay[i].qdtype == ORK_F8_E4M3 || w->lay[i].qdtype == ORK_F8_E5M2)) {
+        w->warned_refmt = 1;
+        ORK_WARN("weight '%s' (and maybe others) is stored as %s in the checkpoint but model.qtype is %s: "
+                 "re-quantized from its values (quantized twice; choose the checkpoint's format to avoid it)",
+                 name, ork_dtype_name(qdt), w->qname);
+    }
     float *f = malloc((size_t)n * sizeof *f);
     if (!f) return ORK_E_NOMEM;
     const uint8_t *b = q;
@@ -238,8 +377,10 @@ static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
         if (b < 0 || b >= nb) continue;
         w->blk_w[w->blk_start[b] + fill[b]++] = i;
         if (!so->streamed[b]) continue;
-        /* the stored bytes; fp8 weights will add their scales here (scale_bytes) */
-        ork_stream_rec_add(&bytes[b], (size_t)decl_numel(d) * ork_dtype_size(dt_for(w, d)), 0, &w->rec[i]);
+        /* the stored bytes, then a quantized weight's F32 scales */
+        size_t data, sc;
+        stored_bytes(w, i, &data, &sc);
+        ork_stream_rec_add(&bytes[b], data, sc, &w->rec[i]);
     }
     free(fill);
     ork_streamer_opts o = {.n_blocks = nb, .streamed = so->streamed, .block_bytes = bytes, .n_slots = so->n_slots,
@@ -251,6 +392,40 @@ static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
 
 ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
                                 ork_dtype store_dt, const ork_wstore_stream *so, ork_wstore **out) {
+    return ork_wstore_create_quant(a, be, k, info, store_dt, so, NULL, out);
+}
+
+/* Layouts of the quantized weights (before the stream records are sized). */
+static ork_status setup_quant(ork_wstore *w, const ork_wstore_quant *qz) {
+    int n = w->info->n_weights;
+    if (!qz->vt || !qz->vt->layout || !qz->vt->quantize || !qz->vt->dequantize)
+        return ORK_FAIL(ORK_E_INVALID, "weight store: the quantizer %s lacks layout/quantize/dequantize",
+                        qz->name ? qz->name : "?");
+    w->qvt = qz->vt;
+    w->qself = qz->self;
+    w->qname = qz->name ? qz->name : "the quantizer";
+    w->lay = calloc((size_t)n + 1, sizeof *w->lay);
+    w->isq = calloc((size_t)n + 1, 1);
+    w->qi = calloc((size_t)n + 1, sizeof *w->qi);
+    w->qmem = calloc((size_t)n + 1, sizeof *w->qmem);
+    if (!w->lay || !w->isq || !w->qi || !w->qmem) return ORK_E_NOMEM;
+    for (int i = 0; i < n; i++) {
+        const ork_weight_decl *d = &w->info->weights[i];
+        if (!quantizable(w, d)) continue;
+        ork_status st = w->qvt->layout(w->qself, d->shape[0], d->shape[1], &w->lay[i]);
+        if (st != ORK_OK) return ORK_FAIL(st, "weight '%s': %s has no layout for it", d->name, w->qname);
+        ork_dtype qd = w->lay[i].qdtype;
+        if (qd != ORK_F8_E4M3 && qd != ORK_F8_E5M2 && qd != ORK_BF16 && qd != ORK_F32)
+            return ORK_FAIL(ORK_E_UNSUPPORTED, "weight '%s': %s stores dtype %s, which the weight store does not take",
+                            d->name, w->qname, ork_dtype_name(qd));
+        w->isq[i] = 1;
+    }
+    return ORK_OK;
+}
+
+ork_status ork_wstore_create_quant(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
+                                   ork_dtype store_dt, const ork_wstore_stream *so, const ork_wstore_quant *qz,
+                                   ork_wstore **out) {
     ork_wstore *w = calloc(1, sizeof *w);
     if (!w) return ORK_E_NOMEM;
     w->alloc = a;
@@ -273,6 +448,10 @@ ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k
             ork_wstore_destroy(w);
             return st;
         }
+    if (qz) {
+        ork_status st = setup_quant(w, qz);
+        if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
+    }
     if (so && so->streamed) {
         if (!so->ce) { ork_wstore_destroy(w); return ORK_FAIL(ORK_E_INVALID, "weight store: streaming needs a copy engine"); }
         ork_status st = setup_stream(w, so);
@@ -280,13 +459,37 @@ ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k
     }
     for (int i = 0; i < n; i++) {
         const ork_weight_decl *d = &info->weights[i];
-        ork_status st = is_streamed(w, i) ? ork_tensor_wrap(be->device, dt_for(w, d), d->ndim, d->shape, NULL, d->name, &w->t[i])
-                                          : ork_tensor_new(a, "weights", dt_for(w, d), d->ndim, d->shape, 0, &w->t[i]);
-        if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
+        ork_status st;
+        if (w->isq && w->isq[i]) {
+            ork_stream_rec r = rec_of(w, i);
+            size_t nb = r.scale_offset + r.scale_bytes;
+            if (!is_streamed(w, i)) st = ork_alloc_get(a, nb, "weights", &w->qmem[i]);
+            else st = ORK_OK;
+            if (st == ORK_OK)
+                st = ork_tensor_wrap(be->device, w->lay[i].qdtype, d->ndim, d->shape, w->qmem[i], d->name, &w->t[i]);
+            if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
+            if (w->lay[i].n_scales > 0 || w->lay[i].qdtype != w->store_dt) {
+                ork_qinfo *qi = &w->qi[i];
+                qi->scales = w->qmem[i] && r.scale_bytes ? (const float *)((uint8_t *)w->qmem[i] + r.scale_offset) : NULL;
+                qi->n_scales = w->lay[i].n_scales;
+                qi->block = w->lay[i].block;
+                qi->dequantize = w->qvt->dequantize;
+                qi->ctx = w->qself;
+                w->t[i]->q = qi;
+            }
+            w->bytes += nb;
+            w->quant_bytes += r.data_bytes + r.scale_bytes;
+            w->n_quant++;
+            if (!is_streamed(w, i)) w->resident_bytes += nb;
+        } else {
+            st = is_streamed(w, i) ? ork_tensor_wrap(be->device, dt_for(w, d), d->ndim, d->shape, NULL, d->name, &w->t[i])
+                                   : ork_tensor_new(a, "weights", dt_for(w, d), d->ndim, d->shape, 0, &w->t[i]);
+            if (st != ORK_OK) { ork_wstore_destroy(w); return st; }
+            w->bytes += ork_tensor_nbytes(w->t[i]);
+            if (!is_streamed(w, i)) w->resident_bytes += ork_tensor_nbytes(w->t[i]);
+        }
         w->t[i]->name = d->name;
         w->t[i]->flags |= ORK_TF_WEIGHT;
-        w->bytes += ork_tensor_nbytes(w->t[i]);
-        if (!is_streamed(w, i)) w->resident_bytes += ork_tensor_nbytes(w->t[i]);
     }
     w->sink.abi = (ork_abi)ORK_ABI_INIT(ork_weight_sink);
     w->sink.store = w;
@@ -301,6 +504,13 @@ void ork_wstore_destroy(ork_wstore *w) {
     if (!w) return;
     if (w->t)
         for (int i = 0; i < w->info->n_weights; i++) ork_tensor_free(w->t[i]);
+    if (w->qmem)
+        for (int i = 0; i < w->info->n_weights; i++)
+            if (w->qmem[i]) ork_alloc_put(w->alloc, w->qmem[i]);
+    free(w->lay);
+    free(w->isq);
+    free(w->qi);
+    free(w->qmem);
     free(w->t);
     free(w->filled);
     free(w->order);
@@ -346,6 +556,7 @@ static ork_status hk_enter(void *ctx, int b) {
         int i = w->blk_w[q];
         w->t[i]->base = (uint8_t *)dev + w->rec[i].offset;
         w->t[i]->offset = 0;
+        if (w->t[i]->q) w->qi[i].scales = w->rec[i].scale_bytes ? (const float *)((uint8_t *)dev + w->rec[i].scale_offset) : NULL;
     }
     w->mapped[b] = 1;
     return ORK_OK;
@@ -378,6 +589,10 @@ void ork_wstore_hooks(ork_wstore *w, ork_block_hooks *out) {
 
 ork_streamer *ork_wstore_streamer(ork_wstore *w) { return w->st; }
 size_t ork_wstore_resident_bytes(const ork_wstore *w) { return w->resident_bytes; }
+size_t ork_wstore_quant_bytes(const ork_wstore *w, int *count) {
+    if (count) *count = w->n_quant;
+    return w->quant_bytes;
+}
 
 void ork_wstore_attach(ork_wstore *w, ork_graph *g) { ork_graph_set_weight_fn(g, weight_fn, w); }
 int ork_wstore_count(const ork_wstore *w) { return w->info->n_weights; }

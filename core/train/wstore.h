@@ -3,10 +3,25 @@
  *
  * Owns the weights' device memory (tag "weights") and their tensor headers.
  * Storage dtypes: linear weights and biases in the store dtype (BF16 on CUDA,
- * F32 on the CPU unless asked otherwise), norm scales in F32. Weights arriving
- * as fp8 with scales are dequantized on the host for now (the quantizer
- * plugins keep them fp8 once issue 6 lands). Everything is resident; the
- * streaming runtime (issue 8) will replace residency per block.
+ * F32 on the CPU unless asked otherwise), norm scales in F32.
+ *
+ * With a quantizer (model.quantize, ork_wstore_create_quant): every 2-D
+ * ORK_WEIGHT_LINEAR weight outside the codec is stored in the quantizer's
+ * layout (layout(): qdtype bytes, then its F32 scales), quantized on the host
+ * at put time by the plugin's quantize() on all cores; a NaN/Inf is refused
+ * with one line naming the tensor (ORK_E_FORMAT: bad input). Weights that
+ * arrive already fp8 (put_quantized) in the quantizer's format are stored as
+ * they are (bytes untouched; per-row scales widened to 1x128 blocks exactly
+ * when the layout has blocks); another fp8 format is re-quantized from its
+ * values with one warning. The tensor the graph sees has the stored dtype and
+ * t->q (tensor/tensor.h: scales + the plugin's dequantize) unless the layout
+ * equals the store dtype with no scales (bf16 on CUDA: a plain tensor).
+ * Resident quantized weights: one device allocation (tag "weights") holding
+ * the bytes and, 16-byte aligned after them, the scales; streamed ones: the
+ * same record in their block's region (stream/streamer.h), so they cross PCIe
+ * as their fp8 bytes plus scales. Biases and norms are stored as without one.
+ * Without a quantizer, fp8 weights from a checkpoint are dequantized on the
+ * host into the store dtype.
  * [control-thread] */
 #ifndef ORK_TRAIN_WSTORE_H
 #define ORK_TRAIN_WSTORE_H
@@ -16,6 +31,7 @@
 #include "train/runner.h"
 
 #include <orakul/model.h>
+#include <orakul/quant.h>
 
 typedef struct ork_wstore ork_wstore;
 
@@ -33,6 +49,17 @@ typedef struct ork_wstore_stream {
 
 ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
                                 ork_dtype store_dt, const ork_wstore_stream *stream, ork_wstore **out);
+/* The quantizer for the frozen linear weights (borrowed until destroy). */
+typedef struct ork_wstore_quant {
+    const ork_quant_vtable *vt;
+    void *self;
+    const char *name; /* for log lines, e.g. the component id */
+} ork_wstore_quant;
+
+/* quant NULL: as ork_wstore_create_ex. */
+ork_status ork_wstore_create_quant(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,
+                                   ork_dtype store_dt, const ork_wstore_stream *stream, const ork_wstore_quant *quant,
+                                   ork_wstore **out);
 void ork_wstore_destroy(ork_wstore *w);
 
 /* The sink to pass to model->load. Every declared weight must be put once;
@@ -49,6 +76,8 @@ const ork_weight_decl *ork_wstore_decl(const ork_wstore *w, int i);
 ork_tensor *ork_wstore_find(ork_wstore *w, const char *name);
 size_t ork_wstore_bytes(const ork_wstore *w);          /* all weights, wherever they live */
 size_t ork_wstore_resident_bytes(const ork_wstore *w); /* those with their own device memory */
+/* Bytes of the quantized weights (data + scales) and how many there are. */
+size_t ork_wstore_quant_bytes(const ork_wstore *w, int *count);
 
 /* The hooks to give the runner (ork_runner_set_hooks): they drive the
  * streamer and point streamed weights at their slot. Valid with no streaming
