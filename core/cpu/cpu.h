@@ -59,6 +59,17 @@ ork_status ork_cpu_conv2d_dgrad(const ork_kctx *k, const ork_conv2d_desc *d, con
 ork_status ork_cpu_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *dy,
                                 float *dw, float *db, void *ws, ork_dtype dt);
 
+/* cpu_gn.c: group norm and row softmax (tensor/backend.h) */
+ork_status ork_cpu_groupnorm(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, float eps, const void *x,
+                             const void *w, const void *b, ork_dtype wdt, void *y, float *mean, float *rstd,
+                             ork_dtype dt);
+ork_status ork_cpu_groupnorm_bwd(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, const void *x,
+                                 const void *w, ork_dtype wdt, const float *mean, const float *rstd, const void *dy,
+                                 void *dx, float *dw, float *db, ork_dtype dt);
+ork_status ork_cpu_softmax(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
+ork_status ork_cpu_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy, void *dx,
+                               ork_dtype dt);
+
 #define ORK_CPU_NEED_F32(dt, what) \
     do { if ((dt) != ORK_F32) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu: %s needs f32 activations", (what)); } while (0)
 

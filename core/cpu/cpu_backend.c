@@ -490,6 +490,10 @@ static const ork_backend g_cpu = {
     .reduce = cpu_reduce,
     .mse = cpu_mse,
     .mse_bwd = cpu_mse_bwd,
+    .groupnorm = ork_cpu_groupnorm,
+    .groupnorm_bwd = ork_cpu_groupnorm_bwd,
+    .softmax = ork_cpu_softmax,
+    .softmax_bwd = ork_cpu_softmax_bwd,
 };
 
 const ork_backend *ork_cpu_backend(void) { return &g_cpu; }

@@ -258,6 +258,23 @@ typedef struct ork_backend {
     /* da = 2(a − b)/n · g[0], db = −da (either may be NULL); g F32 (1) device. */
     ork_status (*mse_bwd)(const ork_kctx *k, int64_t n, const void *a, const void *b, const float *g,
                           void *da, void *db, ork_dtype dt);
+
+    /* ---- appended: group norm and softmax (the FLUX VAE) ---- */
+    /* Group norm: x, y (B, C, P) dt (P = H·W); G groups of C/G channels; mean,
+     * rstd F32 (B, G); w, b (C) of wdt or NULL: y = (x − mean)·rstd·w[c] + b[c],
+     * rstd = 1/sqrt(var + eps), biased variance over (C/G)·P elements. */
+    ork_status (*groupnorm)(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, float eps,
+                            const void *x, const void *w, const void *b, ork_dtype wdt, void *y, float *mean,
+                            float *rstd, ork_dtype dt);
+    /* dx (B, C, P) dt (overwritten); dw, db F32 (C) ACCUMULATE (dw += Σ dy·x̂,
+     * db += Σ dy); any of the three may be NULL. */
+    ork_status (*groupnorm_bwd)(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, const void *x,
+                                const void *w, ork_dtype wdt, const float *mean, const float *rstd,
+                                const void *dy, void *dx, float *dw, float *db, ork_dtype dt);
+    /* Row softmax: x, y (rows, C) dt; backward dx = y·(dy − Σ_c dy·y) from y. */
+    ork_status (*softmax)(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
+    ork_status (*softmax_bwd)(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy,
+                              void *dx, ork_dtype dt);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */

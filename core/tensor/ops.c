@@ -1088,6 +1088,147 @@ static ork_status op_cast(ork_graph *g, ork_tensor *x, ork_dtype dt, ork_tensor 
     return record(g, OP, cast_bwd, 1, &x, 1, y, &n);
 }
 
+/* ---- groupnorm, pad2d, softmax (appended after ABI 1.0: the FLUX VAE) --------------------------- */
+
+/* p.i[0]: groups; aux[0], aux[1]: mean, rstd (B, G). */
+static ork_status groupnorm_bwd(ork_graph *g, ork_tape_node *n) {
+    ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *dy = n->out[0]->grad, *dx = NULL;
+    int64_t B = x->shape[0], C = x->shape[1], BC = x->shape[0] * x->shape[1];
+    int64_t P = BC > 0 ? ork_tensor_numel(x) / BC : 0, G = n->p.i[0];
+    if (needs(x)) ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
+    float *dw, *db;
+    ork_tensor *tw, *tb;
+    ORK_TRY(f32_accum_target(g, w, &dw, &tw));
+    ORK_TRY(f32_accum_target(g, b, &db, &tb));
+    ORK_TRY(BE->groupnorm_bwd(KX, B, C, P, G, D(x), w ? D(w) : NULL, w ? w->dtype : ORK_F32, n->aux[0], n->aux[1],
+                              D(dy), dx ? D(dx) : NULL, dw, db, x->dtype));
+    if (dx) ORK_TRY(ork_grad_push(g, x, dx));
+    if (tw) ORK_TRY(ork_grad_push(g, w, tw));
+    if (tb) ORK_TRY(ork_grad_push(g, b, tb));
+    return ORK_OK;
+}
+
+static ork_status op_groupnorm(ork_graph *g, ork_tensor *x, int num_groups, ork_tensor *w, ork_tensor *b, float eps,
+                               ork_tensor **y) {
+    static const char *OP = "groupnorm";
+    LIVE(x);
+    if (x->ndim < 2) return shape_fail(OP, "x must be (B, C, ...)", x, NULL);
+    int64_t B = x->shape[0], C = x->shape[1], BC = B * C, P = BC > 0 ? ork_tensor_numel(x) / BC : 0;
+    if (num_groups < 1 || C % num_groups)
+        return ORK_FAIL(ORK_E_INVALID, "groupnorm: %d groups do not divide %lld channels", num_groups, (long long)C);
+    if (!(eps >= 0.0f)) return ORK_FAIL(ORK_E_INVALID, "groupnorm: eps %g", (double)eps);
+    ork_tensor *aff[2] = {w, b};
+    for (int i = 0; i < 2; i++) {
+        if (!aff[i]) continue;
+        LIVE(aff[i]);
+        if (ork_tensor_numel(aff[i]) != C) return shape_fail(OP, "w and b must have C elements", x, aff[i]);
+        if (aff[i]->dtype != ORK_F32 && aff[i]->dtype != ORK_BF16)
+            return shape_fail(OP, "w and b must be f32 or bf16", x, aff[i]);
+    }
+    if (w && b && w->dtype != b->dtype) return shape_fail(OP, "w and b must share a dtype", w, b);
+    ork_dtype wdt = w ? w->dtype : b ? b->dtype : ORK_F32;
+    float *mean, *rstd;
+    ORK_TRY(new_like(g, x, y));
+    ORK_TRY(aux_f32(g, B * num_groups, &mean));
+    ORK_TRY(aux_f32(g, B * num_groups, &rstd));
+    ORK_TRY(BE->groupnorm(KX, B, C, P, num_groups, eps, D(x), w ? D(w) : NULL, b ? D(b) : NULL, wdt, D(*y), mean, rstd,
+                          x->dtype));
+    ork_tensor *in[3] = {x, w, b};
+    if (!wants(g, 3, in)) {
+        ork_arena_put(g->arena, mean);
+        ork_arena_put(g->arena, rstd);
+        return ORK_OK;
+    }
+    ork_tape_node *n;
+    ORK_TRY(record(g, OP, groupnorm_bwd, 3, in, 1, y, &n));
+    ork_tape_save(n, x);
+    ork_tape_save(n, w);
+    n->aux[n->naux++] = mean;
+    n->aux[n->naux++] = rstd;
+    n->p.i[0] = num_groups;
+    return ORK_OK;
+}
+
+/* The (outer, H, W) block of x inside (outer, Ho, Wo) at row top, column left:
+ * a strided copy descriptor and the byte offset of the block in the big one. */
+static void pad_desc(const ork_tensor *small, const ork_tensor *big, int top, int left, ork_copy_desc *d,
+                     size_t *off) {
+    int r = small->ndim;
+    int64_t H = small->shape[r - 2], W = small->shape[r - 1], Ho = big->shape[r - 2], Wo = big->shape[r - 1];
+    memset(d, 0, sizeof *d);
+    d->ndim = 3;
+    d->shape[0] = H * W > 0 ? ork_tensor_numel(small) / (H * W) : 0;
+    d->shape[1] = H;
+    d->shape[2] = W;
+    d->sdt = d->ddt = small->dtype;
+    *off = (size_t)(top * Wo + left) * ork_dtype_size(small->dtype);
+    int64_t st_small[3] = {H * W, W, 1}, st_big[3] = {Ho * Wo, Wo, 1};
+    memcpy(d->src_stride, st_small, sizeof st_small); /* caller swaps for the backward */
+    memcpy(d->dst_stride, st_big, sizeof st_big);
+}
+
+/* p.i[0..3]: left, right, top, bottom */
+static ork_status pad2d_bwd(ork_graph *g, ork_tape_node *n) {
+    ork_tensor *x = n->in[0], *dy = n->out[0]->grad, *dx;
+    ork_copy_desc d;
+    size_t off;
+    pad_desc(x, dy, n->p.i[2], n->p.i[0], &d, &off);
+    int64_t t[3];
+    memcpy(t, d.src_stride, sizeof t);
+    memcpy(d.src_stride, d.dst_stride, sizeof t);
+    memcpy(d.dst_stride, t, sizeof t);
+    ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
+    ORK_TRY(BE->copy(KX, &d, (const char *)D(dy) + off, D(dx)));
+    return ork_grad_push(g, x, dx);
+}
+
+static ork_status op_pad2d(ork_graph *g, ork_tensor *x, int left, int right, int top, int bottom, ork_tensor **y) {
+    static const char *OP = "pad2d";
+    LIVE(x);
+    if (x->ndim < 2) return shape_fail(OP, "x must be (..., H, W)", x, NULL);
+    if (left < 0 || right < 0 || top < 0 || bottom < 0)
+        return ORK_FAIL(ORK_E_INVALID, "pad2d: negative padding (left %d, right %d, top %d, bottom %d)", left, right,
+                        top, bottom);
+    int64_t sh[ORK_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    sh[x->ndim - 2] += top + bottom;
+    sh[x->ndim - 1] += left + right;
+    ORK_TRY(new_t(g, x->dtype, x->ndim, sh, y));
+    ORK_TRY(BE->fill(KX, ork_tensor_numel(*y), 0.0f, D(*y), x->dtype));
+    ork_copy_desc d;
+    size_t off;
+    pad_desc(x, *y, top, left, &d, &off);
+    if (ork_tensor_numel(x)) ORK_TRY(BE->copy(KX, &d, D(x), (char *)D(*y) + off));
+    if (!wants(g, 1, &x)) return ORK_OK;
+    ork_tape_node *n;
+    ORK_TRY(record(g, OP, pad2d_bwd, 1, &x, 1, y, &n));
+    n->p.i[0] = left;
+    n->p.i[1] = right;
+    n->p.i[2] = top;
+    n->p.i[3] = bottom;
+    return ORK_OK;
+}
+
+static ork_status softmax_bwd(ork_graph *g, ork_tape_node *n) {
+    ork_tensor *x = n->in[0], *y = n->out[0], *dy = y->grad, *dx;
+    ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
+    ORK_TRY(BE->softmax_bwd(KX, rows_of(x), x->shape[x->ndim - 1], D(y), D(dy), D(dx), x->dtype));
+    return ork_grad_push(g, x, dx);
+}
+
+static ork_status op_softmax(ork_graph *g, ork_tensor *x, ork_tensor **y) {
+    static const char *OP = "softmax";
+    LIVE(x);
+    if (x->ndim < 1) return shape_fail(OP, "needs at least one dim", x, NULL);
+    ORK_TRY(new_like(g, x, y));
+    ORK_TRY(BE->softmax(KX, rows_of(x), x->shape[x->ndim - 1], D(x), D(*y), x->dtype));
+    if (!wants(g, 1, &x)) return ORK_OK;
+    ork_tape_node *n;
+    ORK_TRY(record(g, OP, softmax_bwd, 1, &x, 1, y, &n));
+    ork_tape_save(n, *y);
+    return ORK_OK;
+}
+
 static const ork_ops g_ops = {
     .abi = ORK_ABI_INIT(ork_ops),
     .linear = op_linear,
@@ -1116,6 +1257,9 @@ static const ork_ops g_ops = {
     .mean = op_mean,
     .sum = op_sum,
     .cast = op_cast,
+    .groupnorm = op_groupnorm,
+    .pad2d = op_pad2d,
+    .softmax = op_softmax,
 };
 
 const ork_ops *ork_ops_table(void) { return &g_ops; }

@@ -96,6 +96,23 @@ typedef struct ork_ops {
 
     /* Convert x to dtype dt (differentiable; the gradient is cast back). */
     ork_status (*cast)(ork_graph *g, ork_tensor *x, ork_dtype dt, ork_tensor **y);
+
+    /* ---- appended after 1.0 (docs/DECISIONS.md): a plugin built against an
+     * older header never sees them; one that calls them checks
+     * abi.struct_size >= offsetof(ork_ops, softmax) + sizeof(void *) first. */
+
+    /* GroupNorm: x (B, C, ...) NCHW-style, channels on dim 1, num_groups divides
+     * C; per (batch, group) mean and biased variance over C/num_groups channels
+     * and every trailing element: y = (x − mean)·rsqrt(var + eps)·w[c] + b[c].
+     * w, b (C) are F32 or BF16 of one dtype, or NULL (no affine). */
+    ork_status (*groupnorm)(ork_graph *g, ork_tensor *x, int num_groups, ork_tensor *w, ork_tensor *b, float eps,
+                            ork_tensor **y);
+    /* Zero padding of the last two dims: x (..., H, W) ->
+     * y (..., top + H + bottom, left + W + right); every amount >= 0. */
+    ork_status (*pad2d)(ork_graph *g, ork_tensor *x, int left, int right, int top, int bottom, ork_tensor **y);
+    /* softmax over the last dim (F32 math). Materialises its input: for L×L
+     * scores where the fused attention does not apply (head dim > 128 on CUDA). */
+    ork_status (*softmax)(ork_graph *g, ork_tensor *x, ork_tensor **y);
 } ork_ops;
 
 #ifdef __cplusplus
