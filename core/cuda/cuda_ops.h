@@ -74,6 +74,17 @@ ork_status ork_cuda_chan_bias(const ork_kctx *k, int64_t N, int64_t C, int64_t P
 ork_status ork_cuda_chan_sum(const ork_kctx *k, int64_t N, int64_t C, int64_t P, const void *dy, ork_dtype dt,
                              float *db);
 
+/* Group norm and row softmax (cuda_gn.cu). */
+ork_status ork_cuda_groupnorm(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, float eps, const void *x,
+                              const void *w, const void *b, ork_dtype wdt, void *y, float *mean, float *rstd,
+                              ork_dtype dt);
+ork_status ork_cuda_groupnorm_bwd(const ork_kctx *k, int64_t B, int64_t C, int64_t P, int64_t G, const void *x,
+                                  const void *w, ork_dtype wdt, const float *mean, const float *rstd, const void *dy,
+                                  void *dx, float *dw, float *db, ork_dtype dt);
+ork_status ork_cuda_softmax(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
+ork_status ork_cuda_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy, void *dx,
+                                ork_dtype dt);
+
 #ifdef __cplusplus
 }
 #endif
