@@ -57,6 +57,8 @@ typedef struct ork_network_config {
     int64_t linear;            /* rank (alias: rank); 4 */
     double linear_alpha;       /* 1.0 (alias: alpha); FLUX ignores it, FORMATS.md §1 */
     double dropout;            /* 0: none */
+    const char *weight_dtype;  /* orakul: LoRA master weights, "fp32" (default) or "bf16"
+                                * (updated with stochastic rounding, NUMERICS.md §4) */
     ork_strs only_if_contains;   /* network_kwargs.*: module-name filters */
     ork_strs ignore_if_contains;
 } ork_network_config;

@@ -45,6 +45,7 @@ static const ork_ck network_keys[] = {
     I("linear", "4", 1, 65536, linear), ALIAS("rank", "linear"),
     F("linear_alpha", "1.0", 0, 1e9, linear_alpha), ALIAS("alpha", "linear_alpha"),
     F("dropout", "0", 0, 1, dropout),
+    STR("weight_dtype", "fp32", "fp32|float32|bf16|bfloat16", weight_dtype),
     ROW("network_kwargs", ORK_CK_MAP, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, &network_kwargs_t),
     KNOWN("conv", NULL), KNOWN("conv_alpha", NULL), KNOWN("lorm", NULL), KNOWN("transformer_only", "true"),
     KNOWN("lokr_full_rank", NULL), KNOWN("lokr_factor", NULL), KNOWN("old_lokr_format", "false"),

@@ -802,7 +802,7 @@ static ork_status make_plan(job *j, ork_device dev) {
         in.scale_bytes_per_row = (int)ql.n_scales * 4;
     }
     in.lora_rank = j->p->network.linear;
-    in.param_bytes = 4;
+    in.param_bytes = (j->p->network.weight_dtype && strstr(j->p->network.weight_dtype, "bf")) ? 2 : 4;
     size_t sb = 0;
     void *tmp = NULL;
     if (j->ovt->create(&j->c_opt->host, j->opt_params, &tmp) == ORK_OK) {
@@ -861,7 +861,9 @@ static ork_status setup(job *j) {
     ork_lora_opts lo = {.rank = nc->linear, .alpha = nc->linear_alpha, .dropout = nc->dropout,
                         .only_if_contains = nc->only_if_contains.v, .n_only = (int)nc->only_if_contains.n,
                         .ignore_if_contains = nc->ignore_if_contains.v, .n_ignore = (int)nc->ignore_if_contains.n,
-                        .param_dt = ORK_F32, .seed = j->seed};
+                        .param_dt = (nc->weight_dtype && (!strcmp(nc->weight_dtype, "bf16") ||
+                                                          !strcmp(nc->weight_dtype, "bfloat16"))) ? ORK_BF16 : ORK_F32,
+                        .seed = j->seed};
     ORK_TRY(ork_lora_create(j->alloc, j->be, &j->g->k, j->ws, &j->info, &lo, &j->lora));
     int first = j->info.n_blocks;
     for (int i = 0; i < ork_lora_count(j->lora); i++)

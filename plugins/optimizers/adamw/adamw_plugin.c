@@ -31,8 +31,8 @@ static const ork_param adamw_keys[] = {
     {"betas", ORK_PARAM_FLOAT, 2, 0, "[0.9, 0.999]", 0, 0.999999, NULL, P(betas), "(beta1, beta2) moment decay rates"},
     {"eps", ORK_PARAM_FLOAT, 1, 0, "1e-6", 0, 1, NULL, P(eps), "denominator epsilon (ai-toolkit passes 1e-6)"},
     {"weight_decay", ORK_PARAM_FLOAT, 1, 0, "0.01", 0, 1, NULL, P(weight_decay), "decoupled weight decay"},
-    {"stochastic_rounding", ORK_PARAM_BOOL, 1, 0, "false", 1, 0, NULL, P(stochastic_rounding),
-     "bf16 parameters: stochastic rounding instead of round-to-nearest-even"},
+    {"stochastic_rounding", ORK_PARAM_BOOL, 1, 0, "true", 1, 0, NULL, P(stochastic_rounding),
+     "bf16 parameters (network.weight_dtype: bf16): stochastic rounding (unbiased) instead of round-to-nearest-even"},
     {NULL},
 };
 #undef P
