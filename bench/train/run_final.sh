@@ -12,6 +12,12 @@ export LD_LIBRARY_PATH=$root/.gpu-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PAT
 whl=$(python3 -c "import nvidia.cudnn as m, os; print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null)
 export ORK_CUDNN_SDPA=1 ORK_CUDNN_LIB=$whl/libcudnn.so.9
 NO_TORCH=1 STEPS=${STEPS:-6} BUDGETS=0 TRAIN_TIMEOUT=170 timeout 200 bash bench/train/run_gpu.sh train 2>&1 | grep -v "NVIDIA\|build rc" | tail -12
+# the same run with FP8 E4M3 frozen weights (qfloat8): weight memory and step time
+sed -e "s#@RANK@#128#g" -e "s#@OUT@#/tmp/ork-q8#" -e "s#@DS@#/tmp/ork-bench/ds#" -e "s#@STEPS@#4#" -e "s#@BUDGET@#0#" \
+    -e "s#@TAEF1@#$root/.carry/taef1#" -e "s#        arch: flux#        arch: flux\n        quantize: true\n        qtype: qfloat8#" \
+    bench/train/flux1_dev_1024.yaml.in > /tmp/q8.yaml
+t0=$(date +%s); timeout 170 $B/bin/orakul run /tmp/q8.yaml > $OUT/train_q8.log 2>&1
+echo "== orakul FLUX.1-dev qfloat8 rc=$? $(( $(date +%s)-t0 ))s"; grep -E "^step|error|peak|weights" $OUT/train_q8.log | tail -6
 t0=$(date +%s); timeout 100 python3 .carry/torch_flux_ref.py --preset dev --res 1024 --ranks 128 --steps ${STEPS:-6} > $OUT/torch.log 2>&1
 echo "== torch rc=$? $(( $(date +%s)-t0 ))s"; tail -1 $OUT/torch.log
 t0=$(date +%s); timeout 90 $B/bench/flux/bench_flux_forward --preset flux1-dev --size 1024 --txt 512 --iters 3 > $OUT/fwd.log 2>&1
