@@ -40,13 +40,23 @@ typedef struct flux_params { /* model.model_kwargs, see flux_plugin.c */
     int64_t hidden_size, num_heads, depth, depth_single_blocks, context_in_dim, vec_in_dim, in_channels;
     int64_t flux_version;
     int32_t guidance_embed;
-    const char *codec;       /* auto | taef1 | pixel */
+    const char *codec;       /* auto | taef1 | pixel | vae */
     const char *taef1_path;  /* folder holding taef1_encoder/decoder.safetensors */
     int64_t pixel_patch;     /* pixel codec: pixels per token side */
     int64_t context_len;
+    const char *vae_path;    /* BFL ae.safetensors (FLUX.1 or FLUX.2 autoencoder), or a folder holding it */
 } flux_params;
 
-typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL } flux_codec;
+typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL, FLUX_CODEC_VAE } flux_codec;
+
+#define FLUX_VAE_MAX_LEVELS 8
+
+/* The autoencoder's geometry, read from the checkpoint's shapes (flux_vae.c). */
+typedef struct flux_vae {
+    int version;             /* 1: FLUX.1 AE (scale/shift), 2: FLUX.2 AE (quant convs, BatchNorm) */
+    int ch, nlev, ch_mult[FLUX_VAE_MAX_LEVELS], nres_enc, nres_dec, z, in_ch, out_ch;
+    float *bn_mean, *bn_std, *bn_rstd; /* FLUX.2: (4·z); std = sqrt(running_var + 1e-4) */
+} flux_vae;
 
 typedef struct flux_model {
     const ork_host *host;
@@ -56,6 +66,9 @@ typedef struct flux_model {
     flux_params p;
     char codec_name[16];
     char taef1_path[1024];
+    char vae_path[1024];
+    char vae_file[1100];     /* the ae.safetensors vae_path resolved to */
+    flux_vae vae;
     flux_cfg cfg;
     flux_codec codec;
     int pixel_patch;
@@ -105,6 +118,17 @@ ork_status flux_codec_declare(flux_model *f);
 ork_status flux_codec_load(flux_model *f, const ork_weight_sink *sink);
 ork_status flux_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
 ork_status flux_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
+
+/* flux_vae.c: the FLUX.1 / FLUX.2 autoencoders (codec vae) */
+ork_status flux_vae_open(flux_model *f);      /* geometry and BatchNorm stats from f->vae_path */
+void flux_vae_free(flux_model *f);
+int flux_vae_token_channels(const flux_model *f);
+int flux_vae_pixels_per_token(const flux_model *f);
+ork_status flux_vae_declare(flux_model *f);
+ork_status flux_vae_validate(flux_model *f);  /* every vae.* weight present, shaped, float */
+ork_status flux_vae_load(flux_model *f, const ork_weight_sink *sink);
+ork_status flux_vae_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
+ork_status flux_vae_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
 
 /* Declaration helper shared by flux_weights.c and flux_codec.c. */
 ork_status flux_decl(flux_model *f, const char *name, int block, uint32_t flags, int ndim, ...);

@@ -5,6 +5,7 @@
  *    (channel = c·4 + ph·2 + pw, FLUX.md §7).
  *  - pixel: lossless space-to-depth of p×p pixel patches into 3·p² channels,
  *    mapped to [-1, 1]; lets small models train on real images with no weights.
+ *  - vae: BFL's FLUX.1 / FLUX.2 autoencoders (flux_vae.c; dispatched here).
  * Both are differentiable (the perceptual loss decodes predictions). */
 #include "flux.h"
 
@@ -57,12 +58,17 @@ static ork_status decl_taef1(flux_model *f, const char *part, const char *layout
 }
 
 ork_status flux_codec_declare(flux_model *f) {
+    if (f->codec == FLUX_CODEC_VAE) {
+        TRY(flux_vae_declare(f));
+        return flux_vae_validate(f);
+    }
     if (f->codec != FLUX_CODEC_TAEF1) return ORK_OK;
     TRY(decl_taef1(f, "encoder", taef1_enc));
     return decl_taef1(f, "decoder", taef1_dec);
 }
 
 ork_status flux_codec_load(flux_model *f, const ork_weight_sink *sink) {
+    if (f->codec == FLUX_CODEC_VAE) return flux_vae_load(f, sink);
     if (f->codec != FLUX_CODEC_TAEF1) return ORK_OK;
     static const char *const parts[2] = {"encoder", "decoder"};
     for (int p = 0; p < 2; p++) {
@@ -182,8 +188,9 @@ ork_status flux_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor 
         TRY(run_taef1(f, g, "encoder", taef1_enc, img, &z));
         return pack(f, g, z, 2, tokens);
     }
+    case FLUX_CODEC_VAE: return flux_vae_encode(f, g, img, tokens);
     default:
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.taef1_path or codec: pixel");
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.vae_path, taef1_path or codec: pixel");
         return ORK_E_UNSUPPORTED;
     }
 }
@@ -200,8 +207,9 @@ ork_status flux_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, i
         TRY(unpack(f, g, tokens, 16, 2, h, w, &z));
         return run_taef1(f, g, "decoder", taef1_dec, z, img);
     }
+    case FLUX_CODEC_VAE: return flux_vae_decode(f, g, tokens, h, w, img);
     default:
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.taef1_path or codec: pixel");
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.vae_path, taef1_path or codec: pixel");
         return ORK_E_UNSUPPORTED;
     }
 }

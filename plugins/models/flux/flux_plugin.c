@@ -4,6 +4,7 @@
  * independent flux_model. */
 #include "flux.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +23,10 @@ static const ork_param flux_keys[] = {
     {"in_channels", ORK_PARAM_INT, 1, 0, "0", 0, 1 << 16, NULL, P(in_channels), "custom size: token channels (0: from the codec)"},
     {"flux_version", ORK_PARAM_INT, 1, 0, "1", 1, 2, NULL, P(flux_version), "custom size: 1 = FLUX.1 blocks, 2 = FLUX.2 blocks"},
     {"guidance_embed", ORK_PARAM_BOOL, 1, 0, "false", 1, 0, NULL, P(guidance_embed), "custom size: guidance embedding"},
-    {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|taef1|pixel", P(codec), "image codec: taef1 (needs taef1_path), pixel (space-to-depth), auto"},
+    {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|taef1|pixel|vae", P(codec), "image codec: vae (needs vae_path), taef1 (needs taef1_path), pixel (space-to-depth), auto (the first of vae, taef1 with a path set, else pixel)"},
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side"},
+    {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "BFL autoencoder: ae.safetensors of FLUX.1 or FLUX.2 (or a folder holding it); geometry from its shapes"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "text tokens when no text embeddings are given (0: 512, or 8 for custom sizes)"},
     {NULL},
 };
@@ -48,8 +50,10 @@ static ork_status flux_create(const ork_host *host, const void *params, void **s
     /* strings are only valid during create: copy them */
     snprintf(f->codec_name, sizeof f->codec_name, "%s", f->p.codec ? f->p.codec : "auto");
     snprintf(f->taef1_path, sizeof f->taef1_path, "%s", f->p.taef1_path ? f->p.taef1_path : "");
+    snprintf(f->vae_path, sizeof f->vae_path, "%s", f->p.vae_path ? f->p.vae_path : "");
     f->p.codec = f->codec_name;
     f->p.taef1_path = f->taef1_path;
+    f->p.vae_path = f->vae_path;
     *self = f;
     return ORK_OK;
 }
@@ -58,6 +62,7 @@ static void flux_destroy(void *self) {
     flux_model *f = self;
     if (!f) return;
     if (f->src) f->st->close(f->src);
+    flux_vae_free(f);
     for (int i = 0; i < f->n_weights; i++) free(f->weight_names[i]);
     for (int i = 0; i < f->n_blocks; i++) free(f->block_names[i]);
     free(f->weight_names);
@@ -113,8 +118,27 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     }
     /* codec */
     const char *codec = f->p.codec;
-    if (!strcmp(codec, "auto")) codec = f->p.taef1_path[0] ? "taef1" : "pixel";
-    if (!strcmp(codec, "taef1")) {
+    if (!strcmp(codec, "auto")) codec = f->p.vae_path[0] ? "vae" : f->p.taef1_path[0] ? "taef1" : "pixel";
+    if (!strcmp(codec, "vae")) {
+        if (!f->p.vae_path[0]) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec vae needs model.model_kwargs.vae_path (BFL ae.safetensors)");
+            return ORK_E_CONFIG;
+        }
+        if (f->ops->abi.struct_size < offsetof(ork_ops, softmax) + sizeof f->ops->softmax) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec vae needs groupnorm, pad2d and softmax in %s (this core predates them)",
+                     ORK_SERVICE_OPS);
+            return ORK_E_ABI;
+        }
+        ORK_TRY(flux_vae_open(f));
+        int want = flux_vae_token_channels(f);
+        if (f->cfg.in_channels == 0) f->cfg.in_channels = want;
+        if (f->cfg.in_channels != want) {
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "vae_path %s is a FLUX.%d autoencoder giving %d-channel tokens; %s takes %d",
+                     f->vae_file, f->vae.version, want, f->cfg.variant, f->cfg.in_channels);
+            return ORK_E_CONFIG;
+        }
+        f->codec = FLUX_CODEC_VAE;
+    } else if (!strcmp(codec, "taef1")) {
         if (!f->p.taef1_path[0]) {
             FLUX_LOG(f, ORK_LEVEL_ERROR, "codec taef1 needs model.model_kwargs.taef1_path");
             return ORK_E_CONFIG;
@@ -149,7 +173,8 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     info->n_weights = f->n_weights;
     info->weights = f->weights;
     info->token_channels = f->cfg.in_channels;
-    info->pixels_per_token = f->codec == FLUX_CODEC_PIXEL ? f->pixel_patch : 16;
+    info->pixels_per_token = f->codec == FLUX_CODEC_PIXEL ? f->pixel_patch
+                             : f->codec == FLUX_CODEC_VAE ? flux_vae_pixels_per_token(f) : 16;
     info->context_dim = f->cfg.context_dim;
     info->context_len = f->p.context_len > 0 ? (int)f->p.context_len : (strcmp(f->cfg.variant, "custom") ? 512 : 8);
     info->vec_dim = f->cfg.vec_dim;
@@ -159,7 +184,8 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     info->lora_format = f->cfg.version == 1 ? "kohya" : "peft-bfl";
     FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights, codec %s",
              f->cfg.variant, f->cfg.version, f->cfg.hidden, f->cfg.heads, f->cfg.depth, f->cfg.depth_single,
-             f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel" : "none");
+             f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel"
+             : f->codec == FLUX_CODEC_VAE ? (f->vae.version == 2 ? "vae (FLUX.2)" : "vae (FLUX.1)") : "none");
     return ORK_OK;
 }
 
@@ -194,7 +220,7 @@ static const ork_component flux_component = {
     .kind = ORK_KIND_MODEL,
     .id = "org.orakul.flux",
     .aliases = flux_aliases,
-    .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers with TAEF1 and pixel codecs",
+    .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers with their autoencoders, TAEF1 and pixel codecs",
     .params = flux_keys,
     .params_size = sizeof(flux_params),
     .vtable = &flux_vtable,
