@@ -69,6 +69,8 @@ ork_status ork_cpu_groupnorm_bwd(const ork_kctx *k, int64_t B, int64_t C, int64_
 ork_status ork_cpu_softmax(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
 ork_status ork_cpu_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy, void *dx,
                                ork_dtype dt);
+ork_status ork_cpu_dropout(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
+                           ork_dtype dt);
 
 #define ORK_CPU_NEED_F32(dt, what) \
     do { if ((dt) != ORK_F32) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu: %s needs f32 activations", (what)); } while (0)

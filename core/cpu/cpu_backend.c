@@ -494,6 +494,7 @@ static const ork_backend g_cpu = {
     .groupnorm_bwd = ork_cpu_groupnorm_bwd,
     .softmax = ork_cpu_softmax,
     .softmax_bwd = ork_cpu_softmax_bwd,
+    .dropout = ork_cpu_dropout,
 };
 
 const ork_backend *ork_cpu_backend(void) { return &g_cpu; }

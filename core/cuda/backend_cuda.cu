@@ -209,6 +209,7 @@ static const ork_backend g_cuda = {
     ork_cuda_maxpool2x2, ork_cuda_maxpool2x2_bwd, ork_cuda_upsample2x, ork_cuda_upsample2x_bwd,
     ork_cuda_reduce, ork_cuda_mse, ork_cuda_mse_bwd,
     ork_cuda_groupnorm, ork_cuda_groupnorm_bwd, ork_cuda_softmax, ork_cuda_softmax_bwd,
+    ork_cuda_dropout,
 };
 
 const ork_backend *ork_cuda_backend(void) { return &g_cuda; }

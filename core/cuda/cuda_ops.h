@@ -84,6 +84,8 @@ ork_status ork_cuda_groupnorm_bwd(const ork_kctx *k, int64_t B, int64_t C, int64
 ork_status ork_cuda_softmax(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
 ork_status ork_cuda_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy, void *dx,
                                 ork_dtype dt);
+ork_status ork_cuda_dropout(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
+                            ork_dtype dt);
 
 #ifdef __cplusplus
 }

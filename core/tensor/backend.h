@@ -275,6 +275,13 @@ typedef struct ork_backend {
     ork_status (*softmax)(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
     ork_status (*softmax_bwd)(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy,
                               void *dx, ork_dtype dt);
+
+    /* ---- appended: dropout (LoRA) ---- */
+    /* In place: x[i] = keep(seed, i) ? x[i] · scale : 0 for i < n (x of dt), with
+     * keep from tensor/dropout_hash.h (threshold = p · 2^64). The same call is
+     * the forward and the backward (the gradient takes the same mask). */
+    ork_status (*dropout)(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
+                          ork_dtype dt);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */

@@ -40,6 +40,7 @@ struct ork_graph {
     ork_dtype act_dt;
     ork_weight_fn weight_fn;
     void *weight_ctx;
+    uint64_t dropout_seed; /* LoRA dropout of this micro-step; 0: none (inference) */
 };
 
 /* alloc is borrowed (shared with the weight store and the trainer). */

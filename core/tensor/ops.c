@@ -102,6 +102,19 @@ static ork_status gemm_to_grad(ork_graph *g, ork_tensor *t, ork_gemm_desc *d) {
 
 /* ---- linear (+ LoRA) ---------------------------------------------------------------- */
 
+/* LoRA dropout (kohya/ai-toolkit: on the rank activation h = x·downᵀ): the mask
+ * of one module in one micro-step is a function of the graph's dropout seed and
+ * the weight's name, so the recompute redraws it exactly. */
+static uint64_t lora_drop_seed(const ork_graph *g, const ork_tensor *w) {
+    uint64_t h = 0xcbf29ce484222325ull ^ g->dropout_seed;
+    for (const char *c = w->name ? w->name : ""; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    return h;
+}
+static uint64_t drop_threshold(float p) {
+    double t = (double)p * 18446744073709551616.0;
+    return t >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)t;
+}
+
 /* The dtype a quantized W is dequantized into for x's GEMMs: the activations'. */
 static ork_status qscratch_dt(const ork_tensor *x, const ork_tensor *w, ork_dtype *dt) {
     if (x->dtype != ORK_BF16 && x->dtype != ORK_F32)
@@ -153,6 +166,11 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         ork_gemm_desc d = {.M = M, .N = r, .K = N, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
                            .lda = N, .B = upp, .bdt = ldt, .ldb = r, .C = D(dh), .cdt = dh->dtype, .ldc = r};
         ORK_TRY(BE->gemm(KX, &d));
+        float pd = n->p.f[2];
+        if (pd > 0.0f && BE->dropout) { /* the forward's mask, on the gradient of h */
+            uint64_t sd = (uint64_t)(uint32_t)n->p.i[4] | ((uint64_t)(uint32_t)n->p.i[5] << 32);
+            ORK_TRY(BE->dropout(KX, M * r, sd, drop_threshold(pd), 1.0f / (1.0f - pd), D(dh), dh->dtype));
+        }
     }
     if (needs(x)) {
         ork_tensor *dx;
@@ -271,6 +289,9 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
                            .lda = K, .B = downp, .bdt = ldt, .ldb = K, .C = h, .cdt = x->dtype,
                            .ldc = r};
         ORK_TRY(BE->gemm(KX, &e));
+        if (lo->dropout > 0.0f && g->dropout_seed && BE->dropout)
+            ORK_TRY(BE->dropout(KX, M * r, lora_drop_seed(g, w), drop_threshold(lo->dropout), 1.0f / (1.0f - lo->dropout),
+                                h, x->dtype));
         ork_gemm_desc f = {.tb = 1, .M = M, .N = N, .K = r, .batch = 1, .alpha = lo->scale, .beta = 1.0f, .A = h,
                            .adt = x->dtype, .lda = r, .B = upp, .bdt = ldt, .ldb = r, .C = D(*y),
                            .cdt = x->dtype, .ldc = N};
@@ -288,6 +309,12 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
     ork_tape_save(n, x);
     n->p.f[0] = lo ? lo->scale : 0.0f;
     n->p.f[1] = dc ? 1.0f : 0.0f;
+    n->p.f[2] = (lo && g->dropout_seed) ? lo->dropout : 0.0f;
+    if (n->p.f[2] > 0.0f) {
+        uint64_t sd = lora_drop_seed(g, w);
+        n->p.i[4] = (int)(uint32_t)sd;
+        n->p.i[5] = (int)(uint32_t)(sd >> 32);
+    }
     if (h) n->aux[n->naux++] = h;
     if (dc) { n->aux[n->naux++] = dc; n->aux[n->naux++] = uc; }
     return ORK_OK;

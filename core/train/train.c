@@ -711,6 +711,10 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     ork_model_inputs in = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = first->h_tok, .w_tokens = first->w_tok,
                            .timesteps_host = ts, .guidance_host = j->info.has_guidance ? gd : NULL};
     if (s == ORK_OK) s = ork_graph_reset(j->g);
+    /* LoRA dropout masks of this micro-step: a function of (seed, k), so the
+     * recompute and a resumed run draw the same ones */
+    j->g->dropout_seed = j->p->network.dropout > 0 ? (j->seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)k + 1) : 0;
+    if (j->g->dropout_seed == 0 && j->p->network.dropout > 0) j->g->dropout_seed = 1;
     int64_t sh3[3] = {nb, N, C}, sht[3] = {nb, T, ctx}, shv[2] = {nb, j->info.vec_dim}, shb = nb;
     if (s == ORK_OK) s = upload_act(j, xt, 3, sh3, &in.tokens);
     if (s == ORK_OK) s = upload_act(j, tg, 3, sh3, &lc.target);

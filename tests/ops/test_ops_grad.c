@@ -60,6 +60,42 @@ static void t_linear_lora(void) {
     gc_free(5, in);
 }
 
+static void t_linear_lora_dropout(void) {
+    /* LoRA dropout (p 0.4 on h = x·downᵀ): the mask is a function of the graph's
+     * seed and the weight's name, so finite differences see one fixed function;
+     * a changed seed draws another mask and another output. */
+    ork_tensor *x = gc_param(3, S(2, 7, 6), 1.0), *w = gc_const(ORK_F32, 2, S(5, 6), 0.5);
+    ork_tensor *down = gc_param(2, S(3, 6), 0.5), *up = gc_param(2, S(5, 3), 0.5);
+    NEED(x); NEED(w); NEED(down); NEED(up);
+    w->name = "double_blocks.0.img_attn.qkv.weight";
+    ork_lora lo = {down, up, 0.7f, 0.4f};
+    w->lora = &lo;
+    G.g->dropout_seed = 12345;
+    ork_tensor *in[5] = {x, w, NULL, down, up};
+    int check[5] = {1, 0, 0, 1, 1};
+    CU_ASSERT(gc_check("linear+lora+dropout", f_linear, NULL, 5, in, check, 1e-3));
+    /* the mask really drops: some h entries vanish, the output depends on the seed */
+    ork_graph_reset(G.g);
+    ork_tensor *y1, *y2, *y0;
+    float a[70], b2[70], c[70];
+    CU_ASSERT_FATAL(G.ops->linear(G.g, x, w, NULL, &y1) == ORK_OK);
+    memcpy(a, ork_tensor_data(y1), sizeof a);
+    G.g->dropout_seed = 999;
+    CU_ASSERT_FATAL(G.ops->linear(G.g, x, w, NULL, &y2) == ORK_OK);
+    memcpy(b2, ork_tensor_data(y2), sizeof b2);
+    G.g->dropout_seed = 0; /* inference: no dropout */
+    CU_ASSERT_FATAL(G.ops->linear(G.g, x, w, NULL, &y0) == ORK_OK);
+    memcpy(c, ork_tensor_data(y0), sizeof c);
+    int diff12 = 0, diff10 = 0;
+    for (int i = 0; i < 70; i++) { diff12 += a[i] != b2[i]; diff10 += a[i] != c[i]; }
+    CU_ASSERT(diff12 > 0);
+    CU_ASSERT(diff10 > 0);
+    w->lora = NULL;
+    w->name = "";
+    ork_tensor *fr[4] = {x, w, down, up};
+    gc_free(4, fr);
+}
+
 /* ---- elementwise ------------------------------------------------------------------------ */
 
 static ork_status f_add(ork_graph *g, ork_tensor **in, void *ctx, ork_tensor **o, int *n) {
@@ -520,6 +556,7 @@ static void t_composite(void) {
 static const ork_test_case cases[] = {
     {"linear with bias", t_linear_bias},
     {"linear with LoRA (W frozen, bf16)", t_linear_lora},
+    {"linear with LoRA dropout (deterministic mask)", t_linear_lora_dropout},
     {"add/mul broadcasting", t_broadcast},
     {"modulate", t_modulate},
     {"scale", t_scale},
