@@ -153,8 +153,22 @@ static ork_status resolve(job *j, ork_component_kind kind, const ork_plugin_comp
     return ORK_OK;
 }
 
+/* model.vae_path (ai-toolkit's key) reaches a model family that declares a
+ * string key "vae_path" in its model_kwargs table, unless model_kwargs set it. */
+static void pass_vae_path(job *j) {
+    const char *vp = j->p->model.vae_path;
+    if (!vp || !*vp || !j->c_model->c->params) return;
+    for (const ork_param *k = j->c_model->c->params; k->key; k++)
+        if (!strcmp(k->key, "vae_path") && k->type == ORK_PARAM_STRING) {
+            const char **slot = (const char **)((char *)j->model_params + k->offset);
+            if (!*slot || !**slot) *slot = vp;
+            return;
+        }
+}
+
 static ork_status resolve_all(job *j) {
     ORK_TRY(resolve(j, ORK_KIND_MODEL, &j->c_model, &j->model_params));
+    pass_vae_path(j);
     ORK_TRY(resolve(j, ORK_KIND_LOSS, &j->c_loss, &j->loss_params));
     ORK_TRY(resolve(j, ORK_KIND_OPTIMIZER, &j->c_opt, &j->opt_params));
     j->mvt = j->c_model->c->vtable;
