@@ -84,13 +84,21 @@ static inline ork_status ft_open(const char *name_or_path, const char *const *kv
 }
 
 /* CPU graph (F32 activations), F32 weight store, load every weight. */
+/* FT_GPU (the gpu-labelled build of a test): the CUDA backend with BF16
+ * activations and a BF16 weight store, as training on the GPU runs. */
 static inline ork_status ft_load(ft_model *m) {
+#ifdef FT_GPU
+    const ork_backend *be = ork_cuda_backend();
+    const ork_dtype act = ORK_BF16;
+#else
     const ork_backend *be = ork_cpu_backend();
+    const ork_dtype act = ORK_F32;
+#endif
     ORK_TRY(ork_alloc_create(be, 0, &m->alloc));
     ork_graph_opts go = {0};
-    go.act_dtype = ORK_F32;
+    go.act_dtype = act;
     ORK_TRY(ork_graph_create(be, m->alloc, &go, &m->g));
-    ORK_TRY(ork_wstore_create(m->alloc, be, &m->g->k, &m->info, ORK_F32, &m->ws));
+    ORK_TRY(ork_wstore_create(m->alloc, be, &m->g->k, &m->info, act, &m->ws));
     ORK_TRY(m->vt->load(m->self, ork_wstore_sink(m->ws)));
     ORK_TRY(ork_wstore_check_complete(m->ws));
     ork_wstore_attach(m->ws, m->g);
