@@ -148,6 +148,9 @@ static void test_resume_bitwise(void) {
     c.save_every = 20;
     c.keep = 4;
     c.dtype = "float32"; /* the LoRA file holds the trained values exactly */
+#ifdef TT_OPT
+    c.optimizer = TT_OPT;
+#endif
     CU_ASSERT_FATAL(tt_write_config(ca, &c) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(tt_write_config(cb2, &c) == 0);
