@@ -289,7 +289,7 @@ static void t_jpeg_and_exif(void) {
 }
 
 static void t_malformed(void) {
-    size_t n;
+    size_t n = 0;
     char src[512];
     snprintf(src, sizeof src, "%s/assets/photos/coffee.png", ORK_SOURCE_DIR);
     uint8_t *png = read_bytes(src, &n);

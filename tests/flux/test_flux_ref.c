@@ -459,6 +459,7 @@ static void case_runner(const char *tag) {
 static void test_flux1_runner_ckpt(void) { case_runner("flux1_small"); }
 static void test_flux2_runner_ckpt(void) { case_runner("flux2_small"); }
 
+#ifndef FT_GPU
 static const ork_test_case cases[] = {
     {"flux1 BFL: pred, input and weight grads vs f64 reference", test_flux1_grads},
     {"flux2 BFL: pred, input and weight grads vs f64 reference", test_flux2_grads},
@@ -469,6 +470,7 @@ static const ork_test_case cases[] = {
     {"flux2 runner: checkpointed step == straight backward", test_flux2_runner_ckpt},
     {NULL, NULL},
 };
+#endif
 
 #ifdef FT_GPU
 int ork_cuda_device_count(void);
@@ -477,7 +479,9 @@ static const ork_test_case gpu_cases[] = {
     {"flux2 BFL on CUDA (bf16): pred, input and weight grads vs f64 reference", test_flux2_grads},
     {"flux1 LoRA on CUDA: pred and adapter grads vs reference", test_flux1_lora},
     {"flux2 LoRA on CUDA: pred and adapter grads vs reference", test_flux2_lora},
+    {"flux1 diffusers checkpoint == BFL checkpoint on CUDA", test_flux1_diffusers},
     {"flux1 runner on CUDA: checkpointed step == straight backward", test_flux1_runner_ckpt},
+    {"flux2 runner on CUDA: checkpointed step == straight backward", test_flux2_runner_ckpt},
     {NULL, NULL},
 };
 int main(void) {

@@ -805,7 +805,7 @@ static void t_fixture_losses(void) {
 static void check_grad(const char *what, const char *content, const char *style) {
     char nm[64];
     snprintf(nm, sizeof nm, "ref.grad.pred.%s", what);
-    size_t n;
+    size_t n = 0;
     double *ref = fx_f64(fx, nm, &n);
     CU_ASSERT_FATAL(ref != NULL);
     float *grad = malloc(n * 4), loss;

@@ -17,7 +17,7 @@
 typedef struct fx_model {
     ork_model_info info;
     ork_weight_decl w[FX_MAXW];
-    char names[FX_MAXW][72];
+    char names[FX_MAXW][128];
     char bnames[FX_BLOCKS][32];
     const char *bn[FX_BLOCKS];
 } fx_model;
@@ -37,7 +37,7 @@ static void fx_add(fx_model *m, int block, uint32_t flags, int64_t d0, int64_t d
 
 /* A linear (out, in) with its bias. */
 static void fx_lin(fx_model *m, int block, const char *pre, int64_t out, int64_t in) {
-    char n[72];
+    char n[128];
     snprintf(n, sizeof n, "%s.weight", pre);
     fx_add(m, block, ORK_WEIGHT_LINEAR, out, in, n);
     snprintf(n, sizeof n, "%s.bias", pre);
@@ -72,7 +72,7 @@ static void fx_init(fx_model *m) {
     fx_lin(m, 0, "vector_in.in_layer", h, 768);
     fx_lin(m, 0, "vector_in.out_layer", h, h);
     fx_lin(m, 0, "txt_in", h, 4096);
-    char p[72];
+    char p[64];
     for (int i = 0; i < 19; i++) {
         const char *s[2] = {"img", "txt"};
         for (int k = 0; k < 2; k++) {

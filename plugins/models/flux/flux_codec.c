@@ -21,16 +21,16 @@ static const char taef1_enc[] = "crnrrrnrrrnrrrc";
 static const char taef1_dec[] = "CcRrrrunrrrunrrrunrc";
 
 static ork_status decl_conv(flux_model *f, const char *name, int bias, int64_t cout, int64_t cin) {
-    char n[160];
-    snprintf(n, sizeof n, "%s.weight", name);
+    char n[200];
+    snprintf(n, sizeof n, "%.180s.weight", name);
     TRY(flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC, 4, cout, cin, (int64_t)3, (int64_t)3));
     if (!bias) return ORK_OK;
-    snprintf(n, sizeof n, "%s.bias", name);
+    snprintf(n, sizeof n, "%.180s.bias", name);
     return flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_BIAS, 1, cout);
 }
 
 static ork_status decl_taef1(flux_model *f, const char *part, const char *layout) {
-    char n[160];
+    char n[200];
     for (int i = 0; layout[i]; i++) {
         int64_t cin = 64, cout = 64;
         if (!strcmp(part, "encoder")) {
@@ -115,7 +115,7 @@ static ork_status resblock(flux_model *f, ork_graph *g, ork_tensor *x, const cha
     char n[192];
     ork_tensor *h = x;
     for (int k = 0; k <= 4; k += 2) {
-        snprintf(n, sizeof n, "%s.conv.%d", name, k);
+        snprintf(n, sizeof n, "%.160s.conv.%d", name, k);
         TRY(conv(f, g, h, n, 1, 1, &h));
         if (k < 4) TRY(f->ops->relu(g, h, &h));
     }
@@ -125,7 +125,7 @@ static ork_status resblock(flux_model *f, ork_graph *g, ork_tensor *x, const cha
 
 static ork_status run_taef1(flux_model *f, ork_graph *g, const char *part, const char *layout, ork_tensor *x,
                             ork_tensor **y) {
-    char n[160];
+    char n[200];
     int enc = !strcmp(part, "encoder");
     for (int i = 0; layout[i]; i++) {
         snprintf(n, sizeof n, "taef1.%s.%d", part, i);
