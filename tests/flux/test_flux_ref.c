@@ -229,7 +229,13 @@ static ork_status attach_lora(ft_model *m, const ork_st_file *fx, lora_set *ls) 
             if (!t) return ORK_E_FORMAT;
             ork_tensor **dst = p ? &l->up : &l->down;
             ORK_TRY(ork_tensor_new(m->alloc, "lora", ORK_F32, 2, t->shape, 1, dst));
-            ORK_TRY(ork_st_read_f32(t, ork_tensor_data(*dst)));
+            /* through a host buffer: the tensor lives on the graph's device */
+            float *h = ft_f32(fx, name, NULL);
+            if (!h) return ORK_E_FORMAT;
+            ork_status st = m->g->be->memcpy_h2d(&m->g->k, ork_tensor_data(*dst), h, ork_tensor_nbytes(*dst));
+            if (st == ORK_OK) st = m->g->be->sync(&m->g->k);
+            free(h);
+            ORK_TRY(st);
         }
         snprintf(name, sizeof name, "lora.%s.alpha", mod);
         float *alpha = ft_f32(fx, name, NULL);
