@@ -375,11 +375,10 @@ static ork_status runner_grads(ft_model *m, const ork_st_file *fx, ork_runner *r
     ORK_TRY(s);
     ORK_TRY(ork_runner_step(r, &mi, ckpt, loss_fn, &lc, loss));
     for (int i = 0; i < np; i++) {
-        size_t n = (size_t)ork_tensor_numel(params[i]);
-        g_out[i] = malloc(n * sizeof(float));
-        if (!g_out[i]) return ORK_E_NOMEM;
         if (!params[i]->grad) return ORK_E_INTERNAL;
-        memcpy(g_out[i], ork_tensor_data(params[i]->grad), n * sizeof(float));
+        /* through to_host: on CUDA the gradient lives on the device */
+        g_out[i] = ft_host(m->g, params[i]->grad);
+        if (!g_out[i]) return ORK_E_NOMEM;
     }
     return ORK_OK;
 }
