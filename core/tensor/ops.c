@@ -1370,6 +1370,18 @@ static ork_status t_weight(ork_graph *g, const char *name, ork_tensor **out) {
     return g->weight_fn(g->weight_ctx, g, name, out);
 }
 
+static ork_status t_persistent(ork_graph *g, ork_dtype dt, int ndim, const int64_t *shape, const void *host,
+                               ork_tensor **out) {
+    if (!host) return ORK_FAIL(ORK_E_INVALID, "persistent: host data is NULL");
+    ORK_TRY(ork_tensor_new(g->alloc, "frozen", dt, ndim, shape, 0, out));
+    ork_status s = BE->memcpy_h2d(KX, D(*out), host, ork_tensor_nbytes(*out));
+    if (s == ORK_OK) s = BE->sync(KX); /* host may be freed as soon as we return */
+    if (s != ORK_OK) { ork_tensor_free(*out); *out = NULL; }
+    return s;
+}
+
+static void t_release(ork_tensor *t) { ork_tensor_free(t); }
+
 static const ork_tensor_api g_tensor_api = {
     .abi = ORK_ABI_INIT(ork_tensor_api),
     .ndim = t_ndim,
@@ -1384,6 +1396,8 @@ static const ork_tensor_api g_tensor_api = {
     .graph_device = t_graph_device,
     .grad_enabled = t_grad_enabled,
     .weight = t_weight,
+    .persistent = t_persistent,
+    .release = t_release,
 };
 
 const ork_tensor_api *ork_tensor_api_table(void) { return &g_tensor_api; }

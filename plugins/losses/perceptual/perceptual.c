@@ -15,11 +15,11 @@
  * values averaged over the batch (reduction: sum gives ai-toolkit's sum).
  *
  * Owns: its instance, the validated VGG19 conv weights as host F32 (read by
- * prepare from vgg_path through the safetensors service). They are uploaded
- * with from_host at every compute as frozen graph tensors: no gradient, no
- * optimizer state. (Graph tensors live until the trainer resets the graph,
- * which it does before every step, so nothing uploaded in prepare would
- * survive to the first step; see docs/perceptual.md.) */
+ * prepare from vgg_path through the safetensors service), and their device
+ * copies: uploaded once with tensor_api->persistent (they outlive graph
+ * resets; frozen: no gradient, no optimizer state) and released in destroy.
+ * A core without persistent (older 1.x) gets them re-uploaded with from_host
+ * at every compute, as graph tensors die at each reset. */
 #include <orakul/orakul.h>
 
 #include <math.h>
@@ -95,6 +95,10 @@ typedef struct perc {
     float content_s[VGG_NCONV], style_s[VGG_NCONV]; /* layer scalers s_l */
     float *w[VGG_NCONV], *b[VGG_NCONV];             /* host F32, torchvision shapes */
     int prepared;
+    /* Device copies that outlive graph resets (tensor_api->persistent, when the
+     * core offers it): uploaded once instead of at every compute. */
+    ork_tensor *dw[VGG_NCONV], *db[VGG_NCONV], *dmul, *dadd;
+    int dev_ready;
 } perc;
 
 #define LOG(pc, lvl, ...) (pc)->host->log((pc)->host, (lvl), __VA_ARGS__)
@@ -176,9 +180,19 @@ static ork_status perc_create(const ork_host *host, const void *params, void **s
     return ORK_OK;
 }
 
+static int has_persistent(const ork_tensor_api *ta) {
+    return ta->abi.struct_size >= offsetof(ork_tensor_api, release) + sizeof ta->release && ta->persistent &&
+           ta->release;
+}
+
 static void perc_destroy(void *self) {
     perc *pc = self;
     if (!pc) return;
+    if (pc->dev_ready) {
+        for (int i = 0; i < pc->n_conv; i++) { pc->ta->release(pc->dw[i]); pc->ta->release(pc->db[i]); }
+        pc->ta->release(pc->dmul);
+        pc->ta->release(pc->dadd);
+    }
     for (int i = 0; i < VGG_NCONV; i++) { free(pc->w[i]); free(pc->b[i]); }
     free(pc);
 }
@@ -257,6 +271,22 @@ static ork_status upload(perc *pc, ork_graph *g, vgg_dev *d) {
     float m[3], a[3];
     for (int c = 0; c < 3; c++) { m[c] = 1.0f / std[c]; a[c] = -mean[c] / std[c]; }
     int64_t s3[3] = {3, 1, 1};
+    if (has_persistent(pc->ta)) {
+        if (!pc->dev_ready) {
+            TRY(pc->ta->persistent(g, ORK_F32, 3, s3, m, &pc->dmul));
+            TRY(pc->ta->persistent(g, ORK_F32, 3, s3, a, &pc->dadd));
+            for (int i = 0; i < pc->n_conv; i++) {
+                int64_t wsh[4] = {vgg_cout[i], vgg_cin(i), 3, 3}, bsh[1] = {vgg_cout[i]};
+                TRY(pc->ta->persistent(g, ORK_F32, 4, wsh, pc->w[i], &pc->dw[i]));
+                TRY(pc->ta->persistent(g, ORK_F32, 1, bsh, pc->b[i], &pc->db[i]));
+            }
+            pc->dev_ready = 1;
+        }
+        d->mul = pc->dmul;
+        d->add = pc->dadd;
+        for (int i = 0; i < pc->n_conv; i++) { d->w[i] = pc->dw[i]; d->b[i] = pc->db[i]; }
+        return ORK_OK;
+    }
     TRY(pc->ta->from_host(g, ORK_F32, 3, s3, m, &d->mul));
     TRY(pc->ta->from_host(g, ORK_F32, 3, s3, a, &d->add));
     for (int i = 0; i < pc->n_conv; i++) {

@@ -54,6 +54,14 @@ typedef struct ork_tensor_api {
      * on the graph's device for the duration of the current block.
      * ORK_E_INVALID with one logged line when the name is unknown. */
     ork_status (*weight)(ork_graph *g, const char *name, ork_tensor **out);
+
+    /* Appended. A tensor that outlives graph resets (a loss's frozen weights,
+     * a codec's tables), on g's device, filled from host (of dtype dt),
+     * accounted under the tag "frozen"; never requires grad. The caller owns
+     * it and frees it with release. NULL entries: an older core. */
+    ork_status (*persistent)(ork_graph *g, ork_dtype dt, int ndim, const int64_t *shape, const void *host,
+                             ork_tensor **out);
+    void (*release)(ork_tensor *t); /* NULL is a no-op */
 } ork_tensor_api;
 
 #ifdef __cplusplus
