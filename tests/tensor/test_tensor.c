@@ -355,6 +355,19 @@ static void t_tensor_api(void) {
     CU_ASSERT(T->weight(g, "nope", &w) == ORK_E_INVALID);
     CU_ASSERT(g_weight_calls == 2);
     ork_tensor_free(g_wt);
+    /* persistent tensors outlive graph resets, are accounted under "frozen", and
+     * release frees them */
+    ork_tensor *p;
+    CU_ASSERT_FATAL(T->persistent(g, ORK_F32, 2, S(2, 3), h, &p) == ORK_OK);
+    CU_ASSERT(ork_alloc_in_use(a, "frozen") >= sizeof h);
+    CU_ASSERT(ork_graph_reset(g) == ORK_OK);
+    ork_tensor *junk;
+    CU_ASSERT(T->from_host(g, ORK_F32, 2, S(2, 3), back, &junk) == ORK_OK); /* reuses the arena */
+    CU_ASSERT(T->to_host(g, p, ORK_F32, back) == ORK_OK && memcmp(h, back, sizeof h) == 0);
+    CU_ASSERT(T->persistent(g, ORK_F32, 1, S(2), NULL, &junk) == ORK_E_INVALID);
+    T->release(p);
+    T->release(NULL);
+    CU_ASSERT(ork_alloc_in_use(a, "frozen") == 0);
     ork_graph_destroy(g);
     CU_ASSERT(ork_alloc_in_use(a, NULL) == 0);
     ork_alloc_destroy(a);
