@@ -812,6 +812,9 @@ static ork_status make_plan(job *j, ork_device dev) {
     } else {
         in.mode = mc->vram_budget_gb > 0 ? ORK_OFFLOAD_AUTO : ORK_OFFLOAD_NONE;
     }
+    /* a budget without a fixed percent: the trainable state may stream too
+     * (ZeRO-Offload per block, docs/streaming.md §4) when nothing else fits */
+    in.allow_trainable_streaming = in.mode == ORK_OFFLOAD_AUTO;
     in.weight_bytes = dev == ORK_DEV_CPU ? 4 : 2;
     ork_quant_layout ql;
     if (j->quant && j->qvt->layout(j->quant, 1, 128, &ql) == ORK_OK) { /* a quantized linear row: bytes + scales */
@@ -855,6 +858,10 @@ static ork_status setup(job *j) {
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(make_plan(j, j->be->device));
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
+    if (j->plan->trainable_streamed) /* planned (orakul plan prints it); the runtime is not in yet */
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: the plan needs the trainable state (LoRA + optimizer state) to stream per block, "
+                        "which training does not do yet (docs/streaming.md §4): lower network.linear, use optimizer "
+                        "adamw8bit, or raise model.vram_budget_gb", ork_config_file(j->cfg));
     if (j->plan->n_streamed > 0) {
         if (!j->p->train.gradient_checkpointing)
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",

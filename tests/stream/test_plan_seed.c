@@ -1,0 +1,79 @@
+/* tests/stream/test_plan_seed.c — `orakul plan` on the seed's run
+ * (configs/seed_flux2_dev_r1280_24gb.yaml: FLUX.2-dev shapes, rank-1280 LoRA,
+ * adamw8bit, 24 GiB budget) through the built CLI. Without trainable-state
+ * streaming the plan refused it (73 GiB of LoRA + grads + state); with it the
+ * plan must succeed, say the trainable state streams, and add up to at most
+ * the 24 GiB budget. The config is copied with its dataset folder pointed at
+ * the repository's assets/photos (the plan only scans it). */
+#include "ork_test.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static char g_tmp[256];
+
+static int setup(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-plan-seed-XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : 1;
+}
+static int teardown(void) {
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static void seed_plan_fits(void) {
+    char src[PATH_MAX], cfg[PATH_MAX], ds[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
+    snprintf(src, sizeof src, "%s/configs/seed_flux2_dev_r1280_24gb.yaml", ORK_SOURCE_DIR);
+    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
+    snprintf(ds, sizeof ds, "%s/assets/photos", ORK_SOURCE_DIR);
+    snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
+    snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
+    char *y = slurp(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    char *at = strstr(y, "/tmp/seedds");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    FILE *f = fopen(cfg, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "%.*s%s%s", (int)(at - y), y, ds, at + strlen("/tmp/seedds"));
+    fclose(f);
+    free(y);
+    char cmd[6 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE, cfg, outf, errf);
+    int st = system(cmd);
+    char *out = slurp(outf), *err = slurp(errf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fprintf(stderr, "stderr:\n%s\n", err ? err : "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "trainable state streamed per block"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "VRAM budget 24.00 GiB"));
+    /* the VRAM line's total is within the budget */
+    const char *v = strstr(out, "  VRAM: ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    const char *eq = strstr(v, " = ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eq);
+    double tot = 0;
+    char unit[8] = "";
+    CU_ASSERT_EQUAL(sscanf(eq + 3, "%lf %7s", &tot, unit), 2);
+    CU_ASSERT_STRING_EQUAL(unit, "GiB");
+    CU_ASSERT(tot > 1.0 && tot <= 24.0);
+    free(out);
+    free(err);
+}
+
+static const ork_test_case cases[] = {{"seed_plan_fits_24gb_with_trainable_streaming", seed_plan_fits}, {NULL, NULL}};
+ORK_TEST_MAIN("stream_plan_seed", setup, teardown, cases)
