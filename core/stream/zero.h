@@ -1,30 +1,49 @@
 /* stream/zero.h — trainable-state streaming (ZeRO-Offload per block): the
- * interface and data layout; the runtime is designed (docs/streaming.md §4)
- * but not implemented yet. The planner already sizes it
- * (ork_stream_plan.trainable_streamed) and the runner already calls
- * ork_block_hooks.grads_ready(block) after each block's backward.
+ * LoRA parameters of a block and their optimizer state live in ONE pinned
+ * host record per block and come to the device through a ring of slots with
+ * the block; in backward, as soon as the block's gradients are complete, the
+ * block is stepped and its record goes back to the host on the D2H lane,
+ * overlapped with the next block's compute (docs/streaming.md §4).
  *
- * Layout. Per block b, one pinned host record holds, contiguous and in the
- * LoRA network's module order: every parameter's data (F32/BF16), then every
- * parameter's optimizer state (optimizer->state_bytes), then an F32 gradient
- * accumulator per parameter (only with gradient accumulation > 1). The
- * device ring of the block streamer grows by the largest block's record, so
- * a block's LoRA weights arrive with its frozen weights in the same slot (one
- * H2D copy; the record sits after the frozen region).
+ * Layout. Per block b, the host record holds, each part ORK_STREAM_ALIGN-
+ * aligned and in parameter order: every parameter's data (F32/BF16), then
+ * every parameter's optimizer state (state_bytes, zeroed at create). A device
+ * slot holds the record followed by an F32 gradient buffer per parameter
+ * (device only: zeroed when the block arrives, accumulated by the block's
+ * backward). This runtime keeps its own slots and events beside the frozen
+ * weights' streamer (the same copy engine, two more lanes of work on it):
+ * one extra H2D copy per visit instead of appending the record to the frozen
+ * region, which keeps the frozen streamer untouched.
  *
- * Step (per micro-step, blocks >= first_trainable, in backward order):
- *   grads_ready(b): if this is the last micro-batch of the optimizer step:
- *     optimizer->step(params of b only) on the compute lane, with
- *     grad_scale = clip factor from the PREVIOUS step's global norm;
- *     the block's squared gradient norm is reduced into a device scalar
- *     (for the next step's clip factor) before the step;
- *     record COMPUTE -> D2H lane waits -> copy params + state back into
- *     b's host record -> record D2H; the slot's FREE waits for that D2H.
- *   else: gradients go D2H into the accumulator (or stay on the device
- *     when they fit: the planner decides).
- * [control-thread] */
+ * Schedule. ork_zero_pass_begin takes the runner's block order; blocks with
+ * trainable parameters form visits (consecutive repeats merged, as in the
+ * streamer). A block that appears more than once in the order (forward, then
+ * backward) is STEPPED at its last visit: ork_zero_grads_ready(b)
+ *   1. reduces each parameter's Σg² into a device array (the norm of THIS
+ *      step, read back at ork_zero_step_end for the NEXT step's clipping),
+ *   2. checks the block's gradients are finite (one F32 read back: a stream
+ *      sync per block) — a non-finite block is not stepped and is counted,
+ *   3. scales the gradients by the clip factor of the PREVIOUS step
+ *      (min(1, max_norm / (norm(s-1) + 1e-6)); 1 on the first step and
+ *      whenever max_grad_norm is 0), then calls the step callback on just
+ *      this block's parameters (device pointers into the slot),
+ *   4. the compute lane records STEPPED, the D2H lane waits for it, copies
+ *      data + state back into the host record and records the slot's FREE
+ *      (so the next load into that slot never overwrites state still being
+ *      copied out) and WB (every later load waits for the write-backs).
+ * Other visits (forward only) free their slot at leave. Gradient
+ * accumulation over micro-batches is not supported (the caller refuses it).
+ *
+ * Owns: the host records (pinned, via the copy engine), the device slots
+ * (tag "lora_slots") and the norm scratch. Uses copy-engine events
+ * event_base .. event_base + 2K + 1. [control-thread] */
 #ifndef ORK_STREAM_ZERO_H
 #define ORK_STREAM_ZERO_H
+
+#include "stream/copy_engine.h"
+#include "tensor/alloc.h"
+
+#include <orakul/optimizer.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,17 +51,71 @@
 /* One trainable tensor inside its block's record. */
 typedef struct ork_zero_param {
     int block;
+    ork_dtype dtype;                  /* data: F32 or BF16 */
+    int64_t numel;
     size_t data_offset, data_bytes;   /* from the block record's start */
     size_t state_offset, state_bytes;
-    size_t accum_offset;              /* F32 gradient accumulator, or SIZE_MAX */
+    size_t grad_offset;               /* F32 gradient, in the device slot only */
 } ork_zero_param;
 
 /* The per-block records (host) and their sizes. */
 typedef struct ork_zero_layout {
     int n_blocks, n_params;
     ork_zero_param *params;           /* [n_params] */
-    size_t *block_bytes;              /* [n_blocks] record size (0: no LoRA) */
-    size_t max_block_bytes;           /* added to each ring slot */
+    size_t *block_bytes;              /* [n_blocks] record size (0: no parameters) */
+    size_t *slot_need;                /* [n_blocks] record + gradients */
+    size_t max_block_bytes;           /* one device slot */
 } ork_zero_layout;
+
+/* The optimizer step on n parameters of one block (device pointers in the
+ * slot; grads already clip-scaled): the caller fills lr, step number, stream. */
+typedef ork_status (*ork_zero_step_fn)(void *ctx, int block, ork_opt_param *ps, int n);
+
+typedef struct ork_zero_opts {
+    int n_blocks;
+    int n_params;
+    const int *block;           /* [n_params] block of each parameter */
+    const ork_dtype *dtype;     /* [n_params] F32 or BF16 */
+    const int64_t *numel;       /* [n_params] */
+    const size_t *state_bytes;  /* [n_params] optimizer state bytes */
+    int n_slots;                /* >= 2 */
+    int event_base;             /* first copy-engine event (2 * n_slots + 2 are used) */
+    double max_grad_norm;       /* 0: no clipping */
+    ork_zero_step_fn step;
+    void *step_ctx;
+} ork_zero_opts;
+
+typedef struct ork_zero ork_zero;
+
+ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
+                           const ork_zero_opts *o, ork_zero **out);
+void ork_zero_destroy(ork_zero *z);
+
+const ork_zero_layout *ork_zero_get_layout(const ork_zero *z);
+/* Block b's host record (NULL when b has no parameters). Read or written by
+ * the host only between passes (after ork_zero_sync): save / resume / init. */
+void *ork_zero_host(ork_zero *z, int block);
+ork_status ork_zero_sync(ork_zero *z);
+
+ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n);
+/* The block is about to run: the compute lane waits for its load; the
+ * parameters' device pointers are *data[i] (params of the block in order,
+ * see ork_zero_block_params) — NULL for a block without parameters. */
+ork_status ork_zero_enter(ork_zero *z, int block);
+/* Device pointer of parameter i's data / F32 gradient while its block is entered. */
+void *ork_zero_data(ork_zero *z, int param);
+float *ork_zero_grad(ork_zero *z, int param);
+ork_status ork_zero_leave(ork_zero *z, int block);
+ork_status ork_zero_grads_ready(ork_zero *z, int block);
+ork_status ork_zero_pass_end(ork_zero *z);
+
+/* After a training pass: reads this step's Σg² (one sync), returns the
+ * global gradient norm of this step (*norm), the clip factor that was
+ * applied (*applied) and how many blocks were skipped as non-finite
+ * (*skipped_blocks); sets the clip factor of the next step. */
+ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *skipped_blocks);
+/* The previous step's norm (saved with the training state; resume restores it). */
+double ork_zero_prev_norm(const ork_zero *z);
+void ork_zero_set_prev_norm(ork_zero *z, double norm);
 
 #endif

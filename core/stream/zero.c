@@ -1,0 +1,295 @@
+/* stream/zero.c — see zero.h. */
+#include "stream/zero.h"
+
+#include "stream/streamer.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct zvisit {
+    int block, uses, stepped;
+} zvisit;
+
+struct ork_zero {
+    ork_copy_engine *ce;
+    ork_alloc *a;
+    const ork_backend *be;
+    const ork_kctx *k;
+    ork_zero_opts o;
+    ork_zero_layout L;
+    int *first;          /* [n_blocks + 1] first parameter of block b (params sorted by block) */
+    int *order_p;        /* [n_params] parameter indices sorted by block */
+    uint8_t **host;      /* [n_blocks] */
+    void **slot;         /* [K] */
+    int K, ev0;
+    float *sums;         /* device F32 [n_params]: this step's Σg² */
+    float *hsum;         /* host [n_params] */
+    double prev_norm;    /* norm of the previous step (0: none yet) */
+    float clip;          /* factor applied this step */
+    int skipped;
+    /* pass */
+    zvisit *vis;
+    int cap, nv, v, issued, left, active;
+    int *slot_of;        /* [n_blocks] slot of the entered block, -1 */
+};
+
+static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
+static int ev_ready(const ork_zero *z, int s) { return z->ev0 + 2 * s; }
+static int ev_free(const ork_zero *z, int s) { return z->ev0 + 2 * s + 1; }
+static int ev_stepped(const ork_zero *z) { return z->ev0 + 2 * z->K; }
+static int ev_wb(const ork_zero *z) { return z->ev0 + 2 * z->K + 1; }
+
+ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
+                           const ork_zero_opts *o, ork_zero **out) {
+    if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "zero: a ring needs at least 2 slots, got %d", o->n_slots);
+    if (o->event_base < 0 || o->event_base + 2 * o->n_slots + 2 > ork_ce_n_events(ce))
+        return ORK_FAIL(ORK_E_INVALID, "zero: %d slots need events %d..%d but the copy engine has %d", o->n_slots,
+                        o->event_base, o->event_base + 2 * o->n_slots + 1, ork_ce_n_events(ce));
+    ork_zero *z = calloc(1, sizeof *z);
+    if (!z) return ORK_E_NOMEM;
+    z->ce = ce; z->a = a; z->be = be; z->k = k; z->o = *o; z->K = o->n_slots; z->ev0 = o->event_base;
+    z->clip = 1.0f;
+    int nb = o->n_blocks, np = o->n_params;
+    z->L.n_blocks = nb;
+    z->L.n_params = np;
+    z->L.params = calloc((size_t)np + 1, sizeof *z->L.params);
+    z->L.block_bytes = calloc((size_t)nb + 1, sizeof *z->L.block_bytes);
+    z->L.slot_need = calloc((size_t)nb + 1, sizeof *z->L.slot_need);
+    z->first = calloc((size_t)nb + 2, sizeof *z->first);
+    z->order_p = calloc((size_t)np + 1, sizeof *z->order_p);
+    z->host = calloc((size_t)nb + 1, sizeof *z->host);
+    z->slot = calloc((size_t)z->K, sizeof *z->slot);
+    z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
+    z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
+    ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
+                     z->slot && z->hsum && z->slot_of) ? ORK_OK : ORK_E_NOMEM;
+    /* layout: per block, data parts then state parts; grads after the record in the slot */
+    int q = 0;
+    for (int b = 0; st == ORK_OK && b < nb; b++) {
+        z->first[b] = q;
+        z->slot_of[b] = -1;
+        size_t sz = 0;
+        for (int i = 0; i < np; i++)
+            if (o->block[i] == b) {
+                if (o->dtype[i] != ORK_F32 && o->dtype[i] != ORK_BF16)
+                    st = ORK_FAIL(ORK_E_INVALID, "zero: parameter %d must be F32 or BF16", i);
+                ork_zero_param *p = &z->L.params[i];
+                p->block = b;
+                p->dtype = o->dtype[i];
+                p->numel = o->numel[i];
+                p->data_offset = up(sz);
+                p->data_bytes = (size_t)o->numel[i] * ork_dtype_size(o->dtype[i]);
+                sz = p->data_offset + p->data_bytes;
+                z->order_p[q++] = i;
+            }
+        for (int t = z->first[b]; t < q; t++) {
+            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            p->state_offset = up(sz);
+            p->state_bytes = o->state_bytes[z->order_p[t]];
+            sz = p->state_offset + p->state_bytes;
+        }
+        size_t rec = q > z->first[b] ? up(sz) : 0, need = rec;
+        for (int t = z->first[b]; t < q; t++) {
+            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            p->grad_offset = up(need);
+            need = p->grad_offset + (size_t)p->numel * 4;
+        }
+        z->L.block_bytes[b] = rec;
+        z->L.slot_need[b] = rec ? up(need) : 0;
+        if (z->L.slot_need[b] > z->L.max_block_bytes) z->L.max_block_bytes = z->L.slot_need[b];
+        if (rec && st == ORK_OK) {
+            st = ork_ce_host_alloc(ce, rec, (void **)&z->host[b]);
+            if (st == ORK_OK) memset(z->host[b], 0, rec); /* state zeroed before step 1; padding defined */
+        }
+    }
+    z->first[nb] = q;
+    if (st == ORK_OK && q != np) st = ORK_FAIL(ORK_E_INVALID, "zero: %d parameters have a block outside 0..%d", np - q, nb - 1);
+    for (int s = 0; st == ORK_OK && s < z->K && z->L.max_block_bytes; s++)
+        st = ork_alloc_get(a, z->L.max_block_bytes, "lora_slots", &z->slot[s]);
+    if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)np + 1) * 4, "workspace", (void **)&z->sums);
+    if (st == ORK_OK) st = be->fill(k, np + 1, 0.0f, z->sums, ORK_F32);
+    if (st != ORK_OK) { ork_zero_destroy(z); return st; }
+    *out = z;
+    return ORK_OK;
+}
+
+void ork_zero_destroy(ork_zero *z) {
+    if (!z) return;
+    if (z->ce) (void)ork_ce_sync(z->ce);
+    for (int s = 0; z->slot && s < z->K; s++)
+        if (z->slot[s]) ork_alloc_put(z->a, z->slot[s]);
+    if (z->sums) ork_alloc_put(z->a, z->sums);
+    for (int b = 0; z->host && b < z->o.n_blocks; b++)
+        if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
+    free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis);
+    free(z);
+}
+
+const ork_zero_layout *ork_zero_get_layout(const ork_zero *z) { return &z->L; }
+void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z->host[b] : NULL; }
+ork_status ork_zero_sync(ork_zero *z) { return ork_ce_sync(z->ce); }
+double ork_zero_prev_norm(const ork_zero *z) { return z->prev_norm; }
+void ork_zero_set_prev_norm(ork_zero *z, double norm) {
+    double mx = z->o.max_grad_norm;
+    z->prev_norm = norm;
+    z->clip = (mx > 0 && norm > mx) ? (float)(mx / (norm + 1e-6)) : 1.0f;
+}
+
+static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }
+
+static ork_status issue(ork_zero *z) {
+    int x = z->issued, s = x % z->K, b = z->vis[x].block;
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z))); /* the record is back on the host */
+    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, z->slot[s], z->host[b], z->L.block_bytes[b]));
+    ORK_TRY(ork_ce_record(z->ce, ORK_LANE_H2D, ev_ready(z, s)));
+    z->issued++;
+    return ORK_OK;
+}
+
+ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
+    if (n > z->cap) {
+        zvisit *v = realloc(z->vis, (size_t)n * sizeof *v);
+        if (!v) return ORK_E_NOMEM;
+        z->vis = v;
+        z->cap = n;
+    }
+    z->nv = 0;
+    for (int i = 0; i < n; i++) {
+        int b = order[i];
+        if (!has(z, b)) continue;
+        if (z->nv > 0 && z->vis[z->nv - 1].block == b) z->vis[z->nv - 1].uses++;
+        else z->vis[z->nv++] = (zvisit){b, 1, 0};
+    }
+    /* a block used more than once in the pass (forward, then backward) is stepped at its last visit */
+    for (int v = 0; v < z->nv; v++) {
+        int b = z->vis[v].block, uses = 0, last = 1;
+        for (int w = 0; w < z->nv; w++)
+            if (z->vis[w].block == b) { uses += z->vis[w].uses; if (w > v) last = 0; }
+        z->vis[v].stepped = uses > 1 && last;
+    }
+    z->v = -1; z->issued = 0; z->left = 0; z->active = 1;
+    while (z->issued < z->nv && z->issued < z->K) ORK_TRY(issue(z));
+    return ORK_OK;
+}
+
+ork_status ork_zero_enter(ork_zero *z, int b) {
+    if (!has(z, b)) return ORK_OK;
+    if (!z->active) return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d entered outside a pass", b);
+    if (z->v >= 0 && z->left > 0 && z->vis[z->v].block == b) return ORK_OK; /* merged repeat */
+    if (z->v >= 0 && z->left > 0)
+        return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d entered while block %d is still in use", b, z->vis[z->v].block);
+    int nxt = z->v + 1;
+    if (nxt >= z->nv || z->vis[nxt].block != b)
+        return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d entered out of the announced order", b);
+    z->v = nxt;
+    z->left = z->vis[nxt].uses;
+    int s = nxt % z->K;
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_COMPUTE, ev_ready(z, s)));
+    z->slot_of[b] = s;
+    if (z->vis[nxt].stepped) { /* fresh gradients for this block's backward */
+        size_t g0 = z->L.block_bytes[b], gn = z->L.slot_need[b] - g0;
+        ORK_TRY(z->be->fill(z->k, (int64_t)(gn / 4), 0.0f, (char *)z->slot[s] + g0, ORK_F32));
+    }
+    return ORK_OK;
+}
+
+void *ork_zero_data(ork_zero *z, int i) {
+    int b = z->L.params[i].block, s = z->slot_of[b];
+    return s < 0 ? NULL : (char *)z->slot[s] + z->L.params[i].data_offset;
+}
+float *ork_zero_grad(ork_zero *z, int i) {
+    int b = z->L.params[i].block, s = z->slot_of[b];
+    return s < 0 ? NULL : (float *)((char *)z->slot[s] + z->L.params[i].grad_offset);
+}
+
+static ork_status release(ork_zero *z, int lane) {
+    int s = z->v % z->K;
+    z->slot_of[z->vis[z->v].block] = -1;
+    ORK_TRY(ork_ce_record(z->ce, lane, ev_free(z, s)));
+    while (z->issued < z->nv && z->issued <= z->v + z->K) ORK_TRY(issue(z));
+    return ORK_OK;
+}
+
+ork_status ork_zero_leave(ork_zero *z, int b) {
+    if (!has(z, b)) return ORK_OK;
+    if (!z->active || z->v < 0 || z->vis[z->v].block != b || z->left <= 0)
+        return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d left without being entered", b);
+    if (--z->left > 0) return ORK_OK;
+    if (z->vis[z->v].stepped) return ORK_OK; /* grads_ready steps it and frees the slot */
+    return release(z, ORK_LANE_COMPUTE);
+}
+
+ork_status ork_zero_grads_ready(ork_zero *z, int b) {
+    if (!has(z, b)) return ORK_OK;
+    if (!z->active || z->v < 0 || z->vis[z->v].block != b || z->left != 0 || !z->vis[z->v].stepped)
+        return ORK_FAIL(ORK_E_INTERNAL, "zero: gradients of block %d reported outside its last visit", b);
+    int s = z->v % z->K, f = z->first[b], l = z->first[b + 1];
+    char *slot = z->slot[s];
+    /* 1. Σg² per parameter, for this step's norm (the next step's clipping) */
+    for (int t = f; t < l; t++) {
+        int i = z->order_p[t];
+        ORK_TRY(z->be->reduce(z->k, ORK_REDUCE_SUMSQ, z->L.params[i].numel, slot + z->L.params[i].grad_offset,
+                              ORK_F32, z->sums + i));
+    }
+    /* 2. finite? (one read back of the block's sums) */
+    double blk = 0;
+    for (int t = f; t < l; t++) {
+        int i = z->order_p[t];
+        ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum + i, z->sums + i, 4));
+    }
+    ORK_TRY(z->be->sync(z->k));
+    for (int t = f; t < l; t++) blk += z->hsum[z->order_p[t]];
+    if (!isfinite(blk)) {
+        z->skipped++;
+        ORK_WARN("block %d: non-finite gradients, its parameters are not updated this step", b);
+        return release(z, ORK_LANE_COMPUTE); /* nothing changed: no write-back */
+    }
+    /* 3. clip with the previous step's factor, then step this block only */
+    ork_opt_param ps[64], *pp = l - f <= 64 ? ps : calloc((size_t)(l - f), sizeof *pp);
+    if (!pp) return ORK_E_NOMEM;
+    ork_status st = ORK_OK;
+    for (int t = f; t < l && st == ORK_OK; t++) {
+        int i = z->order_p[t];
+        const ork_zero_param *p = &z->L.params[i];
+        float *g = (float *)(slot + p->grad_offset);
+        if (z->clip != 1.0f) st = z->be->axpby(z->k, p->numel, z->clip, g, ORK_F32, 0.0f, g, ORK_F32);
+        pp[t - f] = (ork_opt_param){"", p->dtype, p->numel, slot + p->data_offset, g, slot + p->state_offset};
+    }
+    if (st == ORK_OK) st = z->o.step(z->o.step_ctx, b, pp, l - f);
+    if (pp != ps) free(pp);
+    ORK_TRY(st);
+    /* 4. the record goes back on the D2H lane; the slot is free once it is out */
+    ORK_TRY(ork_ce_record(z->ce, ORK_LANE_COMPUTE, ev_stepped(z)));
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_D2H, ev_stepped(z)));
+    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->host[b], slot, z->L.block_bytes[b]));
+    ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_wb(z)));
+    return release(z, ORK_LANE_D2H);
+}
+
+ork_status ork_zero_pass_end(ork_zero *z) {
+    int ok = !z->active || (z->v == z->nv - 1 && z->left == 0);
+    int v = z->v, nv = z->nv;
+    z->active = 0;
+    if (!ok) return ORK_FAIL(ORK_E_INTERNAL, "zero: pass ended after %d of %d block visits", v + 1, nv);
+    return ORK_OK;
+}
+
+ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *skipped_blocks) {
+    int np = z->o.n_params;
+    ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum, z->sums, (size_t)np * 4));
+    ORK_TRY(z->be->sync(z->k));
+    double sum = 0;
+    for (int i = 0; i < np; i++) sum += z->hsum[i];
+    double nm = sqrt(sum);
+    if (norm) *norm = nm;
+    if (applied) *applied = z->clip;
+    if (skipped_blocks) *skipped_blocks = z->skipped;
+    z->skipped = 0;
+    ORK_TRY(z->be->fill(z->k, np, 0.0f, z->sums, ORK_F32));
+    if (isfinite(nm)) ork_zero_set_prev_norm(z, nm);
+    return ORK_OK;
+}

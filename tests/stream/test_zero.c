@@ -1,0 +1,231 @@
+/* tests/stream/test_zero.c — the trainable-state streaming runtime
+ * (stream/zero.h) on the CPU backend with both CPU copy modes: a 5-block
+ * pass (block 0 without parameters) trained N steps with a momentum-SGD step
+ * callback, against the same training with every parameter resident:
+ * bitwise equal without clipping; with clipping, equal to the resident run
+ * that clips with the PREVIOUS step's global norm (step 1 unclipped) and
+ * different from exact clipping; save/resume through the host records and
+ * the saved previous norm; a block with non-finite gradients is not stepped. */
+#include "ork_test.h"
+
+#include "stream/zero.h"
+#include "tensor/backend.h"
+
+enum { NB = 5, NP = 8, STEPS = 4 };
+static const int p_block[NP] = {1, 1, 2, 2, 3, 3, 4, 4};
+static const int64_t p_numel[NP] = {12, 7, 33, 5, 64, 9, 17, 128};
+
+typedef struct sim {
+    float data[NP][128], mom[NP][128];
+    int nan_block; /* inject NaN gradients into this block at step nan_step */
+    int nan_step, step;
+} sim;
+
+/* the "backward" of block b at step s: gradients as a function of the weights */
+static float grad_of(int i, int e, float w, int s) { return 0.5f * w + 0.25f * (float)((i * 7 + e * 3 + s) % 11) - 1.0f; }
+
+static void sgd(float *w, float *m, const float *g, int64_t n, float scale) {
+    for (int64_t e = 0; e < n; e++) {
+        float gg = g[e] * scale;
+        m[e] = 0.9f * m[e] + gg;
+        w[e] -= 0.05f * m[e];
+    }
+}
+
+static ork_status step_cb(void *ctx, int block, ork_opt_param *ps, int n) {
+    (void)ctx; (void)block;
+    for (int q = 0; q < n; q++) sgd(ps[q].data, ps[q].state, ps[q].grad, ps[q].numel, 1.0f);
+    return ORK_OK;
+}
+
+static void init(sim *r) {
+    memset(r, 0, sizeof *r);
+    r->nan_block = -1;
+    for (int i = 0; i < NP; i++)
+        for (int e = 0; e < p_numel[i]; e++) r->data[i][e] = 0.01f * (float)((i * 13 + e * 5) % 17) - 0.08f;
+}
+
+/* resident reference: rule 0 exact clipping, 1 previous-norm clipping */
+static void resident(sim *r, int steps, double max_norm, int rule, double *prev) {
+    for (int s = 1; s <= steps; s++) {
+        float g[NP][128];
+        double sum = 0;
+        for (int i = 0; i < NP; i++) { /* as the backend's reduce: per tensor in double, stored F32 */
+            double acc = 0;
+            for (int e = 0; e < p_numel[i]; e++) {
+                g[i][e] = grad_of(i, e, r->data[i][e], s);
+                acc += (double)g[i][e] * (double)g[i][e];
+            }
+            sum += (float)acc;
+        }
+        double nm = sqrt(sum), use = rule ? *prev : nm;
+        float gs = (max_norm > 0 && use > max_norm) ? (float)(max_norm / (use + 1e-6)) : 1.0f;
+        for (int i = 0; i < NP; i++) sgd(r->data[i], r->mom[i], g[i], p_numel[i], gs);
+        *prev = nm;
+    }
+}
+
+static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots) {
+    const ork_backend *be = ork_cpu_backend();
+    static ork_kctx k;
+    memset(&k, 0, sizeof k);
+    CU_ASSERT_EQUAL(ork_alloc_create(be, 0, a), ORK_OK);
+    CU_ASSERT_EQUAL(ork_copy_engine_create_cpu(mode, 2 * slots + 2, ce), ORK_OK);
+    ork_dtype dt[NP];
+    size_t sb[NP];
+    for (int i = 0; i < NP; i++) { dt[i] = ORK_F32; sb[i] = (size_t)p_numel[i] * 4; }
+    ork_zero_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL};
+    ork_zero *z = NULL;
+    CU_ASSERT_EQUAL(ork_zero_create(*ce, *a, be, &k, &o, &z), ORK_OK);
+    return z;
+}
+
+static void put(ork_zero *z, const sim *r) {
+    const ork_zero_layout *L = ork_zero_get_layout(z);
+    for (int i = 0; i < NP; i++) {
+        char *h = ork_zero_host(z, L->params[i].block);
+        memcpy(h + L->params[i].data_offset, r->data[i], L->params[i].data_bytes);
+        memcpy(h + L->params[i].state_offset, r->mom[i], L->params[i].state_bytes);
+    }
+}
+static void get(ork_zero *z, sim *r) {
+    CU_ASSERT_EQUAL(ork_zero_sync(z), ORK_OK);
+    const ork_zero_layout *L = ork_zero_get_layout(z);
+    for (int i = 0; i < NP; i++) {
+        char *h = ork_zero_host(z, L->params[i].block);
+        memcpy(r->data[i], h + L->params[i].data_offset, L->params[i].data_bytes);
+        memcpy(r->mom[i], h + L->params[i].state_offset, L->params[i].state_bytes);
+    }
+}
+
+/* one training pass: forward 0..4, backward 4..1 (the runner's order) */
+static void streamed(ork_zero *z, sim *r, int steps, float *applied) {
+    int order[] = {0, 1, 2, 3, 4, 4, 3, 2, 1};
+    for (int s = 1; s <= steps; s++) {
+        r->step++;
+        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, order, 9), ORK_OK);
+        for (int b = 0; b < NB; b++) {
+            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, b), ORK_OK);
+        }
+        for (int b = NB - 1; b >= 1; b--) {
+            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, b), ORK_OK);
+            for (int i = 0; i < NP; i++) {
+                if (p_block[i] != b) continue;
+                float *w = ork_zero_data(z, i), *g = ork_zero_grad(z, i);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+                for (int e = 0; e < p_numel[i]; e++)
+                    g[e] += (b == r->nan_block && r->step == r->nan_step) ? NAN : grad_of(i, e, w[e], r->step);
+            }
+            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_zero_grads_ready(z, b), ORK_OK);
+        }
+        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_end(z), ORK_OK);
+        double nm;
+        int sk;
+        CU_ASSERT_EQUAL(ork_zero_step_end(z, &nm, &applied[s - 1], &sk), ORK_OK);
+    }
+}
+
+static int same(const sim *a, const sim *b) {
+    for (int i = 0; i < NP; i++)
+        if (memcmp(a->data[i], b->data[i], (size_t)p_numel[i] * 4) || memcmp(a->mom[i], b->mom[i], (size_t)p_numel[i] * 4))
+            return 0;
+    return 1;
+}
+
+static void run_pair(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied) {
+    ork_copy_engine *ce; ork_alloc *a;
+    ork_zero *z = mk(&ce, mode, &a, max_norm, slots);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+    sim r;
+    init(&r);
+    put(z, &r);
+    streamed(z, &r, STEPS, applied);
+    get(z, out);
+    ork_zero_destroy(z);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
+static void bitwise_no_clip(void) {
+    for (int mode = 0; mode < 2; mode++)
+        for (int slots = 2; slots <= 3; slots++) {
+            sim s, ref;
+            float ap[STEPS];
+            run_pair(0, (ork_ce_cpu_mode)mode, slots, &s, ap);
+            init(&ref);
+            double prev = 0;
+            resident(&ref, STEPS, 0, 0, &prev);
+            CU_ASSERT(same(&s, &ref));
+        }
+}
+
+static void clip_previous_norm(void) {
+    sim s, exact, prevrule;
+    float ap[STEPS];
+    run_pair(1.0, ORK_CE_DEFERRED, 2, &s, ap);
+    init(&exact);
+    init(&prevrule);
+    double p1 = 0, p2 = 0;
+    resident(&exact, STEPS, 1.0, 0, &p1);
+    resident(&prevrule, STEPS, 1.0, 1, &p2);
+    CU_ASSERT(same(&s, &prevrule));   /* the documented rule */
+    CU_ASSERT(!same(&s, &exact));     /* and it is not exact clipping */
+    CU_ASSERT_EQUAL(ap[0], 1.0f);     /* step 1 unclipped */
+    CU_ASSERT(ap[1] < 1.0f);          /* later steps: scaled by the previous norm */
+}
+
+static void resume(void) {
+    /* 2 steps, save host records + previous norm, new runtime, 2 more == 4 steps */
+    sim full;
+    float ap[STEPS];
+    run_pair(1.0, ORK_CE_EAGER, 2, &full, ap);
+    ork_copy_engine *ce; ork_alloc *a;
+    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 1.0, 2);
+    sim r, saved;
+    init(&r);
+    put(z, &r);
+    streamed(z, &r, 2, ap);
+    get(z, &saved);
+    double pn = ork_zero_prev_norm(z);
+    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+    z = mk(&ce, ORK_CE_DEFERRED, &a, 1.0, 3);
+    put(z, &saved);
+    ork_zero_set_prev_norm(z, pn);
+    saved.step = 2;
+    saved.nan_block = -1;
+    streamed(z, &saved, 2, ap);
+    sim out;
+    get(z, &out);
+    CU_ASSERT(same(&out, &full));
+    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+}
+
+static void nonfinite_block(void) {
+    ork_copy_engine *ce; ork_alloc *a;
+    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 0, 2);
+    sim r, before, after;
+    init(&r);
+    put(z, &r);
+    r.nan_block = 3;
+    r.nan_step = 1;
+    int order[] = {0, 1, 2, 3, 4, 4, 3, 2, 1};
+    (void)order;
+    float ap[1];
+    streamed(z, &r, 1, ap);
+    get(z, &after);
+    init(&before);
+    for (int i = 0; i < NP; i++) {
+        int eq = !memcmp(after.data[i], before.data[i], (size_t)p_numel[i] * 4);
+        CU_ASSERT(p_block[i] == 3 ? eq : !eq);
+    }
+    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+}
+
+static const ork_test_case cases[] = {{"bitwise_without_clipping", bitwise_no_clip},
+                                      {"clipping_uses_previous_norm", clip_previous_norm},
+                                      {"resume_from_host_records", resume},
+                                      {"nonfinite_block_not_stepped", nonfinite_block},
+                                      {NULL, NULL}};
+ORK_TEST_MAIN("stream_zero", NULL, NULL, cases)
