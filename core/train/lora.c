@@ -26,6 +26,8 @@ struct ork_lora_net {
     int64_t params;
     double alpha;
     int64_t rank;
+    ork_lora_reader reader; /* NULL: save reads the device tensors */
+    void *reader_ctx;
 };
 
 static int contains(const char *module, const char *pat) {
@@ -73,6 +75,7 @@ static ork_status upload(ork_lora_net *n, ork_tensor *t, const float *host) {
 }
 
 static ork_status download(ork_lora_net *n, ork_tensor *t, float *host) {
+    if (n->reader) return n->reader(n->reader_ctx, t, host);
     size_t numel = (size_t)ork_tensor_numel(t);
     if (t->dtype == ORK_F32) {
         ORK_TRY(n->be->memcpy_d2h(n->k, host, ork_tensor_data(t), numel * 4));
@@ -152,6 +155,11 @@ void ork_lora_destroy(ork_lora_net *n) {
     }
     free(n->m);
     free(n);
+}
+
+void ork_lora_set_reader(ork_lora_net *n, ork_lora_reader fn, void *ctx) {
+    n->reader = fn;
+    n->reader_ctx = ctx;
 }
 
 int ork_lora_count(const ork_lora_net *n) { return n->n; }

@@ -45,6 +45,12 @@ int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter coun
  * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__. */
 ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
                          const char *const *meta);
+/* Where ork_lora_save reads the adapters' values: NULL (the default) reads the
+ * device tensors; otherwise fn fills host (numel F32) for the down/up tensor t
+ * (the trainer's host records when the trainable state streams). */
+typedef ork_status (*ork_lora_reader)(void *ctx, const ork_tensor *t, float *host);
+void ork_lora_set_reader(ork_lora_net *n, ork_lora_reader fn, void *ctx);
+
 /* Read adapter values back from a file written by ork_lora_save (any dtype);
  * used by resume and by tests. */
 ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format);
