@@ -11,6 +11,7 @@
 #include "plugin/loader.h"
 #include "stream/copy_engine.h"
 #include "stream/plan.h"
+#include "stream/zero.h"
 #include "tensor/ops.h"
 #include "tensor/tape.h"
 #include "train/lora.h"
@@ -18,6 +19,7 @@
 #include "train/schedule.h"
 #include "train/services.h"
 #include "train/wstore.h"
+#include "numerics/half.h"
 #include "util/log.h"
 #include "util/prof.h"
 
@@ -88,10 +90,26 @@ typedef struct job {
     int64_t skipped;        /* steps skipped for non-finite values (saved with the state) */
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
+    /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
+    ork_zero *zero;         /* NULL: the LoRA tensors and their state are resident */
+    ork_block_hooks ws_hooks; /* the weight store's, called before the runtime's */
+    int *zp_first, *zp_list; /* params of block b: zp_list[zp_first[b] .. zp_first[b + 1]) */
+    int64_t cur_step;       /* optimizer step number and lr for the per-block step */
+    double cur_lr;
 } job;
 
 static void job_free(job *j) {
     if (j->runner) ork_runner_destroy(j->runner);
+    if (j->zero) {
+        for (int i = 0; i < j->n_params; i++) { /* the slot headers: grads are ours, data is the slot's */
+            free(j->pt[i]->grad);
+            j->pt[i]->grad = NULL;
+            j->pt[i]->base = NULL;
+        }
+        ork_zero_destroy(j->zero);
+    }
+    free(j->zp_first);
+    free(j->zp_list);
     for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
     free(j->state);
     free(j->pt);
@@ -119,6 +137,9 @@ static void job_free(job *j) {
     free(j->loss_params);
     free(j->opt_params);
 }
+
+/* device slots of the streamed trainable state (stream/zero.h) */
+enum { ZERO_SLOTS = 2 };
 
 /* ---- components -------------------------------------------------------- */
 
@@ -459,6 +480,8 @@ static ork_status setup_optimizer(job *j) {
         size_t bytes = 0;
         ORK_TRY(j->ovt->state_bytes(j->opt, j->pt[i]->dtype, ork_tensor_numel(j->pt[i]), &bytes));
         int64_t n = (int64_t)(bytes ? bytes : 1);
+        total += (size_t)n;
+        if (j->plan->trainable_streamed) continue; /* in the block's host record (setup_zero) */
         ORK_TRY(ork_tensor_new(j->alloc, "optimizer", ORK_U8, 1, &n, 0, &j->state[i]));
         void *z = calloc(1, (size_t)n);
         if (!z) return ORK_E_NOMEM;
@@ -467,11 +490,139 @@ static ork_status setup_optimizer(job *j) {
         if (s == ORK_OK) s = j->be->sync(k);
         free(z);
         ORK_TRY(s);
-        total += (size_t)n;
     }
     int64_t np = j->n_params;
     ORK_TRY(ork_tensor_new(j->alloc, "workspace", ORK_F32, 1, &np, 0, &j->norms));
     ORK_INFO("optimizer %s: %d tensors, %.1f MiB of state", j->c_opt->c->id, j->n_params, (double)total / 1048576.0);
+    return ORK_OK;
+}
+
+/* ---- streamed trainable state (docs/streaming.md §4) ----------------------- */
+
+/* The per-block optimizer step the runtime calls at grads_ready (grads already
+ * scaled by the previous step's clip factor). */
+static ork_status zero_step_cb(void *ctx, int block, ork_opt_param *ps, int n) {
+    job *j = ctx;
+    (void)block;
+    ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = j->cur_step, .lr = j->cur_lr, .grad_scale = 1.0f,
+                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed};
+    return n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
+}
+
+/* Point block b's LoRA tensors (and their grad headers) at its slot, or at nothing. */
+static void zero_point(job *j, int b, int on) {
+    if (b < 0 || b >= j->info.n_blocks) return;
+    for (int q = j->zp_first[b]; q < j->zp_first[b + 1]; q++) {
+        int i = j->zp_list[q];
+        ork_tensor *t = j->pt[i];
+        t->base = on ? ork_zero_data(j->zero, i) : NULL;
+        t->offset = 0;
+        t->grad->base = on ? (void *)ork_zero_grad(j->zero, i) : NULL;
+        t->grad->offset = 0;
+    }
+}
+
+/* The runner's hooks: the weight store's first, then the runtime's. */
+static ork_status zh_pass_begin(void *ctx, const int *order, int n) {
+    job *j = ctx;
+    if (j->ws_hooks.pass_begin) ORK_TRY(j->ws_hooks.pass_begin(j->ws_hooks.ctx, order, n));
+    return ork_zero_pass_begin(j->zero, order, n);
+}
+static ork_status zh_enter(void *ctx, int b) {
+    job *j = ctx;
+    if (j->ws_hooks.enter) ORK_TRY(j->ws_hooks.enter(j->ws_hooks.ctx, b));
+    ORK_TRY(ork_zero_enter(j->zero, b));
+    zero_point(j, b, 1);
+    return ORK_OK;
+}
+static ork_status zh_leave(void *ctx, int b) {
+    job *j = ctx;
+    if (j->ws_hooks.leave) ORK_TRY(j->ws_hooks.leave(j->ws_hooks.ctx, b));
+    zero_point(j, b, 0);
+    return ork_zero_leave(j->zero, b);
+}
+static ork_status zh_pass_end(void *ctx) {
+    job *j = ctx;
+    if (j->ws_hooks.pass_end) ORK_TRY(j->ws_hooks.pass_end(j->ws_hooks.ctx));
+    return ork_zero_pass_end(j->zero);
+}
+static ork_status zh_grads_ready(void *ctx, int b) {
+    job *j = ctx;
+    if (j->ws_hooks.grads_ready) ORK_TRY(j->ws_hooks.grads_ready(j->ws_hooks.ctx, b));
+    return ork_zero_grads_ready(j->zero, b);
+}
+
+/* ork_lora_save's reader: parameter values from the host records. */
+static ork_status zero_reader(void *ctx, const ork_tensor *t, float *host) {
+    job *j = ctx;
+    const ork_zero_layout *L = ork_zero_get_layout(j->zero);
+    for (int i = 0; i < j->n_params; i++) {
+        if (j->pt[i] != t) continue;
+        const ork_zero_param *p = &L->params[i];
+        const char *src = (const char *)ork_zero_host(j->zero, p->block) + p->data_offset;
+        if (p->dtype == ORK_F32) memcpy(host, src, p->data_bytes);
+        else ork_bf16_to_f32_n((const uint16_t *)src, (size_t)p->numel, host);
+        return ORK_OK;
+    }
+    return ORK_FAIL(ORK_E_INTERNAL, "LoRA save: a tensor that is not a trained parameter");
+}
+
+/* Build the runtime from the LoRA tensors, move their values into the host
+ * records, free their device memory (the tensors become headers pointed at
+ * the block's slot while the block is in use) and install the hooks. */
+static ork_status setup_zero(job *j) {
+    int np = j->n_params, nb = j->info.n_blocks;
+    int *blk = calloc((size_t)np + 1, sizeof *blk);
+    ork_dtype *dt = calloc((size_t)np + 1, sizeof *dt);
+    int64_t *numel = calloc((size_t)np + 1, sizeof *numel);
+    size_t *sb = calloc((size_t)np + 1, sizeof *sb);
+    j->zp_first = calloc((size_t)nb + 2, sizeof *j->zp_first);
+    j->zp_list = calloc((size_t)np + 1, sizeof *j->zp_list);
+    ork_status s = (blk && dt && numel && sb && j->zp_first && j->zp_list) ? ORK_OK : ORK_E_NOMEM;
+    for (int i = 0; s == ORK_OK && i < np; i++) {
+        blk[i] = ork_lora_block(j->lora, i / 2);
+        dt[i] = j->pt[i]->dtype;
+        numel[i] = ork_tensor_numel(j->pt[i]);
+        s = j->ovt->state_bytes(j->opt, dt[i], numel[i], &sb[i]);
+    }
+    ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? 2 * j->plan->n_slots : 0,
+                       j->p->train.max_grad_norm, zero_step_cb, j};
+    if (s == ORK_OK) s = ork_zero_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
+    free(blk); free(dt); free(numel); free(sb);
+    ORK_TRY(s);
+    const ork_zero_layout *L = ork_zero_get_layout(j->zero);
+    for (int i = 0; i < np; i++) {
+        ork_tensor *t = j->pt[i];
+        const ork_zero_param *p = &L->params[i];
+        char *h = ork_zero_host(j->zero, p->block);
+        ORK_TRY(j->be->memcpy_d2h(&j->g->k, h + p->data_offset, ork_tensor_data(t), p->data_bytes));
+        ORK_TRY(j->be->sync(&j->g->k));
+        ork_tensor *gr;
+        ORK_TRY(ork_tensor_wrap(j->be->device, ORK_F32, t->ndim, t->shape, NULL, NULL, &gr));
+        if (t->grad && t->grad->owner == ORK_OWN_ALLOC) ork_tensor_free(t->grad);
+        t->grad = gr;
+        if (t->owner == ORK_OWN_ALLOC) ork_alloc_put(t->alloc, t->base);
+        t->owner = ORK_OWN_EXTERN;
+        t->base = NULL;
+        t->offset = 0;
+        j->zp_first[p->block + 1]++;
+    }
+    for (int b = 0; b < nb; b++) j->zp_first[b + 1] += j->zp_first[b];
+    int *fill = calloc((size_t)nb + 1, sizeof *fill);
+    if (!fill) return ORK_E_NOMEM;
+    for (int i = 0; i < np; i++) {
+        int b = L->params[i].block;
+        j->zp_list[j->zp_first[b] + fill[b]++] = i;
+    }
+    free(fill);
+    ork_lora_set_reader(j->lora, zero_reader, j);
+    ork_block_hooks h = {.ctx = j, .streaming = 1, .pass_begin = zh_pass_begin, .enter = zh_enter, .leave = zh_leave,
+                         .pass_end = zh_pass_end, .grads_ready = zh_grads_ready};
+    ork_runner_set_hooks(j->runner, &h);
+    size_t host = 0;
+    for (int b = 0; b < nb; b++) host += L->block_bytes[b];
+    ORK_INFO("trainable state streamed per block: %.1f MiB of LoRA + optimizer state in pinned host records, "
+             "%d device slots of %.1f MiB", (double)host / 1048576.0, ZERO_SLOTS, (double)L->max_block_bytes / 1048576.0);
     return ORK_OK;
 }
 
@@ -540,6 +691,49 @@ static ork_status dev_write(job *j, ork_tensor *t, const void *host) {
     return j->be->sync(&j->g->k);
 }
 
+/* Streamed: parameter i's data and optimizer state in its block's host record
+ * (read or written between passes only: after ork_zero_sync). */
+static char *zero_part(job *j, int i, int state, size_t *nbytes) {
+    const ork_zero_param *p = &ork_zero_get_layout(j->zero)->params[i];
+    *nbytes = state ? p->state_bytes : p->data_bytes;
+    return (char *)ork_zero_host(j->zero, p->block) + (state ? p->state_offset : p->data_offset);
+}
+
+/* The same tensors as the resident state (lora.i in its dtype, opt.i as U8 of
+ * at least one byte), from the host records. */
+static ork_status zero_save(job *j, ork_st_writer *w) {
+    static const uint8_t pad = 0;
+    ORK_TRY(ork_zero_sync(j->zero));
+    for (int i = 0; i < j->n_params; i++) {
+        size_t nd, ns;
+        char *d = zero_part(j, i, 0, &nd), *st = zero_part(j, i, 1, &ns), key[64];
+        snprintf(key, sizeof key, "lora.%d", i);
+        ORK_TRY(ork_st_writer_add(w, key, j->pt[i]->dtype, j->pt[i]->ndim, j->pt[i]->shape, d, nd));
+        int64_t n = (int64_t)(ns ? ns : 1);
+        snprintf(key, sizeof key, "opt.%d", i);
+        ORK_TRY(ork_st_writer_add(w, key, ORK_U8, 1, &n, ns ? (const void *)st : (const void *)&pad, (size_t)n));
+    }
+    return ORK_OK;
+}
+
+static ork_status zero_load(job *j, ork_st_file *f, const char *path) {
+    ORK_TRY(ork_zero_sync(j->zero));
+    for (int i = 0; i < j->n_params; i++)
+        for (int q = 0; q < 2; q++) {
+            size_t nb;
+            char *h = zero_part(j, i, q, &nb), key[64];
+            snprintf(key, sizeof key, "%s.%d", q ? "opt" : "lora", i);
+            const ork_st_tensor *t = ork_st_find(f, key);
+            size_t want = q && nb == 0 ? 1 : nb;
+            if (!t || t->dtype != (q ? ORK_U8 : j->pt[i]->dtype) || t->nbytes != want)
+                return ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, key);
+            memcpy(h, t->data, nb);
+        }
+    const char *pn = ork_st_meta(f, "prev_norm");
+    ork_zero_set_prev_norm(j->zero, pn ? strtod(pn, NULL) : 0.0);
+    return ORK_OK;
+}
+
 static void state_path(job *j, char *buf, size_t n) { snprintf(buf, n, "%s/%s_state.safetensors", j->out_dir, j->name); }
 
 /* The training state: LoRA tensors exactly (their own dtype), optimizer state
@@ -550,7 +744,8 @@ static ork_status save_state(job *j, int64_t step) {
     ORK_TRY(ork_st_writer_new(&w));
     void **bufs = calloc((size_t)j->n_params * 2, sizeof *bufs);
     ork_status s = bufs ? ORK_OK : ORK_E_NOMEM;
-    for (int i = 0; s == ORK_OK && i < j->n_params; i++) {
+    if (s == ORK_OK && j->zero) s = zero_save(j, w);
+    for (int i = 0; s == ORK_OK && !j->zero && i < j->n_params; i++) {
         ork_tensor *ts[2] = {j->pt[i], j->state[i]};
         for (int q = 0; s == ORK_OK && q < 2; q++) {
             size_t nb = ork_tensor_nbytes(ts[q]);
@@ -571,6 +766,10 @@ static ork_status save_state(job *j, int64_t step) {
     snprintf(v, sizeof v, "%lld", (long long)j->skipped);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "skipped", v);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
+    if (s == ORK_OK && j->zero) { /* the previous step's norm: the clip factor of the next step */
+        snprintf(v, sizeof v, "%.17g", ork_zero_prev_norm(j->zero));
+        s = ork_st_writer_meta(w, "prev_norm", v);
+    }
     char path[1200];
     state_path(j, path, sizeof path);
     if (s == ORK_OK) s = ork_st_writer_commit(w, path);
@@ -592,7 +791,8 @@ static ork_status load_state(job *j, int64_t *step) {
     if (!ms || !mt || atoi(mt) != j->n_params || !mo || strcmp(mo, j->c_opt->c->id) != 0)
         s = ORK_FAIL(ORK_E_CONFIG, "%s: the saved training state does not match this config's LoRA network or optimizer; "
                      "move it away to start over", path);
-    for (int i = 0; s == ORK_OK && i < j->n_params; i++) {
+    if (s == ORK_OK && j->zero) s = zero_load(j, f, path);
+    for (int i = 0; s == ORK_OK && !j->zero && i < j->n_params; i++) {
         ork_tensor *ts[2] = {j->pt[i], j->state[i]};
         for (int q = 0; s == ORK_OK && q < 2; q++) {
             char key[64];
@@ -635,6 +835,7 @@ static ork_status save_lora(job *j, int64_t step) {
     const char *meta[] = {"ss_network_dim", rank, "ss_network_alpha", alpha, "ss_network_module", "networks.lora",
                           "orakul_base_model", j->p->model.name_or_path, "orakul_variant", j->info.variant,
                           "training_info.step", st, "orakul_version", ORAKUL_VERSION, NULL, NULL};
+    if (j->zero) ORK_TRY(ork_zero_sync(j->zero)); /* the LoRA values are read from the host records */
     ORK_TRY(ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta));
     ORK_INFO("saved %s", path);
     /* keep the newest max_step_saves_to_keep step files */
@@ -858,20 +1059,34 @@ static ork_status setup(job *j) {
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(make_plan(j, j->be->device));
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
-    if (j->plan->trainable_streamed) /* planned (orakul plan prints it); the runtime is not in yet */
-        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: the plan needs the trainable state (LoRA + optimizer state) to stream per block, "
-                        "which training does not do yet (docs/streaming.md §4): lower network.linear, use optimizer "
-                        "adamw8bit, or raise model.vram_budget_gb", ork_config_file(j->cfg));
+    /* test-only: stream the trainable state even when everything fits (docs/streaming.md §4) */
+    const char *force = getenv("ORAKUL_STREAM_TRAINABLES");
+    if (force && atoi(force) > 0 && !j->plan->trainable_streamed) {
+        j->plan->trainable_streamed = 1;
+        ORK_INFO("ORAKUL_STREAM_TRAINABLES: streaming the trainable state per block although the plan does not need it");
+    }
+    if (j->plan->trainable_streamed) {
+        if (j->p->train.gradient_accumulation_steps > 1)
+            return ORK_FAIL(ORK_E_CONFIG, "%s: train.gradient_accumulation_steps %lld: the plan streams the trainable state "
+                            "per block, which steps each block right after its backward and cannot accumulate; use 1 "
+                            "(raise batch_size instead) or raise model.vram_budget_gb", ork_config_file(j->cfg),
+                            (long long)j->p->train.gradient_accumulation_steps);
+        if (!j->p->train.gradient_checkpointing)
+            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams the trainable state per block, which needs "
+                            "train.gradient_checkpointing: true", ork_config_file(j->cfg));
+    }
+    int zero_events = j->plan->trainable_streamed ? 2 * ZERO_SLOTS + 2 : 0;
     if (j->plan->n_streamed > 0) {
         if (!j->p->train.gradient_checkpointing)
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
                             ork_config_file(j->cfg), j->plan->n_streamed);
-        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots, &j->ce));
+        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
         ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0};
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
         ORK_INFO("streaming %d of %d blocks through %d device slots (plan: %.2f GB over PCIe per step)",
                  j->plan->n_streamed, j->info.n_blocks, j->plan->n_slots, j->plan->h2d_bytes / 1e9);
     } else {
+        if (zero_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, zero_events, &j->ce));
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));
     }
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
@@ -897,9 +1112,8 @@ static ork_status setup(job *j) {
              (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
     ORK_TRY(ork_runner_create(j->g, j->alloc, j->mvt, j->model, &j->info, &j->runner));
     ork_runner_set_first_trainable(j->runner, first);
-    ork_block_hooks hooks;
-    ork_wstore_hooks(j->ws, &hooks);
-    ork_runner_set_hooks(j->runner, &hooks);
+    ork_wstore_hooks(j->ws, &j->ws_hooks);
+    ork_runner_set_hooks(j->runner, &j->ws_hooks);
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
     ORK_TRY(build_dataset(j));
@@ -908,7 +1122,8 @@ static ork_status setup(job *j) {
     if (!j->order) return ORK_E_NOMEM;
     j->order_epoch = -1;
     ORK_TRY(setup_schedule(j));
-    return setup_optimizer(j);
+    ORK_TRY(setup_optimizer(j));
+    return j->plan->trainable_streamed ? setup_zero(j) : ORK_OK;
 }
 
 static double now_s(void) {
@@ -950,7 +1165,12 @@ static ork_status train_loop(job *j) {
     int64_t last_log = start;
     int64_t loss_n = 0;
     for (int64_t step = start + 1; step <= t->steps; step++) {
-        ORK_TRY(zero_grads(j));
+        if (!j->zero) {
+            ORK_TRY(zero_grads(j));
+        } else { /* the runtime steps each block at grads_ready with these */
+            j->cur_step = step - j->skipped;
+            j->cur_lr = ork_lr_at(&j->lr, step - 1);
+        }
         float loss = 0;
         int bad = 0;
         for (int64_t a = 0; a < accum; a++) {
@@ -960,12 +1180,21 @@ static ork_status train_loop(job *j) {
             loss += l;
         }
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
-        ORK_TRY(grad_norm(j, &norm));
+        int zskip = 0;
+        if (j->zero) ORK_TRY(ork_zero_step_end(j->zero, &norm, NULL, &zskip)); /* stepped already, per block */
+        else ORK_TRY(grad_norm(j, &norm));
         if (ork_prof_enabled()) ork_prof_add("phase", "gradient norm", ork_prof_now() - tp);
-        if (bad || !isfinite(norm)) {
+        if (zskip) {
+            ORK_WARN("step %lld skipped: %d blocks had non-finite gradients and were not updated (loss %g, gradient norm %g)",
+                     (long long)step, zskip, (double)loss, norm);
+            j->skipped++;
+        } else if (bad || !isfinite(norm)) {
             ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
                      bad ? "loss" : "gradient", (double)loss, norm);
             j->skipped++;
+        } else if (j->zero) {
+            loss_sum += loss;
+            loss_n++;
         } else {
             double max_norm = t->max_grad_norm;
             float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;

@@ -1,0 +1,158 @@
+/* test_train_zero.c — `orakul run` with the trainable state streamed per block
+ * (docs/streaming.md §4, stream/zero.h wired into train.c) on the CPU with the
+ * quickstart's model; ORAKUL_STREAM_TRAINABLES=1 makes a plan that fits
+ * stream the trainable state anyway (the test-only switch):
+ *  - streamed_equals_resident: max_grad_norm 0, 4 steps: the printed losses
+ *    and the LoRA files of steps 2 and 4 are bit-identical to the resident run;
+ *  - streamed_resume: 2 steps, then resume to 4 == 4 straight (losses, LoRA
+ *    and state file bytes), with max_grad_norm 0 and with clipping on (the
+ *    previous step's norm travels in the state file's "prev_norm");
+ *  - accumulation_refused: gradient_accumulation_steps 2 is refused with one
+ *    line naming the key. */
+#include "train_test_util.h"
+
+/* The template's config with max_grad_norm and gradient_accumulation_steps set. */
+static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, int accum) {
+    if (tt_write_config(path, c) != 0) return -1;
+    char *t = tt_read_all(path, NULL);
+    if (!t) return -1;
+    size_t cap = strlen(t) + 256, o = 0;
+    char *out = malloc(cap);
+    if (!out) { free(t); return -1; }
+    for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strstr(line, "max_grad_norm:"))
+            o += (size_t)tt_fmt(out + o, cap - o, "        max_grad_norm: %s\n", max_norm);
+        else if (strstr(line, "gradient_accumulation_steps:"))
+            o += (size_t)tt_fmt(out + o, cap - o, "        gradient_accumulation_steps: %d\n", accum);
+        else
+            o += (size_t)tt_fmt(out + o, cap - o, "%s\n", line);
+    }
+    free(t);
+    int r = tt_write_all(path, out);
+    free(out);
+    return r;
+}
+
+/* Run one config, streamed or resident; 0 on exit 0 (and, streamed, the log says so). */
+static int run(const char *cfg, const char *log, int streamed) {
+    if (streamed) setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
+    else unsetenv("ORAKUL_STREAM_TRAINABLES");
+    int rc = tt_run(cfg, log, 150);
+    unsetenv("ORAKUL_STREAM_TRAINABLES");
+    char e[1200];
+    tt_fmt(e, sizeof e, "%s.err", log);
+    if (rc == 0 && streamed != tt_file_has(e, "trainable state streamed per block")) {
+        printf("  %s: %s\n", log, streamed ? "did not stream the trainable state" : "streamed unasked");
+        return -1;
+    }
+    return rc;
+}
+
+static int same_losses(const char *la, int from, const char *lb, int n) {
+    static tt_losses A, B;
+    char p[1200];
+    tt_fmt(p, sizeof p, "%s.out", la);
+    tt_parse_losses(p, &A);
+    tt_fmt(p, sizeof p, "%s.out", lb);
+    if (tt_parse_losses(p, &B) != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (from + i >= A.n || A.step[from + i] != B.step[i] || strcmp(A.text[from + i], B.text[i])) {
+            printf("  step %d: %s vs %s\n", B.step[i], from + i < A.n ? A.text[from + i] : "-", B.text[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static int same_file(const char *oa, const char *ob, const char *leaf) {
+    char p[1400], q[1400];
+    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_%s.safetensors", oa, leaf);
+    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_%s.safetensors", ob, leaf);
+    return tt_same_bytes(p, q);
+}
+
+static void test_streamed_equals_resident(void) {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
+    CU_ASSERT_FATAL(tt_setup("zero", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(oa, sizeof oa, "%s/resident", root);
+    tt_fmt(ob, sizeof ob, "%s/streamed", root);
+    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
+    tt_fmt(cb, sizeof cb, "%s/streamed.yaml", root);
+    tt_cfg c = tt_cfg_default(oa, data);
+    c.steps = 4;
+    c.save_every = 2;
+    c.keep = 4;
+    c.dtype = "float32";
+    CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
+    c.out = ob;
+    CU_ASSERT_FATAL(write_cfg(cb, &c, "0", 1) == 0);
+    CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
+    CU_ASSERT_FATAL(run(cb, ob, 1) == 0);
+    CU_ASSERT(same_losses(oa, 0, ob, 4));
+    CU_ASSERT(same_file(oa, ob, "000000002"));
+    CU_ASSERT(same_file(oa, ob, "000000004"));
+    tt_rm_rf(root);
+}
+
+/* 4 straight == 2 + resume to 4, all streamed. */
+static void resume_case(const char *max_norm) {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb2[1100], cb4[1100], lb2[1100], lb4[1100];
+    CU_ASSERT_FATAL(tt_setup("zero_resume", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(oa, sizeof oa, "%s/straight", root);
+    tt_fmt(ob, sizeof ob, "%s/resumed", root);
+    tt_fmt(ca, sizeof ca, "%s/straight.yaml", root);
+    tt_fmt(cb2, sizeof cb2, "%s/r2.yaml", root);
+    tt_fmt(cb4, sizeof cb4, "%s/r4.yaml", root);
+    tt_fmt(lb2, sizeof lb2, "%s/r2", root);
+    tt_fmt(lb4, sizeof lb4, "%s/r4", root);
+    tt_cfg c = tt_cfg_default(oa, data);
+    c.steps = 4;
+    c.save_every = 2;
+    c.keep = 4;
+    c.dtype = "float32";
+    CU_ASSERT_FATAL(write_cfg(ca, &c, max_norm, 1) == 0);
+    c.out = ob;
+    CU_ASSERT_FATAL(write_cfg(cb4, &c, max_norm, 1) == 0);
+    c.steps = 2;
+    CU_ASSERT_FATAL(write_cfg(cb2, &c, max_norm, 1) == 0);
+    CU_ASSERT_FATAL(run(ca, oa, 1) == 0);
+    CU_ASSERT_FATAL(run(cb2, lb2, 1) == 0);
+    CU_ASSERT_FATAL(run(cb4, lb4, 1) == 0);
+    char p[1200];
+    tt_fmt(p, sizeof p, "%s.err", lb4);
+    CU_ASSERT(tt_file_has(p, "at step 2"));
+    CU_ASSERT(same_losses(oa, 0, lb2, 2));
+    CU_ASSERT(same_losses(oa, 2, lb4, 2));
+    CU_ASSERT(same_file(oa, ob, "000000002"));
+    CU_ASSERT(same_file(oa, ob, "000000004"));
+    CU_ASSERT(same_file(oa, ob, "state"));
+    tt_rm_rf(root);
+}
+static void test_streamed_resume(void) { resume_case("0"); }
+static void test_streamed_resume_clipped(void) { resume_case("0.01"); }
+
+static void test_accumulation_refused(void) {
+    char root[1024], data[1100], o[1100], cf[1100], p[1200];
+    CU_ASSERT_FATAL(tt_setup("zero_accum", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(o, sizeof o, "%s/out", root);
+    tt_fmt(cf, sizeof cf, "%s/accum.yaml", root);
+    tt_cfg c = tt_cfg_default(o, data);
+    c.steps = 2;
+    CU_ASSERT_FATAL(write_cfg(cf, &c, "0", 2) == 0);
+    setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
+    int rc = tt_run_q(cf, o, 150, 1);
+    unsetenv("ORAKUL_STREAM_TRAINABLES");
+    CU_ASSERT(rc != 0);
+    tt_fmt(p, sizeof p, "%s.err", o);
+    CU_ASSERT(tt_file_has(p, "gradient_accumulation_steps 2") && tt_file_has(p, "streams the trainable state"));
+    tt_rm_rf(root);
+}
+
+static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed_equals_resident},
+                                      {"streamed_resume", test_streamed_resume},
+                                      {"streamed_resume_clipped", test_streamed_resume_clipped},
+                                      {"accumulation_refused", test_accumulation_refused},
+                                      {NULL, NULL}};
+ORK_TEST_MAIN("train_zero", NULL, NULL, cases)
