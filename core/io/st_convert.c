@@ -1,9 +1,9 @@
-/* io/st_convert.c — exact narrow-float -> f32 conversions and the bulk
- * converters ork_st_read_f32 / ork_st_read_into. Every load is a memcpy, so
- * tensor data may sit at any alignment. Owns nothing. */
-#include "io/st_convert.h"
-
+/* io/st_convert.c — the bulk converters ork_st_read_f32 / ork_st_read_into.
+ * Every load is a memcpy, so tensor data may sit at any alignment. The exact
+ * narrow-float decoders are core/numerics' (tested against CUDA's). Owns nothing. */
 #include "io/safetensors.h"
+#include "numerics/fp8.h"
+#include "numerics/half.h"
 #include "util/log.h"
 
 #include <string.h>
@@ -11,36 +11,6 @@
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader assumes a little-endian host"
 #endif
-
-static float f32_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-float ork_st_bf16_to_f32(uint16_t h) { return f32_bits((uint32_t)h << 16); }
-
-float ork_st_f16_to_f32(uint16_t h) {
-    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0x1f) return f32_bits(s | 0x7f800000u | (m << 13)); /* Inf / NaN (payload kept) */
-    if (e == 0) {
-        if (m == 0) return f32_bits(s);
-        e = 113; /* subnormal: normalise, 2^-14 * m/1024 */
-        while (!(m & 0x400)) { m <<= 1; e--; }
-        return f32_bits(s | (e << 23) | ((m & 0x3ff) << 13));
-    }
-    return f32_bits(s | ((e + 112) << 23) | (m << 13));
-}
-
-/* E5M2 is the top byte of a binary16. */
-float ork_st_e5m2_to_f32(uint8_t v) { return ork_st_f16_to_f32((uint16_t)(v << 8)); }
-
-float ork_st_e4m3_to_f32(uint8_t v) {
-    uint32_t s = (uint32_t)(v & 0x80) << 24, e = (v >> 3) & 0xf, m = v & 7;
-    if (e == 0xf && m == 7) return f32_bits(s | 0x7fc00000u);
-    if (e == 0) { float r = (float)m * 0x1p-9f; return v & 0x80 ? -r : r; } /* subnormal, +-0 */
-    return f32_bits(s | ((e + 120) << 23) | (m << 20));
-}
 
 /* Unaligned little-endian loads of element i. */
 static inline uint16_t ld16(const uint8_t *p, uint64_t i) { uint16_t x; memcpy(&x, p + i * 2, 2); return x; }
@@ -56,10 +26,10 @@ static ork_status convert(const ork_st_tensor *t, float *f, double *d) {
         else for (uint64_t i = 0; i < n; i++) d[i] = (double)(expr); } while (0)
     switch (t->dtype) {
     case ORK_F32: EACH(ldf32(p, i)); break;
-    case ORK_F16: EACH(ork_st_f16_to_f32(ld16(p, i))); break;
-    case ORK_BF16: EACH(ork_st_bf16_to_f32(ld16(p, i))); break;
-    case ORK_F8_E4M3: EACH(ork_st_e4m3_to_f32(p[i])); break;
-    case ORK_F8_E5M2: EACH(ork_st_e5m2_to_f32(p[i])); break;
+    case ORK_F16: EACH(ork_f16_to_f32(ld16(p, i))); break;
+    case ORK_BF16: EACH(ork_bf16_to_f32(ld16(p, i))); break;
+    case ORK_F8_E4M3: EACH(ork_e4m3_to_f32(p[i])); break;
+    case ORK_F8_E5M2: EACH(ork_e5m2_to_f32(p[i])); break;
     case ORK_F64: EACH(ldf64(p, i)); break;
     case ORK_I32: EACH(ldi32(p, i)); break;
     case ORK_I64: EACH(ldi64(p, i)); break;
