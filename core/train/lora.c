@@ -26,6 +26,7 @@ struct ork_lora_net {
     int64_t params;
     double alpha;
     int64_t rank;
+    uint64_t seed;          /* of the initial values (ork_lora_init) */
     ork_lora_reader reader; /* NULL: save reads the device tensors */
     void *reader_ctx;
 };
@@ -90,6 +91,43 @@ static ork_status download(ork_lora_net *n, ork_tensor *t, float *host) {
     return s;
 }
 
+static ork_status upload_cb(void *ctx, int i, ork_tensor *t, const float *host) {
+    (void)i;
+    return upload(ctx, t, host);
+}
+
+/* A trainable (r, in) or (out, r) tensor: device memory under "lora", or for a
+ * deferred network a header the trainable-state runtime points at its slots. */
+static ork_status new_param(ork_alloc *a, const ork_backend *be, const ork_lora_opts *o, const int64_t *shape,
+                            ork_tensor **out) {
+    if (!o->deferred) return ork_tensor_new(a, "lora", o->param_dt, 2, shape, 1, out);
+    ORK_TRY(ork_tensor_wrap(be->device, o->param_dt, 2, shape, NULL, NULL, out));
+    (*out)->flags |= ORK_TF_PARAM;
+    (*out)->requires_grad = 1;
+    return ORK_OK;
+}
+
+ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx) {
+    ork_rng r;
+    ork_rng_init(&r, n->seed, ORK_RNG_INIT);
+    for (int i = 0; i < n->n; i++) {
+        lora_mod *m = &n->m[i];
+        int64_t rank = m->lora.down->shape[0], in_f = m->lora.down->shape[1], out_f = m->lora.up->shape[0];
+        float *h = malloc((size_t)(rank * in_f > out_f * rank ? rank * in_f : out_f * rank) * sizeof *h);
+        if (!h) return ORK_E_NOMEM;
+        double bound = 1.0 / sqrt((double)in_f);
+        for (int64_t q = 0; q < rank * in_f; q++) h[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
+        ork_status st = fn(ctx, 2 * i, m->lora.down, h);
+        if (st == ORK_OK) {
+            memset(h, 0, (size_t)(out_f * rank) * sizeof *h);
+            st = fn(ctx, 2 * i + 1, m->lora.up, h);
+        }
+        free(h);
+        ORK_TRY(st);
+    }
+    return ORK_OK;
+}
+
 ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork_wstore *ws,
                            const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out) {
     if (o->rank <= 0) return ORK_FAIL(ORK_E_CONFIG, "network.linear (rank) must be positive, got %lld", (long long)o->rank);
@@ -101,8 +139,7 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
     n->rank = o->rank;
     n->m = calloc((size_t)info->n_weights + 1, sizeof *n->m);
     if (!n->m) { free(n); return ORK_E_NOMEM; }
-    ork_rng r;
-    ork_rng_init(&r, o->seed, ORK_RNG_INIT);
+    n->seed = o->seed;
     ork_status st = ORK_OK;
     for (int i = 0; st == ORK_OK && i < info->n_weights; i++) {
         const ork_weight_decl *d = &info->weights[i];
@@ -120,27 +157,18 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
         if (rank > out_f) rank = out_f;
         if (rank > in_f) rank = in_f;
         int64_t sd[2] = {rank, in_f}, su[2] = {out_f, rank};
-        st = ork_tensor_new(a, "lora", o->param_dt, 2, sd, 1, &m->lora.down);
-        if (st == ORK_OK) st = ork_tensor_new(a, "lora", o->param_dt, 2, su, 1, &m->lora.up);
+        st = new_param(a, be, o, sd, &m->lora.down);
+        if (st == ORK_OK) st = new_param(a, be, o, su, &m->lora.up);
         if (st != ORK_OK) break;
         m->lora.scale = (float)(o->alpha / (double)rank);
         m->lora.dropout = (float)o->dropout;
-        float *h = malloc((size_t)(rank * in_f > out_f * rank ? rank * in_f : out_f * rank) * sizeof *h);
-        if (!h) { st = ORK_E_NOMEM; break; }
-        double bound = 1.0 / sqrt((double)in_f);
-        for (int64_t q = 0; q < rank * in_f; q++) h[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
-        st = upload(n, m->lora.down, h);
-        if (st == ORK_OK) {
-            memset(h, 0, (size_t)(out_f * rank) * sizeof *h);
-            st = upload(n, m->lora.up, h);
-        }
-        free(h);
         m->w->lora = &m->lora;
         n->params += rank * (in_f + out_f);
         n->n++;
     }
     if (st == ORK_OK && n->n == 0)
         st = ORK_FAIL(ORK_E_CONFIG, "the LoRA network matched no linear layer (check network_kwargs.only_if_contains / ignore_if_contains)");
+    if (st == ORK_OK && !o->deferred) st = ork_lora_init(n, upload_cb, n);
     if (st != ORK_OK) { ork_lora_destroy(n); return st; }
     *out = n;
     return ORK_OK;

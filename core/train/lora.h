@@ -27,6 +27,9 @@ typedef struct ork_lora_opts {
     const char *const *ignore_if_contains; int n_ignore;
     ork_dtype param_dt;      /* F32 (default) */
     uint64_t seed;
+    int deferred;            /* 1: tensors are headers without device memory and
+                              * no values (the trainable state streams: the
+                              * owner places them with ork_lora_init) */
 } ork_lora_opts;
 
 typedef struct ork_lora_net ork_lora_net;
@@ -34,6 +37,15 @@ typedef struct ork_lora_net ork_lora_net;
 ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork_wstore *ws,
                            const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out);
 void ork_lora_destroy(ork_lora_net *n);
+
+/* The initial values (down Kaiming-uniform, up zero), generated in the same
+ * order and from the same seed as ork_lora_create's, handed to fn one tensor
+ * at a time: i = 2·module (down) or 2·module + 1 (up), host = numel F32.
+ * ork_lora_create uses it to upload; a deferred network's owner uses it to
+ * fill its host records, so both give bit-identical starting weights without
+ * the whole LoRA ever sitting on the device. */
+typedef ork_status (*ork_lora_init_fn)(void *ctx, int i, ork_tensor *t, const float *host);
+ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx);
 
 int ork_lora_count(const ork_lora_net *n);          /* adapted modules */
 const char *ork_lora_module(const ork_lora_net *n, int i); /* "double_blocks.0.img_attn.qkv" */

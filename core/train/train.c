@@ -570,6 +570,19 @@ static ork_status zero_reader(void *ctx, const ork_tensor *t, float *host) {
 /* Build the runtime from the LoRA tensors, move their values into the host
  * records, free their device memory (the tensors become headers pointed at
  * the block's slot while the block is in use) and install the hooks. */
+/* ork_lora_init's sink when the trainable state streams: tensor i's initial
+ * values into its block's host record, in the tensor's dtype (the same
+ * rounding as the resident upload, so both runs start bit-identical). */
+static ork_status zero_init_cb(void *ctx, int i, ork_tensor *t, const float *host) {
+    job *j = ctx;
+    const ork_zero_param *p = &ork_zero_get_layout(j->zero)->params[i];
+    char *dst = ork_zero_host(j->zero, p->block) + p->data_offset;
+    size_t n = (size_t)ork_tensor_numel(t);
+    if (t->dtype == ORK_F32) memcpy(dst, host, n * sizeof *host);
+    else ork_bf16_from_f32(host, n, (uint16_t *)dst);
+    return ORK_OK;
+}
+
 static ork_status setup_zero(job *j) {
     int np = j->n_params, nb = j->info.n_blocks;
     int *blk = calloc((size_t)np + 1, sizeof *blk);
@@ -594,19 +607,13 @@ static ork_status setup_zero(job *j) {
     for (int i = 0; i < np; i++) {
         ork_tensor *t = j->pt[i];
         const ork_zero_param *p = &L->params[i];
-        char *h = ork_zero_host(j->zero, p->block);
-        ORK_TRY(j->be->memcpy_d2h(&j->g->k, h + p->data_offset, ork_tensor_data(t), p->data_bytes));
-        ORK_TRY(j->be->sync(&j->g->k));
         ork_tensor *gr;
         ORK_TRY(ork_tensor_wrap(j->be->device, ORK_F32, t->ndim, t->shape, NULL, NULL, &gr));
         if (t->grad && t->grad->owner == ORK_OWN_ALLOC) ork_tensor_free(t->grad);
-        t->grad = gr;
-        if (t->owner == ORK_OWN_ALLOC) ork_alloc_put(t->alloc, t->base);
-        t->owner = ORK_OWN_EXTERN;
-        t->base = NULL;
-        t->offset = 0;
+        t->grad = gr; /* the LoRA was created deferred: t has no device memory */
         j->zp_first[p->block + 1]++;
     }
+    ORK_TRY(ork_lora_init(j->lora, zero_init_cb, j)); /* initial values straight into the host records */
     for (int b = 0; b < nb; b++) j->zp_first[b + 1] += j->zp_first[b];
     int *fill = calloc((size_t)nb + 1, sizeof *fill);
     if (!fill) return ORK_E_NOMEM;
@@ -1103,7 +1110,7 @@ static ork_status setup(job *j) {
                         .ignore_if_contains = nc->ignore_if_contains.v, .n_ignore = (int)nc->ignore_if_contains.n,
                         .param_dt = (nc->weight_dtype && (!strcmp(nc->weight_dtype, "bf16") ||
                                                           !strcmp(nc->weight_dtype, "bfloat16"))) ? ORK_BF16 : ORK_F32,
-                        .seed = j->seed};
+                        .seed = j->seed, .deferred = j->plan->trainable_streamed};
     ORK_TRY(ork_lora_create(j->alloc, j->be, &j->g->k, j->ws, &j->info, &lo, &j->lora));
     int first = j->info.n_blocks;
     for (int i = 0; i < ork_lora_count(j->lora); i++)
