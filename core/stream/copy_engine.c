@@ -142,7 +142,11 @@ void ork_copy_engine_destroy(ork_copy_engine *ce) {
     free(ce);
 }
 
-ork_status ork_ce_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr) { return ce->vt->host_alloc(ce, bytes, ptr); }
+ork_status ork_ce_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr) {
+    ORK_TRY(ce->vt->host_alloc(ce, bytes, ptr));
+    ce->host_bytes += bytes;
+    return ORK_OK;
+}
 void ork_ce_host_free(ork_copy_engine *ce, void *ptr) {
     if (ptr) ce->vt->host_free(ce, ptr);
 }
@@ -171,3 +175,4 @@ ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
 ork_status ork_ce_sync(ork_copy_engine *ce) { return ce->vt->sync(ce); }
 uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane) { return ce->bytes[lane]; }
 int ork_ce_n_events(const ork_copy_engine *ce) { return ce->n_events; }
+uint64_t ork_ce_host_bytes(const ork_copy_engine *ce) { return ce->host_bytes; }

@@ -70,6 +70,8 @@ ork_status ork_ce_sync(ork_copy_engine *ce);
 /* Bytes copied on a lane since create (issued, not necessarily complete). */
 uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane);
 int ork_ce_n_events(const ork_copy_engine *ce);
+/* Pinned host bytes allocated since create (arenas and records). */
+uint64_t ork_ce_host_bytes(const ork_copy_engine *ce);
 
 #ifdef __cplusplus
 }

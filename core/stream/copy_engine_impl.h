@@ -23,6 +23,7 @@ struct ork_copy_engine {
     const ork_ce_vt *vt;
     int n_events;
     uint64_t bytes[ORK_LANES];
+    uint64_t host_bytes;   /* pinned host memory handed out (ork_ce_host_alloc), never decremented */
     void *priv;
 };
 

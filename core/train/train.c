@@ -29,6 +29,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,10 @@ typedef struct job {
     int *zp_first, *zp_list; /* params of block b: zp_list[zp_first[b] .. zp_first[b + 1]) */
     int64_t cur_step;       /* optimizer step number and lr for the per-block step */
     double cur_lr;
+    /* streaming figures (stream_stats_mark): [0] after the first step, [1] at the last */
+    double ss_t[2];
+    uint64_t ss_h2d[2], ss_d2h[2];
+    int64_t ss_steps[2];
 } job;
 
 static void job_free(job *j) {
@@ -1160,6 +1165,34 @@ static void remove_stale_tmp(job *j) {
     closedir(d);
 }
 
+/* Steady-state streaming figures (steps after the first of this process):
+ * bytes each way per step, their average rate over the step time, pinned
+ * host memory and the process's peak resident set. */
+static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last) {
+    if (step != start + 1 && step != last) return;
+    ork_graph_sync(j->g);
+    int e = step == last && step != start + 1;
+    j->ss_t[e] = now_s();
+    j->ss_h2d[e] = ork_ce_bytes(j->ce, ORK_LANE_H2D);
+    j->ss_d2h[e] = ork_ce_bytes(j->ce, ORK_LANE_D2H);
+    j->ss_steps[e] = step;
+}
+
+static void stream_stats_report(job *j) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int64_t n = j->ss_steps[1] - j->ss_steps[0];
+    double dt = j->ss_t[1] - j->ss_t[0];
+    if (n > 0 && dt > 0) {
+        double h = (double)(j->ss_h2d[1] - j->ss_h2d[0]) / (double)n, d = (double)(j->ss_d2h[1] - j->ss_d2h[0]) / (double)n;
+        ORK_INFO("streaming measured over %lld steps: %.3f s/step; host->device %.2f GB/step (%.1f GB/s), "
+                 "device->host %.2f GB/step (%.1f GB/s)", (long long)n, dt / (double)n, h / 1e9, h / 1e9 / (dt / (double)n),
+                 d / 1e9, d / 1e9 / (dt / (double)n));
+    }
+    ORK_INFO("host memory: %.1f GiB pinned for streaming, peak resident set %.1f GiB",
+             (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);
+}
+
 static ork_status train_loop(job *j) {
     const ork_train_config *t = &j->p->train;
     int64_t start;
@@ -1223,6 +1256,7 @@ static ork_status train_loop(job *j) {
             loss_sum = 0;
             loss_n = 0;
         }
+        if (j->ce) stream_stats_mark(j, step, start, t->steps);
         if (step % save_every == 0 || step == t->steps) {
             /* the LoRA first: a kill between the two leaves the state one
              * save behind, and the resumed run rewrites the same LoRA file
@@ -1235,6 +1269,7 @@ static ork_status train_loop(job *j) {
              (double)ork_alloc_peak(j->alloc) / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "weights") / 1073741824.0,
              (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
              (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
+    if (j->ce) stream_stats_report(j);
     if (ork_prof_enabled() && t->steps > start) ork_prof_report(stdout, (double)(t->steps - start));
     (void)t0;
     if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
