@@ -302,7 +302,8 @@ static ork_status sink_put_quantized(const ork_weight_sink *s, const char *name,
 /* Random fill, split over threads. Value k comes from Philox counter k/2 (two
  * uniforms per counter), so the result does not depend on the thread count. */
 typedef struct rand_job {
-    float *f;
+    void *dst;      /* n values of dt: F32, or BF16 (rounded as convert() rounds) */
+    ork_dtype dt;
     int64_t begin, end;
     uint64_t seed;
     float bound;
@@ -313,7 +314,13 @@ static void *rand_fill(void *arg) {
     ork_rng r;
     ork_rng_init(&r, rj->seed, ORK_RNG_INIT);
     ork_rng_seek(&r, (uint64_t)rj->begin / 2);
-    for (int64_t k = rj->begin; k < rj->end; k++) rj->f[k] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * rj->bound);
+    float tmp[2048];
+    for (int64_t k = rj->begin; k < rj->end; k += 2048) {
+        int64_t m = rj->end - k < 2048 ? rj->end - k : 2048;
+        float *f = rj->dt == ORK_F32 ? (float *)rj->dst + k : tmp;
+        for (int64_t q = 0; q < m; q++) f[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * rj->bound);
+        if (rj->dt == ORK_BF16) ork_bf16_from_f32(tmp, (size_t)m, (uint16_t *)rj->dst + k);
+    }
     return NULL;
 }
 
@@ -321,8 +328,16 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     ork_wstore *w = s->store;
     int i;
     ORK_TRY(lookup(s, name, &i));
-    int64_t n = decl_numel(&w->info->weights[i]);
-    float *f = malloc((size_t)n * sizeof *f);
+    const ork_weight_decl *d = &w->info->weights[i];
+    int64_t n = decl_numel(d);
+    /* a weight stored as F32/BF16 is generated straight into its stored form
+     * (the streamed record, or the upload buffer): the same values and
+     * rounding as through sink_put, without an F32 copy of 12e9 values */
+    ork_dtype sdt = dt_for(w, d);
+    int direct = !(w->isq && w->isq[i]) && (sdt == ORK_F32 || sdt == ORK_BF16);
+    int streamed = direct && is_streamed(w, i);
+    void *f = streamed ? (uint8_t *)ork_streamer_host(w->st, d->block) + w->rec[i].offset
+                       : malloc((size_t)n * (direct ? ork_dtype_size(sdt) : sizeof(float)));
     if (!f) return ORK_E_NOMEM;
     /* a uniform ±sqrt(3)·std: PyTorch's default Linear init has this shape */
     float bound = (float)(1.7320508075688772 * stddev);
@@ -334,7 +349,7 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     int64_t chunk = ((n + T - 1) / T + 1) & ~(int64_t)1; /* even starts */
     int started = 0;
     for (int t = 0; t < T; t++) {
-        jobs[t] = (rand_job){f, t * chunk, (t + 1) * chunk < n ? (t + 1) * chunk : n, seed, bound};
+        jobs[t] = (rand_job){f, direct ? sdt : ORK_F32, t * chunk, (t + 1) * chunk < n ? (t + 1) * chunk : n, seed, bound};
         if (jobs[t].begin >= n) break;
         if (t > 0 && pthread_create(&th[t], NULL, rand_fill, &jobs[t]) == 0) { started |= 1 << t; continue; }
         if (t > 0) rand_fill(&jobs[t]);
@@ -342,7 +357,11 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     rand_fill(&jobs[0]);
     for (int t = 1; t < T; t++)
         if (started & (1 << t)) pthread_join(th[t], NULL);
-    ork_status st = sink_put(s, name, ORK_F32, f);
+    if (streamed) {
+        w->filled[i] = 1;
+        return ORK_OK;
+    }
+    ork_status st = direct ? upload(w, i, f) : sink_put(s, name, ORK_F32, f);
     free(f);
     return st;
 }
