@@ -1,6 +1,7 @@
 /* bench_ops.c — times the CUDA backend's bf16 linear GEMMs at FLUX shapes and the
  * attention fwd/bwd at FLUX size (B=1, 24 heads × 128, L=4608): our flash kernels
- * (causal and not) and the cuDNN fused SDPA path (non-causal; "path": "cudnn"). METHOD:
+ * (causal and not) and the cuDNN fused SDPA path (non-causal; "path": "cudnn", "bwd_graph":
+ * "composite" or "native"). METHOD:
  * warm-up, then the median of 7 repeats of 20 back-to-back calls timed with
  * CUDA events on a non-blocking stream; inputs random (never zeros).
  * Prints one JSON object per line (kind, shape, ms, tflops) for bench_torch.py. */
@@ -140,9 +141,17 @@ int main(int argc, char **argv) {
         float f = time_it((cudaStream_t)st, cud ? run_cudnn_fwd : run_fwd, &j);
         float b = time_it((cudaStream_t)st, cud ? run_cudnn_bwd : run_bwd, &j);
         double fl = 4.0 * B * H * L * L * D * (causal ? 0.5 : 1);
-        printf("{\"kind\": \"attn\", \"path\": \"%s\", \"L\": %ld, \"H\": %ld, \"D\": %ld, \"causal\": %d, "
-               "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"ws\": %zu}\n",
-               cud ? "cudnn" : "ours", L, H, D, causal, f, b, fl / (f * 1e-3) / 1e12, 2.5 * fl / (b * 1e-3) / 1e12, wsz);
+        const char *kind = "ours";
+        if (cud) {
+            ork_cudnn_sdpa_args s = sdpa_of(&j.a);
+            kind = ork_cudnn_sdpa_plan_kind(j.dev, &s, 1);
+            if (!kind) kind = "?";
+        }
+        printf("{\"kind\": \"attn\", \"path\": \"%s\", \"bwd_graph\": \"%s\", \"L\": %ld, \"H\": %ld, \"D\": %ld, "
+               "\"causal\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, "
+               "\"ws\": %zu}\n",
+               cud ? "cudnn" : "ours", kind, L, H, D, causal, f, b, fl / (f * 1e-3) / 1e12, 2.5 * fl / (b * 1e-3) / 1e12,
+               wsz);
         fflush(stdout);
         void *ps[] = {j.q, j.k, j.v, j.dy, j.y, j.dq, j.dk, j.dv, j.lse, j.ws};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) CK(cudaFree(ps[i]));

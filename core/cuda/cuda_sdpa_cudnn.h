@@ -8,20 +8,25 @@
  *   units as cuda_attn's lse, so either forward pairs with either backward).
  *
  * Taken only when ork_cudnn_sdpa_eligible(): non-causal, no key mask, H == Hkv,
- * D 64 or 128, every gradient wanted, and cuDNN loaded. SWITCH: the path is
- * OFF unless the environment has ORK_CUDNN_SDPA=1 (the forward has run on the
- * H200 with 9.19, the backward not yet; docs/DECISIONS.md). Then libcudnn.so.9 (or the file named
- * by ORK_CUDNN_LIB) is dlopen'd at first use; forward needs cuDNN >= 9.13.1
- * (SDPA_FWD node), backward a cuDNN whose graph library builds the SDPA_BWD node
- * (the descriptor exists from 9.17, but 9.19 cannot put it in an operation graph;
- * 9.26 can; probed once at load, host-only), else our kernel runs that direction
- * (the lse is the same quantity, so the two mix). Plans are built once per (device, direction, B, H, Lq, Lk, D) and
- * cached for the process; a shape cuDNN offers no engine for is remembered as
- * such and reported by ork_cudnn_sdpa_ws() returning 0 with *ok = 0.
+ * D 64 or 128, every gradient wanted, and cuDNN loaded. SWITCH ORK_CUDNN_SDPA:
+ * unset = on when libcudnn.so.9 (or the file named by ORK_CUDNN_LIB, dlopen'd at
+ * first use) is >= 9.13.1 and builds a backward graph; "0" = off; "1" = on even
+ * when only the forward builds (docs/DECISIONS.md). Forward: one SDPA_FWD node.
+ * Backward: the composite flash-attention graph that cudnn-frontend builds
+ * (matmul/pointwise/reduction/reshape ops, F32 dQ accumulator and dO·O row sums
+ * in the workspace; any cuDNN 9 — 9.19 included), else the native SDPA_BWD node
+ * (builds in 9.26, not 9.19); ORK_CUDNN_SDPA_BWD=native tries the native one
+ * first. Which graphs build is probed once at load, host-only. A direction with
+ * no plan runs our kernel (the lse is the same quantity, so the two mix). Plans
+ * are built once per (device, direction, B, H, Lq, Lk, D) and cached for the
+ * process; a shape cuDNN offers no engine for is remembered as such and
+ * reported by ork_cudnn_sdpa_ws() returning 0 with *ok = 0.
  *
  * Workspace: the plan's own size, asked for at plan time through
  * ork_cudnn_sdpa_ws() (the backend's attention_ws), and passed in by the op
  * layer from its arena, so nothing here allocates device memory in a step.
+ * The composite backward's includes our F32 dQ accumulator (B·H·Lq·D·4 bytes,
+ * 57 MB at FLUX size) and row sums (B·H·Lq·4), as cudnn-frontend's does.
  * Not thread-safe (one graph, one thread, like ork_cuda_ctx). [stream-ordered] */
 #ifndef ORK_CUDA_SDPA_CUDNN_H
 #define ORK_CUDA_SDPA_CUDNN_H
@@ -63,10 +68,19 @@ ork_status ork_cudnn_sdpa_bwd(int device, const ork_cudnn_sdpa_args *a, const vo
 /* cudnnGetVersion() of the loaded library, 0 when none. */
 long ork_cudnn_sdpa_version(void);
 
-/* 1 when the loaded library builds an SDPA_BWD operation graph (checked once at
- * load, on the host: cuDNN 9.19 does not, 9.26 does); 0 otherwise. Per-shape
- * engine availability is still ork_cudnn_sdpa_ws(..., 1, &ok). */
+/* 1 when the loaded library builds a backward operation graph of either kind
+ * (checked once at load, on the host); 0 otherwise. Per-shape engine
+ * availability is still ork_cudnn_sdpa_ws(..., 1, &ok). */
 int ork_cudnn_sdpa_has_bwd(void);
+/* The backward graph kinds that built at load: bit 1 composite, bit 2 native. */
+int ork_cudnn_sdpa_bwd_graphs(void);
+/* 1 when a backward plan is expected for this shape: eligible, cuDNN loaded, and
+ * a backward graph kind offered for it (the composite needs Lk % 128 == 0 on
+ * cuDNN <= 9.15, where cudnn-frontend adds a padding-mask workaround we do not
+ * build). Tests assert that such shapes really get a plan. */
+int ork_cudnn_sdpa_bwd_expected(const ork_cudnn_sdpa_args *a);
+/* "fwd", "composite" or "native" for a cached plan, NULL when none (or none yet). */
+const char *ork_cudnn_sdpa_plan_kind(int device, const ork_cudnn_sdpa_args *a, int backward);
 
 /* Frees the cached plans and handles (tests; safe to call more than once). */
 void ork_cudnn_sdpa_shutdown(void);

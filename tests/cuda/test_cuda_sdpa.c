@@ -1,15 +1,20 @@
 /* test_cuda_sdpa.c — cuDNN fused SDPA (core/cuda/cuda_sdpa_cudnn) against our flash
  * kernels (cuda_attn) and a double-precision reference (gpu): y, lse, dq, dk, dv on
- * small shapes and at FLUX size (L=4608, 24×128, y/lse reference on sampled rows);
+ * small shapes (gradients against the reference on every row) and at FLUX size
+ * (L=4608, 24×128: y/lse/dq reference on sampled rows, dk/dv against our kernel);
  * lse must agree in definition and units (natural-log logsumexp of the scaled
  * scores), so that our backward run on cuDNN's lse gives our gradients; the
- * eligibility rules (causal, mask, GQA, odd D fall back). The backend-table path
- * (which now dispatches to cuDNN) is checked against references in test_cuda_ops.
- * Skips (77) without a device or without a loadable cuDNN >= 9.13.1 (backward
- * checks need a cuDNN whose graph library builds SDPA_BWD: not 9.19, yes 9.26).
- * Loading cuDNN and its SDPA_BWD graph probe are host-only, so their outcome is
- * printed before the device check (a machine without a GPU still shows it).
- * Sets ORK_CUDNN_SDPA=1 (the path is opt-in) unless set. */
+ * eligibility rules (causal, mask, GQA, odd D fall back). The cuDNN backward must
+ * really be taken wherever ork_cudnn_sdpa_bwd_expected() says a backward graph is
+ * offered (any cuDNN >= 9.13.1 builds the composite graph): no plan there fails
+ * the test instead of silently running our kernel. The workspace is poisoned with
+ * NaN before each cuDNN backward (its F32 dQ accumulator must not need clearing).
+ * The backend-table path (which dispatches to cuDNN) is checked against references
+ * in test_cuda_ops. Skips (77) without a device or without a loadable cuDNN >=
+ * 9.13.1. Loading cuDNN and its backward-graph probe are host-only, so their
+ * outcome is printed before the device check (a machine without a GPU still shows
+ * it). Sets ORK_CUDNN_SDPA=1 unless set (the forward is tested even with a library
+ * that builds no backward graph). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "ork_test.h"
 
@@ -121,6 +126,39 @@ static void ref_row(const scase *c, const float *q, const float *k, const float 
     free(s);
 }
 
+/* Double reference gradients of one query row r (dq, D values) and, when dk/dv are
+ * given, its contributions to every key row of its head (accumulated):
+ * P = softmax(scale·q·kᵀ), dP = dO·vᵀ, Δ = Σ P∘dP, dS = P∘(dP − Δ),
+ * dq = scale·dS·k, dk += scale·dSᵀ·q, dv += Pᵀ·dO. */
+static void ref_grad_row(const scase *c, const float *q, const float *k, const float *v, const float *dy, int64_t r,
+                         double *dq, double *dk, double *dv) {
+    const int64_t D = c->D, i = r % c->Lq, bh = r / c->Lq;
+    const float *qi = q + (bh * c->Lq + i) * D, *K = k + bh * c->Lk * D, *V = v + bh * c->Lk * D;
+    const float *gi = dy + (bh * c->Lq + i) * D;
+    double *p = malloc((size_t)c->Lk * sizeof(double)), *dp = malloc((size_t)c->Lk * sizeof(double));
+    double m = -INFINITY, sum = 0, sc = 1.0 / sqrt((double)D), delta = 0;
+    for (int64_t j = 0; j < c->Lk; j++) {
+        double d = 0, g = 0;
+        for (int64_t e = 0; e < D; e++) { d += (double)qi[e] * K[j * D + e]; g += (double)gi[e] * V[j * D + e]; }
+        p[j] = d * sc;
+        dp[j] = g;
+        if (p[j] > m) m = p[j];
+    }
+    for (int64_t j = 0; j < c->Lk; j++) sum += exp(p[j] - m);
+    for (int64_t j = 0; j < c->Lk; j++) { p[j] = exp(p[j] - m) / sum; delta += p[j] * dp[j]; }
+    for (int64_t e = 0; e < D; e++) dq[e] = 0;
+    for (int64_t j = 0; j < c->Lk; j++) {
+        double ds = p[j] * (dp[j] - delta);
+        for (int64_t e = 0; e < D; e++) dq[e] += sc * ds * K[j * D + e];
+        if (dk)
+            for (int64_t e = 0; e < D; e++) {
+                dk[(bh * c->Lk + j) * D + e] += sc * ds * qi[e];
+                dv[(bh * c->Lk + j) * D + e] += p[j] * gi[e];
+            }
+    }
+    free(p); free(dp);
+}
+
 static void run_case(const scase *c) {
     const int dev = ork_cuda_ctx_device((const ork_cuda_ctx *)KG.priv);
     const int64_t nq = c->B * c->H * c->Lq * c->D, nk = c->B * c->H * c->Lk * c->D, nr = c->B * c->H * c->Lq;
@@ -131,11 +169,13 @@ static void run_case(const scase *c) {
     CU_ASSERT_FATAL(ork_cudnn_sdpa_eligible(&s));
     int okf = 0, okb = 0;
     size_t wsf = ork_cudnn_sdpa_ws(dev, &s, 0, &okf), wsb = ork_cudnn_sdpa_ws(dev, &s, 1, &okb);
-    printf(" plans fwd %d (ws %zu B) bwd %d (ws %zu B)", okf, wsf, okb, wsb);
+    const char *kb = ork_cudnn_sdpa_plan_kind(dev, &s, 1);
+    printf(" plans fwd %d (ws %zu B) bwd %d (%s graph, ws %zu B)", okf, wsf, okb, kb ? kb : "no", wsb);
     CU_ASSERT(okf);
-    /* no bwd plan is a failure only when the library builds SDPA_BWD graphs (the
-     * load-time probe): cuDNN 9.19 does not (its backward is our kernel, tested elsewhere) */
-    CU_ASSERT(okb || !ork_cudnn_sdpa_has_bwd());
+    /* the backward must be cuDNN's wherever a backward graph is offered for the shape
+     * (Ampere and newer: cuDNN's fused attention engines need sm_80+) */
+    const int cc = ork_cuda_ctx_cc((const ork_cuda_ctx *)KG.priv);
+    if (cc >= 80 && ork_cudnn_sdpa_bwd_expected(&s)) CU_ASSERT(okb);
     if (!okf) return;
     size_t wso = ork_cuda_attn_ws(&a, 1), wsz = wsf > wsb ? wsf : wsb;
     if (wso > wsz) wsz = wso;
@@ -153,6 +193,7 @@ static void run_case(const scase *c) {
     rel_l2("y cudnn vs ours", gy1, gy0, nq, 1e-2);
     max_abs("lse cudnn vs ours", gl1, gl0, nr, 2e-3);
     if (okb) {
+        CU_ASSERT_FATAL(G->fill(&KG, (int64_t)(wsz / 4), NAN, ws, ORK_F32) == ORK_OK); /* poison dQ accum + row sums */
         CU_ASSERT_FATAL(ork_cudnn_sdpa_bwd(dev, &s, q.d, k.d, v.d, y1.d, l1.d, dy.d, dq1.d, dk1.d, dv1.d, ws,
                                            KG.stream) == ORK_OK);
         CU_ASSERT_FATAL(ork_cuda_attn_bwd(&a, q.d, k.d, v.d, y0.d, l0.d, dy.d, dq0.d, dk0.d, dv0.d, ws, KG.stream) ==
@@ -176,6 +217,31 @@ static void run_case(const scase *c) {
         a1 = dl(&dk1); a0 = dl(&dk0);
         rel_l2("dk ours-on-cudnn-lse vs cudnn", a0, a1, nk, 2e-2);
         free(a1); free(a0);
+        /* double reference: every gradient on small shapes, dq on sampled rows at FLUX size */
+        float *g1 = dl(&dq1);
+        if (!c->rows) {
+            double *rq = calloc((size_t)nq, 8), *rk = calloc((size_t)nk, 8), *rv = calloc((size_t)nk, 8);
+            float *fq = malloc((size_t)nq * 4), *fk = malloc((size_t)nk * 4), *fv = malloc((size_t)nk * 4);
+            for (int64_t r = 0; r < nr; r++) ref_grad_row(c, q.h, k.h, v.h, dy.h, r, rq + r * c->D, rk, rv);
+            for (int64_t i = 0; i < nq; i++) fq[i] = (float)rq[i];
+            for (int64_t i = 0; i < nk; i++) { fk[i] = (float)rk[i]; fv[i] = (float)rv[i]; }
+            rel_l2("dq cudnn vs double reference", g1, fq, nq, 2e-2);
+            float *gk = dl(&dk1), *gv = dl(&dv1);
+            rel_l2("dk cudnn vs double reference", gk, fk, nk, 2e-2);
+            rel_l2("dv cudnn vs double reference", gv, fv, nk, 2e-2);
+            free(gk); free(gv); free(rq); free(rk); free(rv); free(fq); free(fk); free(fv);
+        } else {
+            float *gq = malloc((size_t)(c->rows * c->D) * 4), *rq = malloc((size_t)(c->rows * c->D) * 4);
+            double *row = malloc((size_t)c->D * 8);
+            for (int64_t t = 0; t < c->rows; t++) {
+                int64_t r = t == 0 ? nr - 1 : (t * 7919 + 13) % nr;
+                ref_grad_row(c, q.h, k.h, v.h, dy.h, r, row, NULL, NULL);
+                for (int64_t e = 0; e < c->D; e++) { gq[t * c->D + e] = g1[r * c->D + e]; rq[t * c->D + e] = (float)row[e]; }
+            }
+            rel_l2("dq cudnn vs double reference (rows)", gq, rq, c->rows * c->D, 2e-2);
+            free(gq); free(rq); free(row);
+        }
+        free(g1);
     }
     /* double reference on every row (small) or sampled rows (large) */
     int64_t nsel = c->rows ? c->rows : nr;
@@ -249,11 +315,13 @@ static const ork_test_case cases[] = {
 };
 
 int main(void) {
-    setenv("ORK_CUDNN_SDPA", "1", 0); /* the path is opt-in; this test is about it (=0 outside skips) */
-    int avail = ork_cudnn_sdpa_available(); /* host only: dlopen + SDPA_BWD graph probe */
-    if (avail)
-        printf("cuDNN %ld: SDPA_BWD operation graph %s\n", ork_cudnn_sdpa_version(),
-               ork_cudnn_sdpa_has_bwd() ? "builds (backward checked)" : "does not build (backward: our kernel)");
+    setenv("ORK_CUDNN_SDPA", "1", 0); /* forward too when no backward graph builds (=0 outside skips) */
+    int avail = ork_cudnn_sdpa_available(); /* host only: dlopen + backward graph probe */
+    if (avail) {
+        int g = ork_cudnn_sdpa_bwd_graphs();
+        printf("cuDNN %ld: backward operation graphs: composite %s, native SDPA_BWD %s\n", ork_cudnn_sdpa_version(),
+               (g & 1) ? "builds" : "does not build", (g & 2) ? "builds" : "does not build");
+    }
     if (ork_cuda_device_count() == 0) { printf("no CUDA device: skipped\n"); return 77; }
     if (!avail) { printf("no usable cuDNN (>= 9.13.1): skipped\n"); return 77; }
     return ork_test_run("cuda_sdpa", suite_init, suite_clean, cases);
