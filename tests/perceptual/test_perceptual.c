@@ -16,6 +16,17 @@
  *    against its gen.check/gen.sum, then each of the six per-layer losses, the
  *    total, and the content and style gradients w.r.t. the predicted image.
  *    Absent: a note, no failure.
+ *
+ * Built a second time with PERC_GPU=1 as test_perceptual_cuda (label gpu; exit
+ * 77 without a device): the same plugin on a CUDA graph. Training on CUDA feeds
+ * the loss BF16 images (the graph's activation dtype; the plugin then runs VGG
+ * in BF16 with F32 weights, F32 Grams and F32 reductions), so the fixture is
+ * checked twice: with F32 inputs (every op in F32 on the GPU: cuBLASLt F32
+ * GEMMs, no TF32, so the CPU's tight tolerances hold and catch any mapping
+ * bug of the CUDA kernels) and with BF16 inputs (training's path, bf16
+ * tolerances, see TOL_BF16 below). The double-reference, reduction and scaler
+ * cases also run on CUDA in F32; the refusal and config cases do not (they
+ * are backend-independent and covered by the CPU binary).
  * Owns: the files it writes in its working directory. */
 #include "ork_test.h"
 
@@ -33,6 +44,11 @@
 #include <orakul/orakul.h>
 #include <stdint.h>
 
+#ifdef PERC_GPU
+#include "numerics/half.h"
+int ork_cuda_device_count(void);
+#endif
+
 #define PLUGIN ORK_PLUGIN_DIR "/orakul-perceptual.so"
 #define FIXTURE ORK_SOURCE_DIR "/tests/fixtures/vgg19_perceptual.safetensors"
 
@@ -40,6 +56,9 @@ static ork_registry *reg;
 static ork_alloc *alloc;
 static ork_graph *g;
 static const ork_tensor_api *TA;
+/* the dtype the loss's inputs (v, target, x_t, x0) enter in: F32, or BF16 as
+ * training on CUDA gives them (PERC_GPU only) */
+static ork_dtype in_dt = ORK_F32;
 
 /* ---- captured log lines ------------------------------------------------------ */
 static char lines[32][1024];
@@ -51,6 +70,7 @@ static void sink(ork_log_level lvl, const char *line, void *user) {
     nerrors++;
 }
 static void clear_log(void) { nlines = nerrors = 0; lines[0][0] = 0; }
+#ifndef PERC_GPU
 /* exactly one error line, holding every non-NULL needle */
 static int one_line(const char *a, const char *b, const char *c) {
     int ok = nerrors == 1 && (!a || strstr(lines[0], a)) && (!b || strstr(lines[0], b)) && (!c || strstr(lines[0], c));
@@ -60,6 +80,7 @@ static int one_line(const char *a, const char *b, const char *c) {
     }
     return ok;
 }
+#endif
 
 /* ---- RNG ------------------------------------------------------------------------ */
 static uint64_t rng_s = 12345;
@@ -180,17 +201,36 @@ typedef struct batch {
     float *v, *target, *xt, *x0, *t;
 } batch;
 
+/* (B, 3, H, W) host F32 -> a graph tensor of in_dt; *tmp holds the BF16 copy
+ * (freed by the caller after the step: the copy may still be in flight). */
+static ork_status upload_in(const batch *b, const float *h, ork_tensor **out, void **tmp) {
+    int64_t sh[4] = {b->B, 3, b->H, b->Wd};
+    *tmp = NULL;
+#ifdef PERC_GPU
+    if (in_dt == ORK_BF16) {
+        size_t n = (size_t)b->B * 3 * b->H * b->Wd;
+        uint16_t *q = malloc(n * sizeof *q);
+        if (!q) return ORK_E_NOMEM;
+        ork_bf16_from_f32(h, n, q);
+        *tmp = q;
+        return TA->from_host(g, ORK_BF16, 4, sh, q, out);
+    }
+#endif
+    return TA->from_host(g, ORK_F32, 4, sh, h, out);
+}
+
 static ork_status run_loss(inst *it, const batch *b, float *loss, float *grad) {
     ork_status s = ork_graph_reset(g);
-    int64_t sh[4] = {b->B, 3, b->H, b->Wd}, sb = b->B;
+    int64_t sb = b->B;
     ork_tensor *v, *tg, *xt, *x0, *t, *L;
-    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->v, &v);
+    void *tmp[4] = {NULL, NULL, NULL, NULL};
+    if (s == ORK_OK) s = upload_in(b, b->v, &v, &tmp[0]);
     if (s == ORK_OK) s = ork_graph_leaf(g, v, grad != NULL, &v);
-    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->target, &tg);
-    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->xt, &xt);
-    if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 4, sh, b->x0, &x0);
+    if (s == ORK_OK) s = upload_in(b, b->target, &tg, &tmp[1]);
+    if (s == ORK_OK) s = upload_in(b, b->xt, &xt, &tmp[2]);
+    if (s == ORK_OK) s = upload_in(b, b->x0, &x0, &tmp[3]);
     if (s == ORK_OK) s = TA->from_host(g, ORK_F32, 1, &sb, b->t, &t);
-    if (s != ORK_OK) return s;
+    if (s != ORK_OK) { for (int i = 0; i < 4; i++) free(tmp[i]); return s; }
     ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = v, .target = tg, .x_t = xt, .x0 = x0,
                           .t = t, .t_host = b->t, .h_tokens = b->H, .w_tokens = b->Wd, .decode = identity};
     int prev = ork_graph_set_grad(g, 1);
@@ -203,6 +243,8 @@ static ork_status run_loss(inst *it, const batch *b, float *loss, float *grad) {
         if (s == ORK_OK) s = TA->to_host(g, v->grad, ORK_F32, grad);
     }
     ork_graph_set_grad(g, prev);
+    if (s == ORK_OK && in_dt != ORK_F32) s = ork_graph_sync(g); /* the BF16 copies are read by now */
+    for (int i = 0; i < 4; i++) free(tmp[i]);
     return s;
 }
 
@@ -361,17 +403,30 @@ static float *fxW[NCONV], *fxB[NCONV], *fx_pred, *fx_tgt;
 static ork_st_file *fx;
 
 /* ---- suite --------------------------------------------------------------------- */
+/* a failed suite init is one failure record in CUnit's summary; say which step */
+#define INIT_TRY(x) do { if ((x) != ORK_OK) { printf("\n  init: %s failed\n", #x); return 1; } } while (0)
 static int init(void) {
     ork_log_set_sink(sink, NULL);
-    if (ork_services_register() != ORK_OK) return 1;
-    if (ork_registry_create(NULL, &reg) != ORK_OK) return 1;
-    if (ork_registry_add_file(reg, PLUGIN) != ORK_OK) return 1;
-    if (ork_alloc_create(ork_cpu_backend(), 0, &alloc) != ORK_OK) return 1;
+    INIT_TRY(ork_services_register());
+    INIT_TRY(ork_registry_create(NULL, &reg));
+    INIT_TRY(ork_registry_add_file(reg, PLUGIN));
+#ifdef PERC_GPU
+    /* the trainer's CUDA graph: BF16 activations (the inputs' dtype is in_dt) */
+    const ork_backend *be = ork_cuda_backend();
+    ork_graph_opts o = {.act_dtype = ORK_BF16};
+#else
+    const ork_backend *be = ork_cpu_backend();
     ork_graph_opts o = {.act_dtype = ORK_F32, .nthreads = 2};
-    if (ork_graph_create(ork_cpu_backend(), alloc, &o, &g) != ORK_OK) return 1;
+#endif
+    INIT_TRY(ork_alloc_create(be, 0, &alloc));
+    INIT_TRY(ork_graph_create(be, alloc, &o, &g));
     TA = ork_tensor_api_table();
     make_weights();
-    return !write_vgg("vgg_good.safetensors", NW, -1, 0);
+    if (!write_vgg("vgg_good.safetensors", NW, -1, 0)) {
+        printf("\n  init: cannot write vgg_good.safetensors in the working directory\n");
+        return 1;
+    }
+    return 0;
 }
 static int clean(void) {
     ork_graph_destroy(g);
@@ -538,6 +593,8 @@ static void t_noise_scalers(void) {
     }
 }
 
+/* Refusals and the config pass: backend-independent, CPU binary only. */
+#ifndef PERC_GPU
 static void expect_prepare_refused(const char *path, const char *a, const char *b) {
     keys k = default_keys(path);
     inst it;
@@ -660,6 +717,7 @@ static void t_config(void) {
     drop(&it);
     ork_config_free(cfg);
 }
+#endif /* !PERC_GPU */
 
 /* ---- the torchvision fixture (tests/reference/vgg19_ref.py) ------------------------
  * The fixture holds no weights: they come from the script's counter-based
@@ -768,14 +826,56 @@ static ork_status fixture_loss(const char *content, const char *style, float *lo
     return s;
 }
 
-/* Tolerances are the script's measured advice: torch's own F32 run is within
- * 8.4e-7 (losses) and 1.7e-6 of max (gradients) of float64; ours sums in a
- * different order, so 2e-5 relative on losses, and on gradients 1e-3 of the
- * L2 norm plus 1e-2 of the largest entry (ReLU mask flips are local). */
-static void t_fixture_losses(void) {
-    if (!fixture_open()) return;
+/* Tolerances against torchvision's float64 (relative on each loss; on the
+ * gradients, of the L2 norm and of the largest entry M).
+ *
+ * F32 (the CPU, and CUDA with F32 inputs): the script's measured advice.
+ * torch's own F32 run is within 8.4e-7 (losses) and 1.7e-6 of max (gradients)
+ * of float64; ours sums in a different order (CUDA: cuBLASLt F32 GEMMs, which
+ * are plain FP32 with CUBLAS_COMPUTE_32F, and F32 tree reductions), so 2e-5
+ * relative on losses (5e-5 on CUDA, whose reductions use another order
+ * again), and on gradients 1e-3 of the L2 norm plus 1e-2 of the largest entry
+ * (ReLU mask flips are local). A wrong normalisation, layer index, Gram scale
+ * or missing ReLU moves the losses by >= 1e-2 relative.
+ *
+ * BF16 (CUDA with BF16 inputs, as training runs): see BF16_* below. */
+typedef struct fx_tol {
+    const char *name;
+    double loss_rel, grad_l2, grad_max;
+} fx_tol;
+#ifndef PERC_GPU
+static const fx_tol TOL_F32 = {"F32", 2e-5, 1e-3, 1e-2};
+#else
+static const fx_tol TOL_F32_CUDA = {"F32 on CUDA", 5e-5, 1e-3, 1e-2};
+/* BF16 inputs on CUDA: the images, every activation, the conv weights (cast
+ * per call to the activation dtype) and the normalisation constants 1/std and
+ * -mean/std (cast once per compute) are rounded to bf16 (8 significant bits,
+ * unit roundoff 2^-9 = 2e-3); GEMMs accumulate in F32, Grams and reductions
+ * are F32. An emulation of exactly these roundings in double on this fixture
+ * (written for this test, not kept) moved the six per-layer losses by +1.3e-3
+ * (conv4_2) to +5.4e-3 (conv3_1) relative, all upward; with the constants kept
+ * in F32 it was +1.1e-3 .. +3.9e-3, so their rounding is a minor part.
+ * BF16 loss tolerance 2.5e-2: ~5x the emulated worst. Gradients carry the same
+ * scale error plus per-element bf16 rounding through ~20 roundings forward and
+ * backward (~1e-2 of the norm expected, not emulated): 8e-2 of the L2 norm and
+ * 0.25 of the largest entry (a ReLU that flips moves an entry by O(its size)).
+ * A kernel fed the wrong dtype, a wrong bf16 path or an overflow moves these
+ * by O(1); the F32 cases above catch the finer mapping bugs. Measured errors
+ * are printed for the notes. */
+static const fx_tol TOL_BF16 = {"BF16 on CUDA", 2.5e-2, 8e-2, 0.25};
+#endif
+
+static void fixture_losses(const fx_tol *tol) {
+    if (!fixture_open()) {
+#ifdef PERC_GPU
+        CU_FAIL("the GPU test needs tests/fixtures/vgg19_perceptual.safetensors");
+#endif
+        return;
+    }
     static const char *const layers[6] = {"conv2_1", "conv2_2", "conv3_1", "conv3_2", "conv4_1", "conv4_2"};
     static const int is_style[6] = {1, 0, 1, 0, 1, 0};
+    double worst = 0;
+    printf("\n  %s, relative error of each loss vs torchvision:", tol->name);
     for (int l = 0; l < 6; l++) {
         char nm[64];
         snprintf(nm, sizeof nm, "ref.loss.%s", layers[l]);
@@ -784,8 +884,12 @@ static void t_fixture_losses(void) {
         CU_ASSERT_FATAL(ref && n == 2);
         float loss = 0;
         CU_ASSERT_FATAL(fixture_loss(is_style[l] ? "" : layers[l], is_style[l] ? layers[l] : "", &loss, NULL) == ORK_OK);
-        if (!ork_close(loss, ref[0] + ref[1], 0, 2e-5)) {
-            printf("\n  %s: %.9g, torchvision %.9g\n", layers[l], (double)loss, ref[0] + ref[1]);
+        double r = ref[0] + ref[1], e = fabs((double)loss - r) / fabs(r);
+        printf(" %s %.2g", layers[l], e);
+        worst = fmax(worst, e);
+        if (!ork_close(loss, r, 0, tol->loss_rel)) {
+            printf("\n  %s: %.9g, torchvision %.9g (tolerance %.2g relative)\n", layers[l], (double)loss, r,
+                   tol->loss_rel);
             CU_FAIL("per-layer loss vs torchvision");
         }
         free(ref);
@@ -795,14 +899,17 @@ static void t_fixture_losses(void) {
     float loss = 0;
     CU_ASSERT_FATAL(tot != NULL);
     CU_ASSERT_FATAL(fixture_loss("conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", &loss, NULL) == ORK_OK);
-    if (!ork_close(loss, tot[0], 0, 2e-5)) {
+    double e = fabs((double)loss - tot[0]) / fabs(tot[0]);
+    printf(" total %.2g (tolerance %.2g)\n  ", e, tol->loss_rel);
+    if (!ork_close(loss, tot[0], 0, tol->loss_rel)) {
         printf("\n  total %.9g, torchvision %.9g\n", (double)loss, tot[0]);
         CU_FAIL("total loss vs torchvision");
     }
+    (void)worst;
     free(tot);
 }
 
-static void check_grad(const char *what, const char *content, const char *style) {
+static void check_grad(const fx_tol *tol, const char *what, const char *content, const char *style) {
     char nm[64];
     snprintf(nm, sizeof nm, "ref.grad.pred.%s", what);
     size_t n = 0;
@@ -811,27 +918,40 @@ static void check_grad(const char *what, const char *content, const char *style)
     float *grad = malloc(n * 4), loss;
     CU_ASSERT_FATAL(fixture_loss(content, style, &loss, grad) == ORK_OK);
     double M = 0, worst = 0, d2 = 0, r2 = 0;
+    int finite = 1;
     for (size_t i = 0; i < n; i++) {
         double d = grad[i] - ref[i];
+        if (!isfinite(grad[i])) finite = 0;
         M = fmax(M, fabs(ref[i]));
         worst = fmax(worst, fabs(d));
         d2 += d * d;
         r2 += ref[i] * ref[i];
     }
-    printf("  (%s: L2 %.2g, max %.2g of max) ", what, sqrt(d2 / r2), worst / M);
-    if (!(M > 0 && sqrt(d2) <= 1e-3 * sqrt(r2) && worst <= 1e-2 * M)) {
-        printf("\n  %s gradient: L2 error %.3g of the norm, worst %.3g of max %.3g\n", what, sqrt(d2 / r2), worst / M, M);
+    printf("  (%s %s gradient: L2 %.2g, max %.2g of max; tolerances %.2g, %.2g) ", tol->name, what, sqrt(d2 / r2),
+           worst / M, tol->grad_l2, tol->grad_max);
+    if (!(finite && M > 0 && sqrt(d2) <= tol->grad_l2 * sqrt(r2) && worst <= tol->grad_max * M)) {
+        printf("\n  %s gradient: L2 error %.3g of the norm, worst %.3g of max %.3g%s\n", what, sqrt(d2 / r2),
+               worst / M, M, finite ? "" : ", NON-FINITE entries");
         CU_FAIL("gradient vs torchvision");
     }
     free(ref);
     free(grad);
 }
 
-static void t_fixture_grads(void) {
-    if (!fixture_open()) return;
-    check_grad("content", "conv2_2,conv3_2,conv4_2", "");
-    check_grad("style", "", "conv2_1,conv3_1,conv4_1");
+static void fixture_grads(const fx_tol *tol) {
+    if (!fixture_open()) {
+#ifdef PERC_GPU
+        CU_FAIL("the GPU test needs tests/fixtures/vgg19_perceptual.safetensors");
+#endif
+        return;
+    }
+    check_grad(tol, "content", "conv2_2,conv3_2,conv4_2", "");
+    check_grad(tol, "style", "", "conv2_1,conv3_1,conv4_1");
 }
+
+#ifndef PERC_GPU
+static void t_fixture_losses(void) { fixture_losses(&TOL_F32); }
+static void t_fixture_grads(void) { fixture_grads(&TOL_F32); }
 
 static const ork_test_case cases[] = {
     {"component, aliases perceptual and style", t_component},
@@ -853,3 +973,31 @@ static const ork_test_case cases[] = {
 };
 
 ORK_TEST_MAIN("perceptual", init, clean, cases)
+
+#else /* PERC_GPU */
+static void t_fixture_losses_f32(void) { in_dt = ORK_F32; fixture_losses(&TOL_F32_CUDA); }
+static void t_fixture_grads_f32(void) { in_dt = ORK_F32; fixture_grads(&TOL_F32_CUDA); }
+static void t_fixture_losses_bf16(void) { in_dt = ORK_BF16; fixture_losses(&TOL_BF16); in_dt = ORK_F32; }
+static void t_fixture_grads_bf16(void) { in_dt = ORK_BF16; fixture_grads(&TOL_BF16); in_dt = ORK_F32; }
+
+static const ork_test_case gpu_cases[] = {
+    {"component, aliases perceptual and style", t_component},
+    {"CUDA, F32 inputs: loss and gradient vs double reference (defaults, B=2)", t_loss_and_grad_defaults},
+    {"CUDA, F32 inputs: loss and gradient vs double reference (custom layers and weights)", t_loss_and_grad_weights},
+    {"CUDA: reduction sum = B x mean", t_reduction_sum},
+    {"CUDA: noise layer scalers normalise a noise pair to 1 per layer", t_noise_scalers},
+    {"CUDA, F32 inputs: torchvision fixture, per-layer and total losses", t_fixture_losses_f32},
+    {"CUDA, F32 inputs: torchvision fixture, content and style gradients", t_fixture_grads_f32},
+    {"CUDA, BF16 inputs (training's dtype): torchvision fixture, losses", t_fixture_losses_bf16},
+    {"CUDA, BF16 inputs (training's dtype): torchvision fixture, gradients", t_fixture_grads_bf16},
+    {NULL, NULL},
+};
+
+int main(void) {
+    if (ork_cuda_device_count() <= 0) {
+        printf("test_perceptual_cuda: no CUDA device, skipped (77)\n");
+        return 77;
+    }
+    return ork_test_run("perceptual_cuda", init, clean, gpu_cases);
+}
+#endif
