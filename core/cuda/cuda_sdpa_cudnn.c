@@ -669,10 +669,13 @@ static int build_plan(sdpa_plan *p, cudnnHandle_t h) {
                 (pstep = "workspace size",
                  s = L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &ws)) ==
                     CUDNN_STATUS_SUCCESS) {
-                char json[600] = "";
+                char json[2048] = ""; /* the engine's name and knobs, for the log; size asked first */
                 int64_t jn = 0;
-                if (L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
-                           (int64_t)sizeof json - 1, &jn, json) != CUDNN_STATUS_SUCCESS)
+                if (L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &jn, NULL) !=
+                        CUDNN_STATUS_SUCCESS ||
+                    jn <= 0 || jn >= (int64_t)sizeof json ||
+                    L.BGet(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, jn, &jn, json) !=
+                        CUDNN_STATUS_SUCCESS)
                     json[0] = 0;
                 json[sizeof json - 1] = 0;
                 size_t cws = (size_t)(ws > 0 ? ws : 0);
