@@ -230,6 +230,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     /* per block: packed frozen bytes, LoRA params, FLOPs; the hidden width */
     int64_t hidden = in->hidden;
     int64_t *big = calloc(nb, sizeof *big), *big_h = calloc(nb, sizeof *big_h);
+    double wide = 0; /* max (wide side / narrow side) of a transformer block's token linears */
     if (!big || !big_h) { free(big); free(big_h); free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
     for (int b = 0; b < n; b++) p->transformer[b] = info->block_names && strstr(info->block_names[b], "blocks.") != NULL;
     for (int i = 0; i < info->n_weights; i++) {
@@ -262,6 +263,11 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
                 big[b] = ne;
                 big_h[b] = out_f < in_f ? out_f : in_f;
             }
+            /* the widest per-token linear of a block sets its working set */
+            if (p->transformer[b] && tok > 1) {
+                double wr = (double)(out_f > in_f ? out_f : in_f) / (double)(out_f < in_f ? out_f : in_f);
+                if (wr > wide) wide = wr;
+            }
         }
         /* a block with attention: q/k/v projections or q/k norms */
         if ((strstr(d->name, "qkv") || strstr(d->name, "query_norm") || strstr(d->name, "to_q") ||
@@ -287,14 +293,22 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     }
     /* activations */
     double carry = (double)B * (double)L * (double)hidden * ab;
-    p->saved = gib_round(carry * (n + 1));
+    /* n + 4: FLUX.2-dev at 512² measured 1.07 GiB of checkpoints where n + 1
+     * carries are 1.04 GiB (the text/image split and modulation vectors) */
+    p->saved = gib_round(carry * (n + 4));
     p->carry_grads = gib_round(2.0 * carry);
+    /* 80 carries was measured with FLUX.1-dev's widest linear (7:1, single
+     * blocks' linear1) and rank 128; FLUX.2-dev (9:1, SwiGLU) at rank 1280
+     * needed 123 at 512² (H200, 2026-11-29): the working set scales with the
+     * widest linear, and the LoRA path adds intermediates of rank width. */
+    double rr = in->lora_rank > 0 && hidden > 0 ? (double)in->lora_rank / (double)hidden : 0;
+    double tf_scale = (wide > 7.0 ? wide / 7.0 : 1.0) * (1.0 + 1.5 * (rr < 1 ? rr : 1));
     double fmax = 0;
     for (int b = 0; b < n; b++) {
         /* 80: measured on the H200 — FLUX.1-dev at 1024² grew the activation
          * arena to 2.00 GiB = 76 x (4608 tokens x 3072 x bf16); 24 was the
          * first estimate and ran a 24 GiB plan out of budget by 1.4 GiB. */
-        double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 80.0)
+        double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 80.0 * tf_scale)
                                      : (in->factor_other > 0 ? in->factor_other : 4.0);
         if (f > fmax) fmax = f;
     }

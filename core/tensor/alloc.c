@@ -23,6 +23,7 @@ struct ork_alloc {
     uint64_t count;
     char tags[ORK_ALLOC_MAX_TAGS][32];
     size_t tag_bytes[ORK_ALLOC_MAX_TAGS];
+    size_t tag_peak[ORK_ALLOC_MAX_TAGS];
     int ntags;
     alloc_rec *recs;
     size_t nrecs, caprecs;
@@ -103,6 +104,7 @@ ork_status ork_alloc_get(ork_alloc *a, size_t bytes, const char *tag, void **ptr
     a->in_use += bytes;
     if (a->in_use > a->peak) a->peak = a->in_use;
     a->tag_bytes[t] += bytes;
+    if (a->tag_bytes[t] > a->tag_peak[t]) a->tag_peak[t] = a->tag_bytes[t];
     a->count++;
     *ptr = p;
     return ORK_OK;
@@ -122,6 +124,12 @@ void ork_alloc_put(ork_alloc *a, void *ptr) {
 }
 
 size_t ork_alloc_peak(const ork_alloc *a) { return a->peak; }
+
+size_t ork_alloc_peak_tag(const ork_alloc *a, const char *tag) {
+    for (int i = 0; i < a->ntags; i++)
+        if (strcmp(a->tags[i], tag) == 0) return a->tag_peak[i];
+    return 0;
+}
 
 size_t ork_alloc_in_use(const ork_alloc *a, const char *tag) {
     if (!tag) return a->in_use;

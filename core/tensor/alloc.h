@@ -39,6 +39,8 @@ size_t ork_alloc_in_use(const ork_alloc *a, const char *tag);
 size_t ork_alloc_budget(const ork_alloc *a);
 /* High-water mark of ork_alloc_in_use(a, NULL) since creation. */
 size_t ork_alloc_peak(const ork_alloc *a);
+/* High-water mark of ork_alloc_in_use(a, tag) (0 for a tag never used). */
+size_t ork_alloc_peak_tag(const ork_alloc *a, const char *tag);
 void ork_alloc_set_budget(ork_alloc *a, size_t budget);
 /* Successful device allocations made so far (monotonic). */
 uint64_t ork_alloc_count(const ork_alloc *a);
