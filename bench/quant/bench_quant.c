@@ -16,6 +16,15 @@
  *       and on the same weights with a few outlier input columns
  *       (docs/quant.md quotes this table); for the latter also the error over
  *       the other ("bulk") columns alone, which the outliers' energy hides.
+ *   bench_quant gemm [repeats=5]
+ *       The forward GEMM of a quantized linear on CUDA, y (M, N) = x (M, K) · Wᵀ at
+ *       M = 4608 tokens and the FLUX shapes N x K = 3072 x 3072, 12288 x 3072,
+ *       3072 x 12288: bf16 GEMM on a bf16 W (no quantization); path (a) = the
+ *       plugin's dequantize of fp8 W into a bf16 scratch + the bf16 GEMM; path (b)
+ *       = the native FP8 GEMM (activation quantizer + cuBLASLt FP8 with
+ *       per-channel x per-token scales; cuda_gemm_fp8.h), E4M3 and E5M2 W, fast
+ *       accumulation on and off; and the activation quantizer alone. Each row:
+ *       the median over `repeats` of the mean of 20 back-to-back calls (events).
  * Owns nothing beyond main. */
 #include "numerics/half.h"
 #include "plugin/registry.h"
@@ -32,6 +41,10 @@
 #include <unistd.h>
 
 #ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ctx.h"
+#include "cuda/cuda_gemm.h"
+#include "cuda/cuda_gemm_fp8.h"
+
 #include <cuda_runtime_api.h>
 #endif
 
@@ -274,6 +287,147 @@ static int errors(int n_out, float gain) {
     return 0;
 }
 
+#ifdef ORAKUL_HAVE_CUDA
+typedef struct gemm_job {
+    ork_cuda_ctx *ctx;
+    cudaStream_t st;
+    inst *q;                 /* the quantizer of w8 (path (a)'s dequantize) */
+    int64_t M, N, K;
+    void *x, *wb, *w8, *scratch, *y, *ws;
+    float *sw;
+    ork_dtype wdt;
+    int fast_accum;
+} gemm_job;
+
+enum { G_BF16, G_DEQUANT, G_NATIVE, G_QUANT_ROWS };
+
+static int gemm_once(const gemm_job *j, int what) {
+    if (what == G_QUANT_ROWS) {
+        size_t xq = ((size_t)(j->M * j->K) + 255) & ~(size_t)255;
+        return ork_cuda_fp8_quant_rows(j->st, j->M, j->K, j->x, j->ws, (float *)((char *)j->ws + xq)) != ORK_OK;
+    }
+    if (what == G_NATIVE) {
+        char why[256] = "";
+        ork_cuda_fp8_linear_args a = {j->M, j->N, j->K, j->x, j->w8, j->wdt, j->sw, NULL, j->y, j->ws, j->fast_accum,
+                                      why, sizeof why};
+        ork_status s = ork_cuda_fp8_linear(j->ctx, j->st, &a);
+        if (s != ORK_OK) fprintf(stderr, "native fp8 GEMM: %s\n", why[0] ? why : "failed");
+        return s != ORK_OK;
+    }
+    const void *w = j->wb;
+    if (what == G_DEQUANT) {
+        if (j->q->vt->dequantize(j->q->self, ORK_DEV_CUDA, j->st, j->w8, j->sw, j->N, j->K, ORK_BF16, j->scratch) != ORK_OK)
+            return 1;
+        w = j->scratch;
+    }
+    ork_cuda_gemm_args g = {.ta = 0, .tb = 1, .M = j->M, .N = j->N, .K = j->K, .batch = 1, .alpha = 1.0f, .beta = 0.0f,
+                            .A = j->x, .adt = ORK_BF16, .lda = j->K, .B = w, .bdt = ORK_BF16, .ldb = j->K,
+                            .C = j->y, .cdt = ORK_BF16, .ldc = j->N};
+    return ork_cuda_gemm(j->ctx, j->st, &g) != ORK_OK;
+}
+
+/* Median over reps of the mean of 20 calls, seconds; < 0 on failure. */
+static double gemm_time(const gemm_job *j, int what, int reps, double *t) {
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) || cudaEventCreate(&e1)) return -1;
+    double m = -1;
+    for (int r = -1; r < reps; r++) {
+        cudaEventRecord(e0, j->st);
+        for (int k = 0; k < 20; k++)
+            if (gemm_once(j, what)) goto out;
+        cudaEventRecord(e1, j->st);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r >= 0) t[r] = ms / 20 / 1e3;
+    }
+    m = median(t, reps);
+out:
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return m;
+}
+
+static int gemm_bench(int reps) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) { printf("gemm: no CUDA device\n"); return 0; }
+    ork_cuda_ctx *ctx;
+    if (ork_cuda_ctx_create(0, &ctx) != ORK_OK) return 1;
+    char why[256] = "";
+    int native = ork_cuda_fp8_native_ok(ctx, why, sizeof why) == ORK_OK;
+    size_t fm = 0, tm = 0;
+    char name[128] = "";
+    ork_cuda_mem_info(0, &fm, &tm, name, sizeof name);
+    printf("forward GEMM of a quantized linear, %s (sm_%d), y (M, N) = x (M, K) · Wᵀ, bf16 out, median of %d x "
+           "mean of 20 calls\n", name, ork_cuda_ctx_cc(ctx), reps);
+    if (!native) printf("native FP8 GEMM unavailable: %s\n", why);
+    printf("%-6s %-6s %-6s %-40s %9s %9s\n", "M", "N", "K", "path", "ms", "TFLOP/s");
+    static const struct { int64_t N, K; } sh[] = {{3072, 3072}, {12288, 3072}, {3072, 12288}};
+    const int64_t M = 4608;
+    double *t = malloc((size_t)reps * sizeof(double));
+    if (!t) return 1;
+    for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+        int64_t N = sh[si].N, K = sh[si].K;
+        size_t nx = (size_t)(M * K), nw = (size_t)(N * K);
+        uint16_t *xh = malloc(nx * 2), *wh = malloc(nw * 2);
+        uint8_t *w8h = malloc(nw);
+        float *swh = malloc((size_t)N * 4);
+        if (!xh || !wh || !w8h || !swh) return 1;
+        for (size_t i = 0; i < nx; i++) xh[i] = ork_f32_to_bf16(gauss());
+        for (size_t i = 0; i < nw; i++) wh[i] = ork_f32_to_bf16(0.02f * gauss());
+        gemm_job j = {.ctx = ctx, .M = M, .N = N, .K = K};
+        if (cudaStreamCreateWithFlags(&j.st, cudaStreamNonBlocking) || cudaMalloc(&j.x, nx * 2) ||
+            cudaMalloc(&j.wb, nw * 2) || cudaMalloc(&j.w8, nw) || cudaMalloc(&j.scratch, nw * 2) ||
+            cudaMalloc(&j.y, (size_t)(M * N) * 2) || cudaMalloc(&j.ws, ork_cuda_fp8_linear_ws(M, K)) ||
+            cudaMalloc((void **)&j.sw, (size_t)N * 4)) {
+            fprintf(stderr, "cuda setup failed\n");
+            return 1;
+        }
+        cudaMemcpyAsync(j.x, xh, nx * 2, cudaMemcpyHostToDevice, j.st);
+        cudaMemcpyAsync(j.wb, wh, nw * 2, cudaMemcpyHostToDevice, j.st);
+        double flop = 2.0 * (double)M * (double)N * (double)K;
+        for (int f = 0; f < 2; f++) {
+            inst qi;
+            if (make(f ? "fp8_e5m2" : "fp8_e4m3", 0, &qi)) return 1;
+            if (qi.vt->quantize(qi.self, "bench", ORK_BF16, wh, N, K, 0, w8h, swh) != ORK_OK) return 1;
+            cudaMemcpyAsync(j.w8, w8h, nw, cudaMemcpyHostToDevice, j.st);
+            cudaMemcpyAsync(j.sw, swh, (size_t)N * 4, cudaMemcpyHostToDevice, j.st);
+            cudaStreamSynchronize(j.st);
+            j.q = &qi;
+            j.wdt = f ? ORK_F8_E5M2 : ORK_F8_E4M3;
+            struct { int what, fa, only_e4m3; const char *label; } rows[] = {
+                {G_BF16, 0, 1, "bf16 GEMM (bf16 W, unquantized)"},
+                {G_DEQUANT, 0, 0, "(a) dequantize + bf16 GEMM"},
+                {G_NATIVE, 1, 0, "(b) native fp8, fast accum"},
+                {G_NATIVE, 0, 0, "(b) native fp8, exact accum"},
+                {G_QUANT_ROWS, 0, 1, "    of which: x -> e4m3 per token"},
+            };
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                if (rows[r].only_e4m3 && f) continue;
+                if (rows[r].what == G_NATIVE && !native) continue;
+                j.fast_accum = rows[r].fa;
+                double m = gemm_time(&j, rows[r].what, reps, t);
+                char label[64];
+                snprintf(label, sizeof label, "%s%s", rows[r].label,
+                         rows[r].what == G_BF16 || rows[r].what == G_QUANT_ROWS ? "" : f ? " [e5m2 W]" : " [e4m3 W]");
+                if (m < 0) { printf("%-6lld %-6lld %-6lld %-40s %9s\n", (long long)M, (long long)N, (long long)K, label, "failed"); continue; }
+                printf("%-6lld %-6lld %-6lld %-40s %9.3f %9.1f\n", (long long)M, (long long)N, (long long)K, label,
+                       1e3 * m, rows[r].what == G_QUANT_ROWS ? 0.0 : flop / m / 1e12);
+                fflush(stdout);
+            }
+            qi.vt->destroy(qi.self);
+        }
+        cudaFree(j.x); cudaFree(j.wb); cudaFree(j.w8); cudaFree(j.scratch); cudaFree(j.y); cudaFree(j.ws);
+        cudaFree(j.sw);
+        cudaStreamDestroy(j.st);
+        free(xh); free(wh); free(w8h); free(swh);
+    }
+    free(t);
+    ork_cuda_ctx_destroy(ctx);
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "speed";
     if (ork_registry_create(NULL, &g_reg) != ORK_OK ||
@@ -289,10 +443,19 @@ int main(int argc, char **argv) {
         int n_out = argc > 2 ? atoi(argv[2]) : 4;
         float gain = argc > 3 ? (float)atof(argv[3]) : 100.0f;
         rc = n_out >= 0 && gain > 0 ? errors(n_out, gain) : 2;
+    } else if (!strcmp(mode, "gemm")) {
+        int reps = argc > 2 ? atoi(argv[2]) : 5;
+#ifdef ORAKUL_HAVE_CUDA
+        rc = reps >= 1 && reps <= 1000 ? gemm_bench(reps) : 2;
+#else
+        (void)reps;
+        printf("gemm: not built (ORAKUL_CUDA off)\n");
+        rc = 0;
+#endif
     } else {
         rc = 2;
     }
-    if (rc == 2) fprintf(stderr, "usage: %s [speed [repeats]] | errors [outlier_cols] [outlier_gain]\n", argv[0]);
+    if (rc == 2) fprintf(stderr, "usage: %s [speed [repeats]] | errors [outlier_cols] [outlier_gain] | gemm [repeats]\n", argv[0]);
     ork_registry_destroy(g_reg);
     return rc;
 }

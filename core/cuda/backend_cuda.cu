@@ -6,6 +6,7 @@
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_gemm.h"
+#include "cuda/cuda_gemm_fp8.h"
 #include "cuda/cuda_attn.h"
 #include "cuda/cuda_sdpa_cudnn.h"
 
@@ -64,6 +65,16 @@ static ork_status be_gemm(const ork_kctx *k, const ork_gemm_desc *d) {
     g.B = d->B; g.bdt = d->bdt; g.ldb = d->ldb; g.stride_b = d->stride_b;
     g.C = d->C; g.cdt = d->cdt; g.ldc = d->ldc; g.stride_c = d->stride_c;
     return ork_cuda_gemm(ork_cuda_kctx(k), ork_cuda_kstream(k), &g);
+}
+
+static size_t be_linear_fp8_ws(int64_t M, int64_t K) { return ork_cuda_fp8_linear_ws(M, K); }
+/* Fast accumulation on: the forward's choice in TransformerEngine (NUMERICS.md §3);
+ * its error against path (a) is measured in tests/quant/test_quant_fp8_gemm.c. */
+static ork_status be_linear_fp8(const ork_kctx *k, const ork_fp8_linear_desc *d) {
+    if (d->M == 0) return ork_cuda_fp8_native_ok(ork_cuda_kctx(k), d->why, d->why_n);
+    ork_cuda_fp8_linear_args a = {d->M, d->N, d->K, d->x, d->w, d->wdt, d->w_scale, d->bias, d->y, d->ws, 1,
+                                  d->why, d->why_n};
+    return ork_cuda_fp8_linear(ork_cuda_kctx(k), ork_cuda_kstream(k), &a);
 }
 
 static ork_cuda_attn_args attn_args(const ork_attn_desc *d) {
@@ -210,6 +221,7 @@ static const ork_backend g_cuda = {
     ork_cuda_reduce, ork_cuda_mse, ork_cuda_mse_bwd,
     ork_cuda_groupnorm, ork_cuda_groupnorm_bwd, ork_cuda_softmax, ork_cuda_softmax_bwd,
     ork_cuda_dropout,
+    be_linear_fp8_ws, be_linear_fp8,
 };
 
 const ork_backend *ork_cuda_backend(void) { return &g_cuda; }

@@ -2,6 +2,7 @@
  * (cuBLASLt handle, its workspace, reduction scratch, GEMM heuristic cache).
  * Allocation happens here, at init only; nothing in a training step allocates. */
 #include "cuda/cuda_util.cuh"
+#include "cuda/cuda_gemm_fp8.h"
 #include <stdlib.h>
 
 extern "C" int ork_cuda_device_count(void) {
@@ -26,6 +27,7 @@ extern "C" ork_status ork_cuda_stream_sync(void *stream) {
 
 extern "C" void ork_cuda_ctx_destroy(ork_cuda_ctx *c) {
     if (!c) return;
+    ork_cuda_fp8_cache_free(c);
     for (int i = 0; i < ORK_GEMM_CACHE; i++) {
         ork_gemm_entry *e = &c->gemm[i];
         if (!e->used) continue;

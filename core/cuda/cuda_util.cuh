@@ -48,6 +48,7 @@ struct ork_cuda_ctx {
     size_t scratch_n;   /* floats */
     int gemm_next;      /* round-robin eviction */
     ork_gemm_entry gemm[ORK_GEMM_CACHE];
+    struct ork_fp8_cache *fp8; /* FP8 GEMM descriptors (cuda_gemm_fp8.cu), NULL until first used */
 };
 
 static inline cudaStream_t ork_stream(void *s) { return (cudaStream_t)s; }

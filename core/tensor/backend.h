@@ -58,6 +58,19 @@ typedef struct ork_gemm_desc {
     void *C;       ork_dtype cdt; int64_t ldc, stride_c;
 } ork_gemm_desc;
 
+/* Native FP8 forward linear (Hopper): y (M, N) BF16 = (q8(x) · sx) · (w · w_scale)ᵀ
+ * (+ bias (N) BF16), x (M, K) BF16 quantized per row to E4M3 into ws (sx: one F32
+ * scale per row), w (N, K) F8_E4M3 / F8_E5M2 with F32 (N) per-row scales. */
+typedef struct ork_fp8_linear_desc {
+    int64_t M, N, K;
+    const void *x;
+    const void *w; ork_dtype wdt; const float *w_scale;
+    const void *bias;   /* BF16 (N) or NULL */
+    void *y;
+    void *ws;           /* linear_fp8_ws(M, K) bytes */
+    char *why; size_t why_n; /* ORK_E_UNSUPPORTED: why not (nothing is logged) */
+} ork_fp8_linear_desc;
+
 /* Broadcast of b (and y = result) against a: a has `shape` (ndim dims, n
  * elements); bstride[d] is b's element stride for a's dim d, 0 where b is
  * broadcast (size 1 or missing). nb = numel(b). */
@@ -282,6 +295,14 @@ typedef struct ork_backend {
      * the forward and the backward (the gradient takes the same mask). */
     ork_status (*dropout)(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
                           ork_dtype dt);
+
+    /* ---- appended: native FP8 forward linear (ops->linear, fp8 weights, fp8_gemm native) ---- */
+    /* Scratch bytes linear_fp8 needs for x (M, K). NULL: no native path (CPU). */
+    size_t (*linear_fp8_ws)(int64_t M, int64_t K);
+    /* See ork_fp8_linear_desc. ORK_E_UNSUPPORTED (nothing logged, d->why says it)
+     * where the device, build, shape or cuBLASLt cannot: the caller dequantizes
+     * instead. M == 0: only asks whether the device has the native path at all. */
+    ork_status (*linear_fp8)(const ork_kctx *k, const ork_fp8_linear_desc *d);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */

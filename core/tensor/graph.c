@@ -33,6 +33,26 @@ ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_g
     return ORK_OK;
 }
 
+ork_status ork_graph_set_fp8_gemm(ork_graph *g, int mode, const char *what) {
+    const char *env = getenv("ORK_FP8_GEMM");
+    if (env && *env) {
+        if (!strcmp(env, "native")) mode = ORK_FP8_GEMM_NATIVE;
+        else if (!strcmp(env, "dequant")) mode = ORK_FP8_GEMM_DEQUANT;
+        else return ORK_FAIL(ORK_E_CONFIG, "ORK_FP8_GEMM: '%s' is not native or dequant", env);
+        what = "ORK_FP8_GEMM";
+    }
+    if (mode == ORK_FP8_GEMM_NATIVE) {
+        char why[256] = "the backend has no native FP8 GEMM";
+        ork_fp8_linear_desc d = {.M = 0, .why = why, .why_n = sizeof why};
+        if (!g->be->linear_fp8 || g->be->linear_fp8(&g->k, &d) != ORK_OK)
+            return ORK_FAIL(ORK_E_CONFIG, "%s: native: %s (%s); use dequant", what ? what : "fp8_gemm", why,
+                            g->be->name);
+    }
+    g->fp8_gemm = mode;
+    g->fp8_warned = 0;
+    return ORK_OK;
+}
+
 void ork_graph_destroy(ork_graph *g) {
     if (!g) return;
     ork_tape_destroy(g->tape);

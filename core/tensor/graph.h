@@ -41,7 +41,22 @@ struct ork_graph {
     ork_weight_fn weight_fn;
     void *weight_ctx;
     uint64_t dropout_seed; /* LoRA dropout of this micro-step; 0: none (inference) */
+    int fp8_gemm;          /* ORK_FP8_GEMM_*: the forward GEMM of fp8-quantized linear weights */
+    int fp8_warned;        /* the one line saying the native path fell back was logged */
 };
+
+/* Forward GEMM of an fp8-quantized linear weight (ops->linear; backward always
+ * dequantizes): DEQUANT = path (a), the weight dequantized into a bf16 scratch
+ * and a bf16 GEMM, any device; NATIVE = path (b), Hopper's FP8 GEMM with the
+ * weight's per-row scales and per-token E4M3 activations (cuda_gemm_fp8.h); a
+ * layer it cannot take (shape, block scales, f32 activations) falls back to (a)
+ * with one WARN line per graph. */
+enum { ORK_FP8_GEMM_DEQUANT = 0, ORK_FP8_GEMM_NATIVE = 1 };
+
+/* Set g's fp8 GEMM mode. The environment variable ORK_FP8_GEMM=native|dequant
+ * overrides `mode` (benches). NATIVE on a backend or device without it (CPU,
+ * below sm_90): ORK_E_CONFIG and one line naming `what` (the config key). */
+ork_status ork_graph_set_fp8_gemm(ork_graph *g, int mode, const char *what);
 
 /* alloc is borrowed (shared with the weight store and the trainer). */
 ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_graph_opts *opts,

@@ -145,6 +145,44 @@ static ork_status weight_operand(ork_graph *g, const ork_tensor *w, ork_dtype dt
     return ORK_OK;
 }
 
+/* Path (b), g->fp8_gemm native: y (M, N) = x (M, K) · wᵀ on the backend's FP8
+ * GEMM from w's fp8 bytes and per-row scales (no dequantized scratch); *bias_done
+ * when b went through its epilogue. *done 0: not taken (not an fp8 weight, or the
+ * backend cannot take this layer: one WARN per graph), the caller runs path (a). */
+static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_tensor *w, const ork_tensor *b,
+                                int64_t M, int64_t N, int64_t K, ork_tensor *y, int *done, int *bias_done) {
+    *done = *bias_done = 0;
+    if (w->dtype != ORK_F8_E4M3 && w->dtype != ORK_F8_E5M2) return ORK_OK; /* bf16/none quantizers: nothing to do */
+    char why[256] = "";
+    const char *no = NULL;
+    if (!BE->linear_fp8 || !BE->linear_fp8_ws) no = "the backend has no native FP8 GEMM";
+    else if (x->dtype != ORK_BF16) no = "the activations are not bf16";
+    else if (w->q->block != 0 || w->q->n_scales != N || !w->q->scales)
+        no = "the weight has block scales (block_size 128); native needs one scale per output row";
+    if (!no) {
+        void *ws;
+        ORK_TRY(ork_arena_get(g->arena, BE->linear_fp8_ws(M, K), &ws));
+        int ep = b && b->dtype == ORK_BF16;
+        ork_fp8_linear_desc d = {.M = M, .N = N, .K = K, .x = D(x), .w = D(w), .wdt = w->dtype, .w_scale = w->q->scales,
+                                 .bias = ep ? D(b) : NULL, .y = D(y), .ws = ws, .why = why, .why_n = sizeof why};
+        ork_status s = BE->linear_fp8(KX, &d);
+        ork_arena_put(g->arena, ws);
+        if (s == ORK_OK) {
+            *done = 1;
+            *bias_done = ep;
+            return ORK_OK;
+        }
+        if (s != ORK_E_UNSUPPORTED) return ORK_FAIL(s, "linear: native fp8 GEMM of weight %s failed", w->name);
+        no = why;
+    }
+    if (!g->fp8_warned) {
+        g->fp8_warned = 1;
+        ORK_WARN("linear: native fp8 GEMM not used for %s (M=%lld N=%lld K=%lld): %s; dequantizing to bf16 for it "
+                 "and any other such layer (logged once)", w->name, (long long)M, (long long)N, (long long)K, no);
+    }
+    return ORK_OK;
+}
+
 /* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r). */
 static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
     ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *down = n->in[3], *up = n->in[4], *y = n->out[0];
@@ -254,16 +292,21 @@ static ork_status op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tens
     memcpy(sh, x->shape, sizeof sh);
     sh[x->ndim - 1] = N;
     ORK_TRY(new_t(g, x->dtype, x->ndim, sh, y));
-    /* y (M, N) = x (M, K) · wᵀ; a quantized w: its dequantized scratch, released after the GEMM */
-    const void *wp;
-    void *wq;
-    ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
-    ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
-                       .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
-    ork_status gs = BE->gemm(KX, &d);
-    if (wq) ork_arena_put(g->arena, wq);
-    ORK_TRY(gs);
-    if (b) {
+    /* y (M, N) = x (M, K) · wᵀ; a quantized w: path (b) when g->fp8_gemm is native and
+     * the backend takes it, else its dequantized scratch, released after the GEMM */
+    int native = 0, bias_done = 0;
+    if (w->q && g->fp8_gemm == ORK_FP8_GEMM_NATIVE) ORK_TRY(linear_native(g, x, w, b, M, N, K, *y, &native, &bias_done));
+    if (!native) {
+        const void *wp;
+        void *wq;
+        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
+                           .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
+        ork_status gs = BE->gemm(KX, &d);
+        if (wq) ork_arena_put(g->arena, wq);
+        ORK_TRY(gs);
+    }
+    if (b && !bias_done) {
         ork_bcast bc = {.ndim = 2, .shape = {M, N}, .bstride = {0, 1}, .n = M * N, .nb = N};
         ORK_TRY(BE->binary(KX, ORK_BINARY_ADD, &bc, D(*y), D(b), b->dtype, D(*y), x->dtype));
     }

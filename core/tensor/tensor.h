@@ -24,6 +24,8 @@
  * the bytes itself: it dequantizes W into an arena scratch of the activation
  * dtype (stream-ordered on the graph's stream), runs its GEMMs on the scratch
  * and releases it right after (forward; backward dequantizes again for dx).
+ * With the graph's fp8_gemm native (graph.h) the forward instead hands the fp8
+ * bytes and the per-row scales to the backend's FP8 GEMM (linear_fp8).
  * Quantized weights are always frozen (requires_grad is refused).
  *
  * Owns: struct ork_tensor, ork_lora and ork_qinfo's definition (the weight

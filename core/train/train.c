@@ -192,6 +192,18 @@ static void pass_vae_path(job *j) {
         }
 }
 
+/* model.quantize_kwargs.fp8_gemm: a string key the fp8 quantizers declare
+ * ("dequant" | "native"); the core reads it for the graph (graph.h). */
+static int quant_fp8_gemm(const job *j) {
+    if (!j->c_quant || !j->c_quant->c->params || !j->quant_params) return ORK_FP8_GEMM_DEQUANT;
+    for (const ork_param *k = j->c_quant->c->params; k->key; k++)
+        if (!strcmp(k->key, "fp8_gemm") && k->type == ORK_PARAM_STRING) {
+            const char *v = *(const char *const *)((const char *)j->quant_params + k->offset);
+            return v && !strcmp(v, "native") ? ORK_FP8_GEMM_NATIVE : ORK_FP8_GEMM_DEQUANT;
+        }
+    return ORK_FP8_GEMM_DEQUANT;
+}
+
 static ork_status resolve_all(job *j) {
     ORK_TRY(resolve(j, ORK_KIND_MODEL, &j->c_model, &j->model_params));
     pass_vae_path(j);
@@ -1066,6 +1078,7 @@ static ork_status setup(job *j) {
     ork_graph_opts go = {0};
     go.act_dtype = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &j->g));
+    if (j->quant) ORK_TRY(ork_graph_set_fp8_gemm(j->g, quant_fp8_gemm(j), "model.quantize_kwargs.fp8_gemm"));
     ORK_TRY(open_model(j));
     if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;

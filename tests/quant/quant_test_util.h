@@ -49,6 +49,7 @@ typedef struct qt_keys {
     int64_t block_size, threads;
     int32_t report_error;
     const char *dtype;
+    const char *fp8_gemm;   /* NULL: the key's default */
 } qt_keys;
 
 /* Create component `name` (id or alias) with keys k (NULL: defaults); the
@@ -65,13 +66,14 @@ static inline ork_status qt_make_keys(const char *name, const qt_keys *k, qt_ins
         else if (!strcmp(p->key, "threads")) { int64_t v = k ? k->threads : 0; memcpy(at, &v, 8); }
         else if (!strcmp(p->key, "report_error")) { int32_t v = k ? k->report_error : 0; memcpy(at, &v, 4); }
         else if (!strcmp(p->key, "dtype")) { const char *v = k && k->dtype ? k->dtype : p->def; memcpy(at, &v, sizeof v); }
+        else if (!strcmp(p->key, "fp8_gemm")) { const char *v = k && k->fp8_gemm ? k->fp8_gemm : p->def; memcpy(at, &v, sizeof v); }
         else return ORK_E_INTERNAL; /* a key this test does not know */
     }
     out->vt = c->vtable;
     return out->vt->create(&pc->host, buf, &out->self);
 }
 static inline ork_status qt_make(const char *name, int64_t block, int64_t threads, qt_inst *out) {
-    qt_keys k = {block, threads, 0, NULL};
+    qt_keys k = {block, threads, 0, NULL, NULL};
     return qt_make_keys(name, &k, out);
 }
 static inline void qt_free(qt_inst *q) { if (q->self) q->vt->destroy(q->self); q->self = NULL; }

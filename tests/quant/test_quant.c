@@ -3,8 +3,13 @@
  * weights (E4M3 ~2.6%, E5M2 ~5.2%), what 1x128 blocks buy, zero rows, NaN/Inf
  * refusal with its one line, bit-exactness against core/numerics (the
  * reference the plugin compiles in), thread-count independence, bf16 and none
- * components, malformed arguments. CPU only. */
+ * components, malformed arguments, the fp8_gemm key and its refusals (plugin
+ * and graph, ORK_FP8_GEMM). CPU only. */
 #include "quant_test_util.h"
+
+#include "tensor/alloc.h"
+#include "tensor/backend.h"
+#include "tensor/graph.h"
 
 #include "numerics/fp8.h"
 #include "numerics/half.h"
@@ -72,7 +77,7 @@ static void test_layouts(void) {
     CU_ASSERT_EQUAL(l.qdtype, ORK_F32);
     CU_ASSERT_EQUAL(l.n_scales, 0);
     qt_free(&q);
-    qt_keys k = {0, 0, 0, "bf16"};
+    qt_keys k = {0, 0, 0, "bf16", NULL};
     CU_ASSERT_EQUAL_FATAL(qt_make_keys("none", &k, &q), ORK_OK);
     CU_ASSERT_EQUAL(q.vt->layout(q.self, 64, 64, &l), ORK_OK);
     CU_ASSERT_EQUAL(l.qdtype, ORK_BF16);
@@ -86,7 +91,7 @@ static void test_bad_keys(void) {
     CU_ASSERT_PTR_NULL(q.self);
     CU_ASSERT_EQUAL(qt_nerrors, 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(qt_lines[0], "block_size"));
-    qt_keys k = {0, 0, 0, "f16"};
+    qt_keys k = {0, 0, 0, "f16", NULL};
     qt_clear_log();
     CU_ASSERT_EQUAL(qt_make_keys("none", &k, &q), ORK_E_CONFIG);
     CU_ASSERT_EQUAL(qt_nerrors, 1);
@@ -225,7 +230,7 @@ static void test_nonfinite_refused(void) {
     for (int k = 0; k < 4; k++)
         for (int in = 0; in < 2; in++) {
             qt_inst qi = {0};
-            qt_keys keys = {k < 2 ? 128 : 0, 0, 0, k == 3 && in ? "bf16" : NULL};
+            qt_keys keys = {k < 2 ? 128 : 0, 0, 0, k == 3 && in ? "bf16" : NULL, NULL};
             CU_ASSERT_EQUAL_FATAL(qt_make_keys(names[k], &keys, &qi), ORK_OK);
             qt_clear_log();
             ork_status st = qi.vt->quantize(qi.self, "double_blocks.3.img_mlp.0.weight", in ? ORK_BF16 : ORK_F32,
@@ -387,7 +392,7 @@ static void test_none(void) {
     for (size_t i = 0; i < n; i++) bad += ob[i] != ork_f32_to_bf16(w[i]);
     CU_ASSERT_EQUAL(bad, 0);
     qt_free(&qi);
-    qt_keys k = {0, 0, 0, "bf16"};
+    qt_keys k = {0, 0, 0, "bf16", NULL};
     CU_ASSERT_EQUAL_FATAL(qt_make_keys("none", &k, &qi), ORK_OK);
     CU_ASSERT_EQUAL(qi.vt->quantize(qi.self, "n", ORK_BF16, wb, rows, cols, 0, ob, NULL), ORK_OK);
     CU_ASSERT(memcmp(wb, ob, n * 2) == 0);
@@ -406,7 +411,7 @@ static void test_report_error(void) {
     uint8_t *q = malloc(n);
     CU_ASSERT_FATAL(w && s && q);
     qt_fill_gauss(w, n, 0.02f, 8);
-    qt_keys k = {0, 0, 1, NULL};
+    qt_keys k = {0, 0, 1, NULL, NULL};
     qt_inst qi = {0};
     CU_ASSERT_EQUAL_FATAL(qt_make_keys("fp8_e4m3", &k, &qi), ORK_OK);
     double ref = 0;
@@ -449,6 +454,64 @@ static void test_malformed_args(void) {
     qt_free(&qi);
 }
 
+/* fp8_gemm (model.quantize_kwargs): dequant | native on the fp8 components only;
+ * the plugin refuses other values and native with block scales; the graph
+ * refuses native on a backend without it (here: the CPU) with one line, and
+ * ORK_FP8_GEMM overrides the configured mode. */
+static void test_fp8_gemm_key(void) {
+    const ork_component *c = ork_registry_find(qt_reg, ORK_KIND_QUANT, "fp8_e5m2")->c;
+    int seen = 0;
+    for (const ork_param *p = c->params; p->key; p++)
+        if (!strcmp(p->key, "fp8_gemm")) {
+            seen = 1;
+            CU_ASSERT_EQUAL(p->type, ORK_PARAM_STRING);
+            CU_ASSERT_STRING_EQUAL(p->def, "dequant");
+            CU_ASSERT_STRING_EQUAL(p->choices, "dequant|native");
+        }
+    CU_ASSERT(seen);
+    for (const ork_param *p = ork_registry_find(qt_reg, ORK_KIND_QUANT, "bf16")->c->params; p->key; p++)
+        CU_ASSERT(strcmp(p->key, "fp8_gemm") != 0);
+    qt_inst q = {0};
+    qt_keys k = {0, 0, 0, NULL, "native"};
+    CU_ASSERT_EQUAL(qt_make_keys("fp8_e4m3", &k, &q), ORK_OK);
+    qt_free(&q);
+    k.block_size = 128;
+    qt_clear_log();
+    CU_ASSERT_EQUAL(qt_make_keys("fp8_e4m3", &k, &q), ORK_E_CONFIG);
+    CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "fp8_gemm") && strstr(qt_lines[0], "block_size"));
+    k.block_size = 0;
+    k.fp8_gemm = "fast";
+    qt_clear_log();
+    CU_ASSERT_EQUAL(qt_make_keys("fp8_e5m2", &k, &q), ORK_E_CONFIG);
+    CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "'fast'"));
+    CU_ASSERT_PTR_NULL(q.self);
+
+    ork_alloc *a;
+    ork_graph *g;
+    CU_ASSERT_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a) == ORK_OK);
+    CU_ASSERT_FATAL(ork_graph_create(ork_cpu_backend(), a, NULL, &g) == ORK_OK);
+    unsetenv("ORK_FP8_GEMM");
+    CU_ASSERT_EQUAL(ork_graph_set_fp8_gemm(g, ORK_FP8_GEMM_DEQUANT, "k"), ORK_OK);
+    qt_clear_log();
+    CU_ASSERT_EQUAL(ork_graph_set_fp8_gemm(g, ORK_FP8_GEMM_NATIVE, "model.quantize_kwargs.fp8_gemm"), ORK_E_CONFIG);
+    CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "model.quantize_kwargs.fp8_gemm: native"));
+    CU_ASSERT_EQUAL(g->fp8_gemm, ORK_FP8_GEMM_DEQUANT);
+    setenv("ORK_FP8_GEMM", "dequant", 1);
+    CU_ASSERT_EQUAL(ork_graph_set_fp8_gemm(g, ORK_FP8_GEMM_NATIVE, "k"), ORK_OK);
+    CU_ASSERT_EQUAL(g->fp8_gemm, ORK_FP8_GEMM_DEQUANT);
+    setenv("ORK_FP8_GEMM", "native", 1);
+    qt_clear_log();
+    CU_ASSERT_EQUAL(ork_graph_set_fp8_gemm(g, ORK_FP8_GEMM_DEQUANT, "k"), ORK_E_CONFIG);
+    CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "ORK_FP8_GEMM: native"));
+    setenv("ORK_FP8_GEMM", "yes", 1);
+    qt_clear_log();
+    CU_ASSERT_EQUAL(ork_graph_set_fp8_gemm(g, ORK_FP8_GEMM_DEQUANT, "k"), ORK_E_CONFIG);
+    CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "'yes'"));
+    unsetenv("ORK_FP8_GEMM");
+    ork_graph_destroy(g);
+    ork_alloc_destroy(a);
+}
+
 static const ork_test_case cases[] = {
     {"aliases resolve to the four components", test_aliases},
     {"layouts: storage dtype and scale counts", test_layouts},
@@ -462,6 +525,7 @@ static const ork_test_case cases[] = {
     {"none: exact copies, refuses rounding", test_none},
     {"report_error logs the reference error", test_report_error},
     {"malformed arguments", test_malformed_args},
+    {"fp8_gemm: key, refusals, ORK_FP8_GEMM", test_fp8_gemm_key},
     {NULL, NULL},
 };
 

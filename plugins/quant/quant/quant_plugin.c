@@ -11,7 +11,9 @@
  * reference itself: core/numerics/{fp8,half,quantize}.c are compiled into this
  * plugin (see quant_log.h for how their error lines are routed); the plugin
  * splits rows over its own threads, calling ork_quantize_fp8 once per row range
- * (rows are independent, so any thread count gives the same bytes).
+ * (rows are independent, so any thread count gives the same bytes). The fp8 key
+ * fp8_gemm (dequant | native) picks the CUDA forward GEMM; this plugin only
+ * validates it (native needs block_size 0), the core reads it for its graph.
  * bf16: RNE f32 -> bf16, no scales. none: lossless copy / widening, no scales.
  * Every component refuses NaN/Inf in a weight (ORK_E_NUMERIC, one line naming
  * the tensor and the element).
@@ -40,6 +42,7 @@ typedef struct quant_params {
     int64_t threads;      /* cap on CPU threads; 0 = all online CPUs */
     int32_t report_error; /* log each tensor's relative RMS error (INFO) */
     const char *dtype;    /* none: storage dtype "f32" | "bf16" */
+    const char *fp8_gemm; /* fp8: "dequant" | "native" (read by the core for its graph; validated here) */
 } quant_params;
 
 #define P(f) offsetof(quant_params, f)
@@ -50,6 +53,9 @@ typedef struct quant_params {
 static const ork_param fp8_keys[] = {
     {"block_size", ORK_PARAM_INT, 1, 0, "0", 0, 128, NULL, P(block_size),
      "0: one fp32 scale per output row; 128: one per row and 128 input columns (outlier-heavy layers)"},
+    {"fp8_gemm", ORK_PARAM_STRING, 1, 0, "dequant", 1, 0, "dequant|native", P(fp8_gemm),
+     "CUDA forward GEMM: dequant (bf16 copy of the weight, any GPU) or native (Hopper FP8 GEMM, per-token E4M3 "
+     "activations; sm_90+, block_size 0)"},
     KEY_THREADS, KEY_REPORT, {NULL}};
 static const ork_param bf16_keys[] = {KEY_THREADS, KEY_REPORT, {NULL}};
 static const ork_param none_keys[] = {
@@ -92,6 +98,17 @@ static ork_status create_kind(const ork_host *host, const void *params, qkind ki
         host->log(host, ORK_LEVEL_ERROR, "model.quantize_kwargs.block_size: %lld is not 0 (per row) or 128",
                   (long long)p->block_size);
         return ORK_E_CONFIG;
+    }
+    if (kind == QK_FP8 && p->fp8_gemm && strcmp(p->fp8_gemm, "dequant") != 0) {
+        if (strcmp(p->fp8_gemm, "native") != 0) {
+            host->log(host, ORK_LEVEL_ERROR, "model.quantize_kwargs.fp8_gemm: '%s' is not dequant or native", p->fp8_gemm);
+            return ORK_E_CONFIG;
+        }
+        if (p->block_size != 0) {
+            host->log(host, ORK_LEVEL_ERROR, "model.quantize_kwargs.fp8_gemm: native needs block_size 0 (one scale per "
+                      "output row, cuBLASLt's per-channel FP8 scales), not %lld", (long long)p->block_size);
+            return ORK_E_CONFIG;
+        }
     }
     ork_dtype none_dt = ORK_F32;
     if (kind == QK_NONE && p->dtype && strcmp(p->dtype, "f32") != 0) {
