@@ -12,7 +12,7 @@
  *                          (not implemented yet)", unless its value is ai-toolkit's
  *                          default (or null), which is what orakul does anyway;
  *   anything else          error: "file:l:c: unknown key 'stepz' in train (did you mean 'steps'?)".
- * `sample:` is validated but not implemented yet (one warning for the section).
+ * `sample:` drives the samples written during training (core/train/samples.h).
  *
  * Statuses (every failure logs exactly one line, "file:line:col: message"):
  *   ORK_E_IO      the config file cannot be opened or read;
@@ -102,6 +102,9 @@ typedef struct ork_train_config {
     double cfg_scale;                    /* 1.0: FLUX guidance-embedding value during training */
     double noise_offset;                 /* 0 */
     int64_t seed;                        /* 42 (orakul; process-level training_seed sets it too) */
+    int32_t skip_first_sample;           /* 0: sample before the first step (when sampling is on) */
+    int32_t force_first_sample;          /* 0: a resumed run samples at its start only when set */
+    int32_t disable_sampling;            /* 0 */
     /* optimizer_params, loss_params (orakul), lr_scheduler_params: component keys,
      * read with ork_config_component_params */
 } ork_train_config;
@@ -121,6 +124,32 @@ typedef struct ork_model_config {
     double vram_budget_gb;     /* 0: the whole device (orakul) */
     /* model_kwargs, quantize_kwargs: component keys */
 } ork_model_config;
+
+/* sample.samples[]: one image per entry (ai-toolkit's newer form of `prompts`).
+ * Unset numbers (0, or not given: see ork_config_where) take the section's. */
+typedef struct ork_sample_item {
+    const char *prompt;          /* required: text, or a path to a text-embedding file */
+    const char *neg;             /* NULL: sample.neg */
+    int64_t width, height;       /* 0: sample.width / sample.height */
+    int64_t seed;                /* not given: sample.seed (+ index with walk_seed) */
+    double guidance_scale;       /* not given: sample.guidance_scale */
+    int64_t sample_steps;        /* 0: sample.sample_steps */
+} ork_sample_item;
+typedef struct ork_sample_items { size_t n; ork_sample_item *v; } ork_sample_items;
+
+typedef struct ork_sample_config {
+    const char *sampler;        /* "flowmatch" (FLUX samples with the flow-matching Euler sampler) */
+    int64_t sample_every;       /* 100 */
+    int64_t sample_start_step;  /* 0 */
+    int64_t width, height;      /* 512 */
+    const char *neg;            /* NULL: empty (zero) negative conditioning */
+    int64_t seed;               /* 0 */
+    int32_t walk_seed;          /* 0: every prompt uses seed; 1: seed + prompt index */
+    double guidance_scale;      /* 7: the guidance input of guidance-distilled models, else CFG scale */
+    int64_t sample_steps;       /* 20 (not given: 4 for the distilled schnell / klein) */
+    ork_strs prompts;           /* legacy list of prompts */
+    ork_sample_items samples;   /* or entries with their own size, seed, ... */
+} ork_sample_config;
 
 typedef struct ork_logging_config {
     int64_t log_every; /* 100 */
@@ -146,6 +175,7 @@ typedef struct ork_process_config {
     ork_model_config model;
     ork_logging_config logging;
     ork_plugins_config plugins;
+    ork_sample_config sample;
 } ork_process_config;
 typedef struct ork_process_list { size_t n; ork_process_config *v; } ork_process_list;
 

@@ -139,7 +139,8 @@ static const ork_ck train_keys[] = {
     KNOWN("xformers", "false"), KNOWN("sdp", "false"), KNOWN("attention_backend", "native"),
     KNOWN("train_refiner", "true"), KNOWN("train_turbo", "false"), KNOWN("show_turbo_outputs", "false"),
     KNOWN("min_snr_gamma", NULL), KNOWN("snr_gamma", NULL), KNOWN("learnable_snr_gos", "false"),
-    KNOWN("skip_first_sample", "false"), KNOWN("force_first_sample", "false"), KNOWN("weight_jitter", "0"),
+    B("skip_first_sample", "false", skip_first_sample), B("force_first_sample", "false", force_first_sample),
+    KNOWN("weight_jitter", "0"),
     KNOWN("merge_network_on_save", "false"), KNOWN("merge_network_on_save_strength", "1.0"),
     KNOWN("start_step", NULL), KNOWN("free_u", "false"), KNOWN("adapter_assist_name_or_path", NULL),
     KNOWN("adapter_assist_type", "t2i"), KNOWN("noise_multiplier", "1.0"),
@@ -166,7 +167,7 @@ static const ork_ck train_keys[] = {
     KNOWN("prompt_saturation_chance", "0"), KNOWN("do_prior_divergence", "false"),
     KNOWN("ema_config", NULL), KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
     KNOWN("next_sample_timesteps", NULL), KNOWN("linear_timesteps", "false"),
-    KNOWN("linear_timesteps2", "false"), KNOWN("disable_sampling", "false"),
+    KNOWN("linear_timesteps2", "false"), B("disable_sampling", "false", disable_sampling),
     KNOWN("unload_text_encoder", "false"), KNOWN("cache_text_embeddings", "false"),
     KNOWN("do_paramiter_swapping", "false"), KNOWN("paramiter_swapping_factor", NULL),
     KNOWN("bypass_guidance_embedding", "false"), KNOWN("latent_feature_extractor_path", NULL),
@@ -217,17 +218,39 @@ static const ork_ck model_keys[] = {
     END};
 #undef S
 
-/* ---- sample: checked, not implemented yet (one warning for the section) ---- */
-static const ork_ck sample_keys[] = {
-    KNOWN("sampler", NULL), KNOWN("sample_every", NULL), KNOWN("sample_start_step", NULL),
-    KNOWN("width", NULL), KNOWN("height", NULL), KNOWN("neg", NULL), KNOWN("seed", NULL),
-    KNOWN("walk_seed", NULL), KNOWN("guidance_scale", NULL), KNOWN("sample_steps", NULL),
-    KNOWN("network_multiplier", NULL), KNOWN("guidance_rescale", NULL), KNOWN("format", NULL),
-    KNOWN("adapter_conditioning_scale", NULL), KNOWN("refiner_start_at", NULL), KNOWN("extra_values", NULL),
-    KNOWN("num_frames", NULL), KNOWN("fps", NULL), KNOWN("prompts", NULL), KNOWN("samples", NULL),
-    KNOWN("do_cfg_norm", NULL),
+/* ---- sample (core/train/samples.h) ---- */
+#define S ork_sample_item
+static const ork_ck sample_item_keys[] = {
+    REQSTR("prompt", NULL, prompt),
+    STR("neg", NULL, NULL, neg),
+    I("width", NULL, 1, 16384, width), I("height", NULL, 1, 16384, height),
+    I("seed", NULL, 0, 4294967295.0, seed),
+    F("guidance_scale", NULL, 0, 100, guidance_scale),
+    I("sample_steps", NULL, 1, 1000, sample_steps),
+    KNOWN("network_multiplier", "1"), KNOWN("ctrl_img", NULL), KNOWN("ctrl_idx", NULL),
+    KNOWN("num_frames", NULL), KNOWN("fps", NULL), KNOWN("extra_values", "[]"),
     END};
-static const ork_ck_table sample_t = {sample_keys, 0, 1, 0};
+#undef S
+static const ork_ck_table sample_item_t = {sample_item_keys, sizeof(ork_sample_item), 0, 0};
+#define S ork_sample_config
+static const ork_ck sample_keys[] = {
+    STR("sampler", "flowmatch", NULL, sampler),
+    I("sample_every", "100", 1, 1e9, sample_every),
+    I("sample_start_step", "0", 0, 1e9, sample_start_step),
+    I("width", "512", 1, 16384, width), I("height", "512", 1, 16384, height),
+    STR("neg", NULL, NULL, neg),
+    I("seed", "0", 0, 4294967295.0, seed),
+    B("walk_seed", "false", walk_seed),
+    F("guidance_scale", "7", 0, 100, guidance_scale),
+    I("sample_steps", "20", 1, 1000, sample_steps),
+    STRS("prompts", NULL, prompts),
+    LIST("samples", 0, 0, 4096, sample_item_t, samples),
+    KNOWN("network_multiplier", "1"), KNOWN("guidance_rescale", "0"), KNOWN("format", "jpg"),
+    KNOWN("adapter_conditioning_scale", "1"), KNOWN("refiner_start_at", "0.5"), KNOWN("extra_values", "[]"),
+    KNOWN("num_frames", "1"), KNOWN("fps", "1"), KNOWN("do_cfg_norm", "false"),
+    END};
+#undef S
+static const ork_ck_table sample_t = {sample_keys, 0, 0, 0};
 
 /* ---- logging ---- */
 #define S ork_logging_config
@@ -263,7 +286,7 @@ static const ork_ck process_keys[] = {
     LIST("datasets", 1, 1, HUGE_VAL, dataset_t, datasets),
     MAP("train", 0, train_t, train),
     MAP("model", 1, model_t, model),
-    ROW("sample", ORK_CK_MAP, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, &sample_t),
+    MAP("sample", 0, sample_t, sample),
     MAP("logging", 0, logging_t, logging),
     MAP("plugins", 0, plugins_t, plugins),
     KNOWN("performance_log_every", NULL), KNOWN("log_dir", NULL), KNOWN("sqlite_db_path", NULL),

@@ -128,7 +128,7 @@ static void t_known_unimplemented(void) {
     CU_ASSERT_EQUAL(g_err, 0);
     CU_ASSERT_EQUAL(g_warn, 2); /* train_text_encoder: false restates the default: quiet */
     CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:12:9: ignored: train.ema_config (not implemented yet)", NULL));
-    CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:15:9: ignored: train.skip_first_sample", NULL));
+    CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:15:9: ignored: train.linear_timesteps", NULL));
     CU_ASSERT_PTR_NOT_NULL(strstr(g_lines[0], ":12:9: ")); /* in file order */
     CU_ASSERT_PTR_NOT_NULL(strstr(g_lines[1], ":15:9: "));
     CU_ASSERT_EQUAL(ork_config_process(cfg)->train.steps, 500);
@@ -332,10 +332,21 @@ static ork_config *load_example(const char *name) {
 static void t_example_flux(void) {
     ork_config *cfg = load_example("train_lora_flux_24gb.yaml");
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-    CU_ASSERT_EQUAL(g_warn, 2);
+    CU_ASSERT_EQUAL(g_warn, 1); /* the sample: section is read (core/train/samples.h) */
     CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux_24gb.yaml:57:9: ignored: train.ema_config", NULL));
-    CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux_24gb.yaml:69:7: ignored: sample (not implemented yet)", NULL));
     const ork_process_config *p = ork_config_process(cfg);
+    CU_ASSERT_STRING_EQUAL(p->sample.sampler, "flowmatch");
+    CU_ASSERT_EQUAL(p->sample.sample_every, 250);
+    CU_ASSERT_EQUAL(p->sample.width, 1024);
+    CU_ASSERT_EQUAL(p->sample.prompts.n, 10);
+    CU_ASSERT_STRING_EQUAL(p->sample.prompts.v[9], "a bulldog, in a post apocalyptic world, with a shotgun, in a leather jacket, in a desert, with a motorcycle");
+    CU_ASSERT_STRING_EQUAL(p->sample.neg, "");
+    CU_ASSERT_EQUAL(p->sample.seed, 42);
+    CU_ASSERT_EQUAL(p->sample.walk_seed, 1);
+    CU_ASSERT_DOUBLE_EQUAL(p->sample.guidance_scale, 4.0, 0);
+    CU_ASSERT_EQUAL(p->sample.sample_steps, 20);
+    CU_ASSERT_EQUAL(p->sample.samples.n, 0);
+    CU_ASSERT_EQUAL(p->train.skip_first_sample, 0);
     CU_ASSERT_STRING_EQUAL(ork_config_job(cfg)->name, "my_first_flux_lora_v1");
     CU_ASSERT_EQUAL(p->network.linear, 16);
     CU_ASSERT_EQUAL(p->train.steps, 2000);
@@ -365,9 +376,15 @@ static void t_example_flux2(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
     CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux2_24gb.yaml:72:9: ignored: model.quantize_te", NULL));
     CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux2_24gb.yaml:73:9: ignored: model.qtype_te", NULL));
-    CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux2_24gb.yaml:78:7: ignored: sample", NULL));
-    CU_ASSERT_EQUAL(g_warn, 4); /* + train.ema_config */
+    CU_ASSERT_EQUAL(g_warn, 3); /* + train.ema_config */
     const ork_process_config *p = ork_config_process(cfg);
+    CU_ASSERT_EQUAL_FATAL(p->sample.samples.n, 2);
+    CU_ASSERT_STRING_EQUAL(p->sample.samples.v[1].prompt, "a bear building a log cabin in the snow covered mountains");
+    CU_ASSERT_EQUAL(p->sample.samples.v[1].width, 0); /* not given: the section's */
+    CU_ASSERT_EQUAL(p->sample.sample_steps, 25);
+    ork_loc at;
+    CU_ASSERT(ork_config_where(cfg, "sample.samples[0].seed", &at) && at.line == 0);
+    CU_ASSERT(ork_config_where(cfg, "sample.samples[1].prompt", &at) && at.line == 85);
     CU_ASSERT_STRING_EQUAL(p->model.arch, "flux2");
     CU_ASSERT_STRING_EQUAL(p->model.qtype, "qfloat8");
     CU_ASSERT_EQUAL(p->train.gradient_accumulation_steps, 1);

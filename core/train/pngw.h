@@ -1,0 +1,16 @@
+/* train/pngw.h — writes 8-bit RGB images as PNG files (libpng) for the
+ * samples and plots a training run leaves in its output folder. The file is
+ * written next to its destination under a temporary name and renamed into
+ * place, so a reader never sees half an image.
+ * Owns nothing beyond the call. [control-thread] */
+#ifndef ORK_TRAIN_PNGW_H
+#define ORK_TRAIN_PNGW_H
+
+#include <orakul/abi.h>
+#include <stdint.h>
+
+/* rgb: (h, w, 3) uint8 row-major. ORK_E_IO (one line naming path) when the
+ * file cannot be written; ORK_E_INVALID for w or h outside 1..65535. */
+ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb);
+
+#endif

@@ -1,0 +1,303 @@
+/* train/samples.c — see samples.h. */
+#include "train/samples.h"
+
+#include "io/safetensors.h"
+#include "train/pngw.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct cond {
+    float *txt; /* (T, ctx) or NULL: zeros */
+    float *vec; /* (vec_dim) or NULL */
+} cond;
+
+typedef struct entry {
+    char *text;          /* the prompt after [trigger] replacement */
+    cond pos, neg;
+    int h_tok, w_tok;
+    uint64_t seed;
+    float guidance;
+    int steps;
+} entry;
+
+struct ork_samples {
+    const ork_sample_config *sc;
+    const ork_train_config *tc;
+    const ork_model_info *info;
+    int T;
+    char dir[1100], name[192];
+    entry *e;
+    int n;
+    ork_shift_kind shift;
+    int cfg_on;          /* classifier-free guidance (no guidance input) */
+    int off;             /* turned off after a failure */
+};
+
+/* "[trigger]" -> trigger word (ai-toolkit's replacement). */
+static char *replace_trigger(const char *s, const char *trigger) {
+    static const char tag[] = "[trigger]";
+    const char *tw = trigger ? trigger : "";
+    size_t n = strlen(s) + 1, k = 0;
+    for (const char *p = strstr(s, tag); p; p = strstr(p + 1, tag)) k++;
+    char *out = malloc(n + k * strlen(tw) + 1);
+    if (!out) return NULL;
+    char *o = out;
+    for (const char *p = s; *p;) {
+        if (!strncmp(p, tag, sizeof tag - 1)) {
+            o += sprintf(o, "%s", tw);
+            p += sizeof tag - 1;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static int is_embedding_path(const char *s) {
+    size_t n = strlen(s);
+    return n > 12 && !strcmp(s + n - 12, ".safetensors");
+}
+
+/* A text-embedding file: txt (T, ctx), optional vec (vec_dim). */
+static ork_status load_cond(const char *path, const ork_model_info *info, int T, const char *key, cond *c) {
+    ork_st_file *f;
+    if (ork_st_open(path, &f) != ORK_OK)
+        return ORK_FAIL(ORK_E_IO, "%s: the text embedding '%s' cannot be read", key, path);
+    ork_status s = ORK_OK;
+    const ork_st_tensor *t = ork_st_find(f, "txt"), *v = ork_st_find(f, "vec");
+    if (!t || t->ndim != 2 || t->shape[0] != T || t->shape[1] != info->context_dim) {
+        s = ORK_FAIL(ORK_E_FORMAT, "%s: %s: tensor 'txt' must be (%d, %d) for this model", key, path, T, info->context_dim);
+    } else if (!(c->txt = malloc((size_t)T * info->context_dim * sizeof *c->txt))) {
+        s = ORK_E_NOMEM;
+    } else {
+        s = ork_st_read_f32(t, c->txt);
+    }
+    if (s == ORK_OK && info->vec_dim > 0 && v) {
+        if (v->ndim != 1 || v->shape[0] != info->vec_dim)
+            s = ORK_FAIL(ORK_E_FORMAT, "%s: %s: tensor 'vec' must be (%d)", key, path, info->vec_dim);
+        else if (!(c->vec = malloc((size_t)info->vec_dim * sizeof *c->vec)))
+            s = ORK_E_NOMEM;
+        else
+            s = ork_st_read_f32(v, c->vec);
+    }
+    ork_st_close(f);
+    return s;
+}
+
+/* text: a path to an embedding, or text (zeros; counted in *n_text). */
+static ork_status resolve_cond(const char *text, const ork_model_info *info, int T, const char *key, cond *c,
+                               int *n_text) {
+    memset(c, 0, sizeof *c);
+    if (!text || !*text || !strcmp(text, "false")) return ORK_OK;
+    if (is_embedding_path(text)) return load_cond(text, info, T, key, c);
+    (*n_text)++;
+    return ORK_OK;
+}
+
+static int to_tokens(int64_t px, int ppt) {
+    int t = (int)((px + ppt / 2) / ppt);
+    return t < 1 ? 1 : t;
+}
+
+static void free_cond(cond *c) {
+    free(c->txt);
+    free(c->vec);
+}
+
+void ork_samples_destroy(ork_samples *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) {
+        free(s->e[i].text);
+        free_cond(&s->e[i].pos);
+        free_cond(&s->e[i].neg);
+    }
+    free(s->e);
+    free(s);
+}
+
+static int given(const ork_config *cfg, const char *path) {
+    ork_loc at;
+    return ork_config_where(cfg, path, &at) && at.line > 0;
+}
+
+ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info, int T, const char *out_dir,
+                              const char *name, ork_samples **out) {
+    *out = NULL;
+    const ork_process_config *p = ork_config_process(cfg);
+    const ork_sample_config *sc = &p->sample;
+    size_t n = sc->prompts.n + sc->samples.n;
+    if (p->train.disable_sampling) return ORK_OK;
+    if (n == 0) {
+        if (given(cfg, "sample.sample_every")) ORK_INFO("sample: no prompts given: no samples are written");
+        return ORK_OK;
+    }
+    if (sc->sampler && strcmp(sc->sampler, "flowmatch") != 0)
+        ORK_WARN("sample.sampler '%s': FLUX samples with the flow-matching Euler sampler (flowmatch)", sc->sampler);
+    ork_samples *s = calloc(1, sizeof *s);
+    if (!s) return ORK_E_NOMEM;
+    s->sc = sc;
+    s->tc = &p->train;
+    s->info = info;
+    s->T = T;
+    s->shift = ork_shift_for(info);
+    s->cfg_on = !info->has_guidance && s->shift != ORK_SHIFT_NONE;
+    snprintf(s->dir, sizeof s->dir, "%s/samples", out_dir);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->e = calloc(n, sizeof *s->e);
+    if (!s->e) { free(s); return ORK_E_NOMEM; }
+    const int ppt = info->pixels_per_token > 0 ? info->pixels_per_token : 16;
+    int distilled = ork_distilled_steps(info), n_text = 0, n_neg_text = 0;
+    ork_status st = ORK_OK;
+    for (size_t i = 0; st == ORK_OK && i < n; i++) {
+        entry *e = &s->e[i];
+        s->n++;
+        const ork_sample_item *it = i >= sc->prompts.n ? &sc->samples.v[i - sc->prompts.n] : NULL;
+        const char *prompt = it ? it->prompt : sc->prompts.v[i];
+        char key[96], kk[128];
+        if (it) snprintf(key, sizeof key, "sample.samples[%zu]", i - sc->prompts.n);
+        else snprintf(key, sizeof key, "sample.prompts[%zu]", i);
+        e->text = replace_trigger(prompt, p->trigger_word);
+        if (!e->text) { st = ORK_E_NOMEM; break; }
+        st = resolve_cond(e->text, info, T, key, &e->pos, &n_text);
+        const char *neg = it && it->neg ? it->neg : sc->neg;
+        if (st == ORK_OK && s->cfg_on) st = resolve_cond(neg, info, T, key, &e->neg, &n_neg_text);
+        int64_t w = it && it->width > 0 ? it->width : sc->width, h = it && it->height > 0 ? it->height : sc->height;
+        e->w_tok = to_tokens(w, ppt);
+        e->h_tok = to_tokens(h, ppt);
+        if ((int64_t)e->w_tok * ppt != w || (int64_t)e->h_tok * ppt != h)
+            ORK_WARN("%s: %lldx%lld is not a multiple of %d pixels: sampling %dx%d", key, (long long)w, (long long)h,
+                     ppt, e->w_tok * ppt, e->h_tok * ppt);
+        snprintf(kk, sizeof kk, "%s.seed", key);
+        if (it && given(cfg, kk)) e->seed = (uint64_t)it->seed;
+        else e->seed = (uint64_t)sc->seed + (sc->walk_seed ? (uint64_t)i : 0);
+        snprintf(kk, sizeof kk, "%s.guidance_scale", key);
+        e->guidance = (float)(it && given(cfg, kk) ? it->guidance_scale : sc->guidance_scale);
+        e->steps = (int)(it && it->sample_steps > 0 ? it->sample_steps
+                         : (!given(cfg, "sample.sample_steps") && distilled) ? distilled : sc->sample_steps);
+    }
+    if (st != ORK_OK) { ork_samples_destroy(s); return st; }
+    static const char *const shift_name[] = {"no time shift", "FLUX.1 time shift", "FLUX.2 time shift"};
+    ORK_INFO("sample: %d prompts, %dx%d px, %d steps (%s), %s %g; every %lld steps from step %lld into %s",
+             s->n, s->e[0].w_tok * ppt, s->e[0].h_tok * ppt, s->e[0].steps, shift_name[s->shift],
+             info->has_guidance ? "guidance" : s->cfg_on ? "classifier-free guidance scale" : "no guidance,",
+             info->has_guidance || s->cfg_on ? (double)s->e[0].guidance : 0.0, (long long)sc->sample_every,
+             (long long)sc->sample_start_step, s->dir);
+    if (n_text)
+        ORK_INFO("sample: %d of %d prompts are text; orakul does not encode text yet, so they sample with empty (zero) "
+                 "conditioning. A prompt that is a path to a .te.safetensors file (tools/encode_text.py format) "
+                 "gives real text conditioning", n_text, s->n);
+    *out = s;
+    return ORK_OK;
+}
+
+int ork_samples_due(const ork_samples *s, int64_t step, int64_t start, int64_t total) {
+    if (!s || s->off) return 0;
+    if (step == start) return step < total && (start == 0 ? !s->tc->skip_first_sample : s->tc->force_first_sample);
+    if (step == total) return 1;
+    return step >= s->sc->sample_start_step && s->sc->sample_every > 0 && step % s->sc->sample_every == 0;
+}
+
+const char *ork_samples_dir(const ork_samples *s) { return s->dir; }
+
+static int mkdir_p(const char *path) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *q = tmp + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+            *q = '/';
+        }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+ork_status ork_samples_grid(const ork_image *imgs, int n, ork_image *out) {
+    memset(out, 0, sizeof *out);
+    if (n < 1) return ORK_FAIL(ORK_E_INVALID, "sample grid: no images");
+    const int gap = 4;
+    int cw = 0, ch = 0;
+    for (int i = 0; i < n; i++) {
+        if (imgs[i].w > cw) cw = imgs[i].w;
+        if (imgs[i].h > ch) ch = imgs[i].h;
+    }
+    int cols = n <= 4 ? n : (int)ceil(sqrt((double)n)), rows = (n + cols - 1) / cols;
+    out->w = cols * cw + (cols + 1) * gap;
+    out->h = rows * ch + (rows + 1) * gap;
+    out->rgb = malloc((size_t)out->w * out->h * 3);
+    if (!out->rgb) return ORK_E_NOMEM;
+    memset(out->rgb, 32, (size_t)out->w * out->h * 3);
+    for (int i = 0; i < n; i++) {
+        int x0 = gap + (i % cols) * (cw + gap) + (cw - imgs[i].w) / 2;
+        int y0 = gap + (i / cols) * (ch + gap) + (ch - imgs[i].h) / 2;
+        for (int y = 0; y < imgs[i].h; y++)
+            memcpy(out->rgb + ((size_t)(y0 + y) * out->w + x0) * 3, imgs[i].rgb + (size_t)y * imgs[i].w * 3,
+                   (size_t)imgs[i].w * 3);
+    }
+    return ORK_OK;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static ork_status run_all(ork_samples *s, const ork_denoiser *d, int64_t step, ork_image *imgs, int *done) {
+    if (mkdir_p(s->dir) != 0) return ORK_FAIL(ORK_E_IO, "cannot create %s: %s", s->dir, strerror(errno));
+    const size_t C = (size_t)s->info->token_channels;
+    for (int i = 0; i < s->n; i++) {
+        const entry *e = &s->e[i];
+        /* CFG between two empty conditionings would only double the work */
+        int same = !e->pos.txt && !e->pos.vec && !e->neg.txt && !e->neg.vec;
+        ork_sample_params sp = {.h_tok = e->h_tok, .w_tok = e->w_tok, .steps = e->steps, .shift = s->shift,
+                                .guidance = e->guidance, .cfg = s->cfg_on && !same ? e->guidance : 1.0f, .T = s->T,
+                                .txt = e->pos.txt, .vec = e->pos.vec, .neg_txt = e->neg.txt, .neg_vec = e->neg.vec,
+                                .seed = e->seed};
+        float *x = malloc((size_t)e->h_tok * e->w_tok * C * sizeof *x);
+        if (!x) return ORK_E_NOMEM;
+        ork_status st = ork_sample_latent(d, &sp, x);
+        if (st == ORK_OK) st = ork_sample_decode(d, x, e->h_tok, e->w_tok, &imgs[i]);
+        free(x);
+        ORK_TRY(st);
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s_%09lld_%d.png", s->dir, s->name, (long long)step, i);
+        ORK_TRY(ork_png_write_rgb(path, imgs[i].w, imgs[i].h, imgs[i].rgb));
+        (*done)++;
+    }
+    ork_image grid;
+    ORK_TRY(ork_samples_grid(imgs, s->n, &grid));
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s_%09lld_grid.png", s->dir, s->name, (long long)step);
+    ork_status st = ork_png_write_rgb(path, grid.w, grid.h, grid.rgb);
+    ork_image_free(&grid);
+    return st;
+}
+
+ork_status ork_samples_run(ork_samples *s, const ork_denoiser *d, int64_t step, int *wrote) {
+    int done = 0;
+    if (wrote) *wrote = 0;
+    if (!s || s->off) return ORK_OK;
+    ork_image *imgs = calloc((size_t)s->n, sizeof *imgs);
+    if (!imgs) return ORK_E_NOMEM;
+    double t0 = now_s();
+    ork_status st = run_all(s, d, step, imgs, &done);
+    for (int i = 0; i < s->n; i++) ork_image_free(&imgs[i]);
+    free(imgs);
+    if (st != ORK_OK) {
+        ORK_WARN("sampling at step %lld failed (%s): no more samples in this run; training goes on", (long long)step,
+                 ork_status_str(st));
+        s->off = 1;
+    } else {
+        ORK_INFO("samples at step %lld: %d images in %s (%.1f s)", (long long)step, done, s->dir, now_s() - t0);
+    }
+    if (wrote) *wrote = done;
+    return ORK_OK;
+}
