@@ -6,6 +6,7 @@
 #   ceil                      pinned PCIe and GEMM ceilings (torch_flux_ref.py --ceilings)
 #   f1:<budget>[:<qtype>]     FLUX.1-dev size, bf16 (or qtype), rank 128, 1024², AdamW
 #   seed:<rank>:<res>:<budget> FLUX.2-dev size, fp8 E5M2, AdamW-8bit, alpha 64 (the seed's run)
+#   qloss:<qtype>             200 steps at FLUX width, qtype none|fp8_e4m3|fp8_e5m2 (issue #6 §5)
 # Budget 0 = no budget (the resident baseline on the 141 GB card).
 # Carry .gpu-deps and .carry (torch_flux_ref.py, taef1/). Env: STEPS (default 4).
 set -u
@@ -34,11 +35,16 @@ for c in "$@"; do
       sed -e "s#@RANK@#$a#g" -e "s#@RES@#$b#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds$b#" -e "s#@STEPS@#${STEPS:-4}#" -e "s#@BUDGET@#$d#g" \
           bench/stream/flux2_dev.yaml.in > $y
       name="flux2-dev fp8e5m2 r$a $b² budget $d"; log="$OUT/seed_r${a}_${b}_b$d.log" ;;
+  qloss) q=$a; y=/tmp/qloss_$q.yaml; mkdir -p /tmp/ork-bench/photos; cp assets/photos/*.png assets/photos/*.jpg /tmp/ork-bench/photos/ 2>/dev/null
+      sed -e "s#@QTYPE@#$q#g" -e "s#@QUANTIZE@#$([ $q = none ] && echo false || echo true)#" -e "s#@OUT@#$out#" \
+          -e "s#@DS@#/tmp/ork-bench/photos#" -e "s#@TAEF1@#$root/.carry/taef1#" bench/quant/loss_flux_width.yaml.in > $y
+      name="qloss $q (FLUX width, 200 steps)"; log="$OUT/qloss_$q.log" ;;
   *) echo "unknown case $c"; continue ;;
   esac
   watch_mem /tmp/mem.txt & wp=$!
   t0=$(date +%s); timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
   kill $wp 2>/dev/null; wait $wp 2>/dev/null
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s; device memory used (nvidia-smi max) $(sort -n /tmp/mem.txt | tail -1) MiB"
+  [ $kind = qloss ] && { grep -oE "^step [0-9]+/[0-9]+ +loss [0-9.eE+-]+" "$log" | awk '{print $4}' > "$OUT/qloss_$a.txt"; echo "   steps $(wc -l < "$OUT/qloss_$a.txt"), mean loss of the last 50: $(tail -50 "$OUT/qloss_$a.txt" | awk '{s+=$1} END {if (NR) printf "%.5f", s/NR}')"; grep -E "error" "$log" | head -3; continue; }
   grep -E "^step|error|peak|streaming|host memory|LoRA:|quantized|plan|weights on" "$log" | grep -v "^step [2-9]/" | tail -12
 done
