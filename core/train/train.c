@@ -19,6 +19,10 @@
 #include "train/schedule.h"
 #include "train/services.h"
 #include "train/wstore.h"
+#include "train/metrics.h"
+#include "train/plot.h"
+#include "train/progress.h"
+#include "train/samples.h"
 #include "numerics/half.h"
 #include "util/log.h"
 #include "util/prof.h"
@@ -87,6 +91,10 @@ typedef struct job {
     uint64_t seed;
     char out_dir[768];
     char name[192];
+    /* what the run writes besides the LoRA (samples.h, progress.h, metrics.h, plot.h) */
+    ork_samples *samples;   /* NULL: no sampling */
+    ork_progress *progress;
+    ork_metrics *metrics;
     /* batches: micro-batches per epoch, for the deterministic data order */
     int64_t skipped;        /* steps skipped for non-finite values (saved with the state) */
     int *order;             /* [n_items] permutation of the current epoch */
@@ -104,6 +112,9 @@ typedef struct job {
 } job;
 
 static void job_free(job *j) {
+    ork_progress_destroy(j->progress);
+    ork_metrics_close(j->metrics);
+    ork_samples_destroy(j->samples);
     if (j->runner) ork_runner_destroy(j->runner);
     if (j->zero) {
         for (int i = 0; i < j->n_params; i++) { /* the slot headers: grads are ours, data is the slot's */
@@ -569,6 +580,13 @@ static ork_status zh_grads_ready(void *ctx, int b) {
     return ork_zero_grads_ready(j->zero, b);
 }
 
+/* The runner's hooks when the trainable state streams (the sampler's too). */
+static ork_block_hooks zero_hooks(job *j) {
+    ork_block_hooks h = {.ctx = j, .streaming = 1, .pass_begin = zh_pass_begin, .enter = zh_enter, .leave = zh_leave,
+                         .pass_end = zh_pass_end, .grads_ready = zh_grads_ready};
+    return h;
+}
+
 /* ork_lora_save's reader: parameter values from the host records. */
 static ork_status zero_reader(void *ctx, const ork_tensor *t, float *host) {
     job *j = ctx;
@@ -640,8 +658,7 @@ static ork_status setup_zero(job *j) {
     }
     free(fill);
     ork_lora_set_reader(j->lora, zero_reader, j);
-    ork_block_hooks h = {.ctx = j, .streaming = 1, .pass_begin = zh_pass_begin, .enter = zh_enter, .leave = zh_leave,
-                         .pass_end = zh_pass_end, .grads_ready = zh_grads_ready};
+    ork_block_hooks h = zero_hooks(j);
     ork_runner_set_hooks(j->runner, &h);
     size_t host = 0;
     for (int b = 0; b < nb; b++) host += L->block_bytes[b];
@@ -1066,23 +1083,6 @@ static ork_status make_plan(job *j, ork_device dev) {
     return ork_stream_plan_make(&in, &j->plan);
 }
 
-/* The latent encode runs in a graph of its own, destroyed afterwards: a
- * 1024² encode grows an activation arena of GiBs, which would otherwise stay
- * reserved through training (the plan does not count it). */
-static ork_status encode_dataset(job *j) {
-    ork_graph *train_g = j->g, *eg = NULL;
-    ork_graph_opts go = {0};
-    go.act_dtype = train_g->act_dt;
-    ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &eg));
-    ork_wstore_attach(j->ws, eg);
-    j->g = eg;
-    ork_status s = build_dataset(j);
-    j->g = train_g;
-    ork_status s2 = ork_graph_sync(eg);
-    ork_graph_destroy(eg);
-    return s != ORK_OK ? s : s2;
-}
-
 static ork_status setup(job *j) {
     ORK_TRY(ork_services_register());
     j->ops = ork_ops_table();
@@ -1158,12 +1158,13 @@ static ork_status setup(job *j) {
     ork_runner_set_hooks(j->runner, &j->ws_hooks);
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
-    ORK_TRY(encode_dataset(j));
+    ORK_TRY(build_dataset(j));
     if (j->n_items == 0) return ORK_FAIL(ORK_E_CONFIG, "%s: no images to train on", ork_config_file(j->cfg));
     j->order = malloc((size_t)j->n_items * sizeof *j->order);
     if (!j->order) return ORK_E_NOMEM;
     j->order_epoch = -1;
     ORK_TRY(setup_schedule(j));
+    ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
     ORK_TRY(setup_optimizer(j));
     return j->plan->trainable_streamed ? setup_zero(j) : ORK_OK;
 }
@@ -1223,6 +1224,45 @@ static void stream_stats_report(job *j) {
              (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);
 }
 
+/* ---- samples, progress line, metrics.jsonl, loss.png ------------------------- */
+
+static ork_status sample_now(job *j, int64_t step) {
+    /* the weight store's hooks (or the streamed state's), not the runner's
+     * chain: a forward-only pass has no gradients to hand on */
+    ork_block_hooks hk = j->zero ? zero_hooks(j) : j->ws_hooks;
+    ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk};
+    return ork_samples_run(j->samples, &d, step, NULL);
+}
+
+static void plot_now(job *j) {
+    char m[1100], p[1100];
+    snprintf(m, sizeof m, "%s/metrics.jsonl", j->out_dir);
+    snprintf(p, sizeof p, "%s/loss.png", j->out_dir);
+    if (ork_plot_loss_file(m, p) != ORK_OK) ORK_WARN("%s was not redrawn", p);
+}
+
+static ork_status outputs_open(job *j, int64_t start, int64_t log_every) {
+    char m[1100];
+    snprintf(m, sizeof m, "%s/metrics.jsonl", j->out_dir);
+    ORK_TRY(ork_metrics_open(m, start, &j->metrics));
+    ork_progress_opts po = {.out = stdout, .tty = -1, .start = start, .total = j->p->train.steps,
+                            .log_every = log_every, .mem_label = j->be->device == ORK_DEV_CPU ? "mem" : "VRAM"};
+    ORK_TRY(ork_progress_create(&po, &j->progress));
+    return ork_samples_due(j->samples, start, start, j->p->train.steps) ? sample_now(j, start) : ORK_OK;
+}
+
+static ork_status step_outputs(job *j, int64_t step, double loss, double norm, int skipped) {
+    double lr = ork_lr_at(&j->lr, step - 1);
+    size_t in_use = ork_alloc_in_use(j->alloc, NULL);
+    ork_progress_step ps = {.step = step, .loss = loss, .skipped = skipped, .lr = lr, .grad_norm = norm,
+                            .mem_in_use = in_use, .mem_peak = ork_alloc_peak(j->alloc)};
+    ork_progress_end(j->progress, &ps);
+    ork_metrics_row r = {.step = step, .loss = loss, .lr = lr, .grad_norm = norm,
+                         .s_per_it = ork_progress_s_per_it(j->progress), .vram_gib = (double)in_use / 1073741824.0,
+                         .skipped = skipped};
+    return ork_metrics_append(j->metrics, &r);
+}
+
 static ork_status train_loop(job *j) {
     const ork_train_config *t = &j->p->train;
     int64_t start;
@@ -1231,10 +1271,11 @@ static ork_status train_loop(job *j) {
     int64_t accum = t->gradient_accumulation_steps > 0 ? t->gradient_accumulation_steps : 1;
     int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
     int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
-    double t0 = now_s(), t_log = t0, loss_sum = 0;
-    int64_t last_log = start;
-    int64_t loss_n = 0;
+    double t0 = now_s();
+    ORK_TRY(outputs_open(j, start, log_every));
     for (int64_t step = start + 1; step <= t->steps; step++) {
+        ork_progress_begin(j->progress);
+        int64_t skipped0 = j->skipped;
         if (!j->zero) {
             ORK_TRY(zero_grads(j));
         } else { /* the runtime steps each block at grads_ready with these */
@@ -1262,30 +1303,15 @@ static ork_status train_loop(job *j) {
             ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
                      bad ? "loss" : "gradient", (double)loss, norm);
             j->skipped++;
-        } else if (j->zero) {
-            loss_sum += loss;
-            loss_n++;
-        } else {
+        } else if (!j->zero) { /* streamed: stepped already, per block */
             double max_norm = t->max_grad_norm;
             float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
             double lr = ork_lr_at(&j->lr, step - 1);
             tp = ork_prof_enabled() ? ork_prof_now() : 0;
             ORK_TRY(optimizer_step(j, step - j->skipped, lr, gs));
             if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
-            loss_sum += loss;
-            loss_n++;
         }
-        if (step % log_every == 0 || step == start + 1 || step == t->steps) {
-            double tn = now_s();
-            printf("step %lld/%lld  loss %.6f  lr %.3g  grad_norm %.4g  %.3f s/it\n", (long long)step,
-                   (long long)t->steps, loss_n ? loss_sum / (double)loss_n : (double)loss, ork_lr_at(&j->lr, step - 1),
-                   norm, (tn - t_log) / (double)(step - last_log));
-            t_log = tn;
-            last_log = step;
-            fflush(stdout);
-            loss_sum = 0;
-            loss_n = 0;
-        }
+        ORK_TRY(step_outputs(j, step, loss, norm, j->skipped != skipped0)); /* progress line, metrics.jsonl */
         if (j->ce) stream_stats_mark(j, step, start, t->steps);
         if (step % save_every == 0 || step == t->steps) {
             /* the LoRA first: a kill between the two leaves the state one
@@ -1293,18 +1319,15 @@ static ork_status train_loop(job *j) {
              * (training is deterministic); the other order loses it */
             ORK_TRY(save_lora(j, step));
             ORK_TRY(save_state(j, step));
+            plot_now(j); /* loss.png from metrics.jsonl */
         }
+        if (ork_samples_due(j->samples, step, start, t->steps)) ORK_TRY(sample_now(j, step));
     }
     ORK_INFO("device memory: peak %.2f GiB allocated (weights %.2f, lora %.2f, optimizer %.2f, activations+checkpoints %.2f GiB now)",
              (double)ork_alloc_peak(j->alloc) / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "weights") / 1073741824.0,
              (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
              (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
     if (j->ce) stream_stats_report(j);
-    if (j->plan)
-        ORK_INFO("activations: peak %.2f GiB (arena) + %.2f GiB (checkpoints); the plan counted %.2f GiB working set + "
-                 "%.2f GiB saved carries", (double)ork_alloc_peak_tag(j->alloc, "activations") / 1073741824.0,
-                 (double)ork_alloc_peak_tag(j->alloc, "checkpoints") / 1073741824.0, (double)j->plan->work / 1073741824.0,
-                 (double)j->plan->saved / 1073741824.0);
     if (ork_prof_enabled() && t->steps > start) ork_prof_report(stdout, (double)(t->steps - start));
     (void)t0;
     if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
