@@ -2,6 +2,7 @@
  * as %.9g, non-finite as null) and read back with jansson. */
 #include "train/metrics.h"
 
+#include "train/pngw.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -174,8 +175,11 @@ ork_status ork_metrics_open(const char *path, int64_t start, ork_metrics **out) 
         free(m);
         return ORK_FAIL(ORK_E_IO, "%s: path too long", path);
     }
-    char tmp[4200];
+    char tmp[4200], dir[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    ork_tmp_sweep(dir, slash ? slash + 1 : path); /* a killed run's half-rewritten file */
     if (start > 0 && access(path, F_OK) == 0) { /* keep the steps the saved state has seen */
         keep_ctx c = {.path = path, .start = start};
         c.out = fopen(tmp, "wb");

@@ -187,6 +187,10 @@ ork_status ork_plot_loss(const ork_metrics_row *rows, size_t n, int w, int h, ui
 }
 
 ork_status ork_plot_loss_file(const char *metrics_path, const char *png_path) {
+    char dir[4096];
+    const char *slash = strrchr(png_path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - png_path) : 1, slash ? png_path : ".");
+    ork_tmp_sweep(dir, slash ? slash + 1 : png_path); /* a killed run's half-written plot */
     ork_metrics_row *rows = NULL;
     size_t n = 0;
     ORK_TRY(ork_metrics_read(metrics_path, 0, &rows, &n));

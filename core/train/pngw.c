@@ -5,9 +5,12 @@
 
 #include "util/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <png.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,4 +62,23 @@ ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb)
         return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(e));
     }
     return ORK_OK;
+}
+
+int ork_tmp_sweep(const char *dir, const char *key) {
+    char mark[256];
+    if ((size_t)snprintf(mark, sizeof mark, "%s.tmp.", key) >= sizeof mark) return 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *t = strstr(e->d_name, mark), *pid = t ? t + strlen(mark) : NULL;
+        if (!pid || !*pid || strspn(pid, "0123456789") != strlen(pid)) continue;
+        pid_t owner = (pid_t)atol(pid);
+        if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue; /* a live writer's */
+        char p[4200];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
+        if (unlink(p) == 0) n++;
+    }
+    closedir(d);
+    return n;
 }

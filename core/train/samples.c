@@ -38,6 +38,7 @@ struct ork_samples {
     ork_shift_kind shift;
     int cfg_on;          /* classifier-free guidance (no guidance input) */
     int off;             /* turned off after a failure */
+    int swept;           /* stale temporary files removed */
 };
 
 /* "[trigger]" -> trigger word (ai-toolkit's replacement). */
@@ -252,6 +253,8 @@ static double now_s(void) {
 
 static ork_status run_all(ork_samples *s, const ork_denoiser *d, int64_t step, ork_image *imgs, int *done) {
     if (mkdir_p(s->dir) != 0) return ORK_FAIL(ORK_E_IO, "cannot create %s: %s", s->dir, strerror(errno));
+    if (!s->swept) ork_tmp_sweep(s->dir, ".png"); /* images a killed run was writing */
+    s->swept = 1;
     const size_t C = (size_t)s->info->token_channels;
     for (int i = 0; i < s->n; i++) {
         const entry *e = &s->e[i];

@@ -1,7 +1,8 @@
 /* tests/sample/test_sample_io.c — what a training run writes besides the
  * LoRA, checked on the CPU:
  *  - PNG writing: the file decodes (core/data/image.c) to the same size and
- *    bytes; an unwritable path is one error line, not a crash;
+ *    bytes; an unwritable path is one error line, not a crash; a killed
+ *    writer's temp files are swept, a live writer's kept;
  *  - the grid: cells of the largest image, each image at its place;
  *  - the sample set from a config's `sample:` section on the small FLUX.1
  *    model (pixel codec): when samples are due, one PNG per prompt at its own
@@ -30,6 +31,7 @@
 #include "train/samples.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static char tmpdir[256];
 
@@ -89,6 +91,22 @@ static void test_png_roundtrip(void) {
     CU_ASSERT_EQUAL(g_nlog, 2);
     CU_ASSERT_PTR_NOT_NULL(logged("/nonexistent-dir/x.png"));
     free(px);
+    /* temp files of a killed writer are swept, a live writer's are kept */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CU_ASSERT_FATAL(dead > 0);
+    waitpid(dead, NULL, 0);
+    char a[400], b[400], c[400];
+    snprintf(a, sizeof a, "%s/s_000000001_0.png.tmp.%ld", tmpdir, (long)dead);
+    snprintf(b, sizeof b, "%s/s_000000001_1.png.tmp.%ld", tmpdir, (long)getpid());
+    snprintf(c, sizeof c, "%s/other.png.tmp.x1", tmpdir);
+    write_text(a, "half");
+    write_text(b, "half");
+    write_text(c, "not a pid");
+    CU_ASSERT_EQUAL(ork_tmp_sweep(tmpdir, ".png"), 1);
+    CU_ASSERT(access(a, F_OK) != 0 && access(b, F_OK) == 0 && access(c, F_OK) == 0);
+    unlink(b);
+    unlink(c);
 }
 
 static void test_grid(void) {
