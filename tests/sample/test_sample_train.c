@@ -10,7 +10,10 @@
  *  - resuming to 14 steps after a line past the saved step and half a line
  *    were appended to metrics.jsonl: both are dropped (the broken one
  *    reported as file:line), steps 11..14 follow, the resumed run does not
- *    sample at its start, and samples at its end. */
+ *    sample at its start, and samples at its end;
+ *  - with the trainable state streamed per block (ORAKUL_STREAM_TRAINABLES=1)
+ *    sampling works through the runtime's hooks and leaves training
+ *    bit-identical as well. */
 #include "../train/train_test_util.h"
 
 #include "data/image.h"
@@ -128,6 +131,36 @@ static void test_train_with_samples(void) {
     free(rows);
     tt_fmt(p, sizeof p, "%s/samples/quickstart_%09d_grid.png", dir, 14);
     CU_ASSERT(tt_exists(p));
+
+    /* the trainable state streamed per block (ORAKUL_STREAM_TRAINABLES=1, docs/streaming.md
+     * §4): the sampler brings each block's LoRA in through the runtime's hooks, and
+     * sampling leaves the streamed training bit-identical too */
+    char oc[1100], od[1100], cc[1100], cd[1100], lc[1100], ld[1100];
+    tt_fmt(oc, sizeof oc, "%s/c", root);
+    tt_fmt(od, sizeof od, "%s/d", root);
+    tt_fmt(cc, sizeof cc, "%s/c.yaml", root);
+    tt_fmt(cd, sizeof cd, "%s/d.yaml", root);
+    tt_fmt(lc, sizeof lc, "%s/c", root);
+    tt_fmt(ld, sizeof ld, "%s/d", root);
+    c.steps = 10;
+    c.out = oc;
+    CU_ASSERT_FATAL(write_cfg(cc, &c, 1) == 0);
+    c.out = od;
+    CU_ASSERT_FATAL(write_cfg(cd, &c, 0) == 0);
+    setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
+    int rc = tt_run(cc, lc, 150), rd = tt_run(cd, ld, 150);
+    unsetenv("ORAKUL_STREAM_TRAINABLES");
+    CU_ASSERT_FATAL(rc == 0 && rd == 0);
+    tt_fmt(p, sizeof p, "%s.err", lc);
+    CU_ASSERT(tt_file_has(p, "trainable state streamed per block"));
+    CU_ASSERT(tt_file_has(p, "samples at step 10: 2 images"));
+    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000010.safetensors", oc);
+    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_000000010.safetensors", od);
+    CU_ASSERT(tt_same_bytes(p, q));
+    /* before step 1 the LoRA is the same everywhere: the same first samples as run a */
+    tt_fmt(p, sizeof p, "%s/quickstart/samples/quickstart_000000000_0.png", oc);
+    tt_fmt(q, sizeof q, "%s/samples/quickstart_000000000_0.png", dir);
+    CU_ASSERT(tt_same_bytes(p, q));
     tt_rm_rf(root);
 }
 
