@@ -1,14 +1,20 @@
-/* cli/cmd_job.c — `orakul run CONFIG` and `orakul plan CONFIG`: load the
+/* cli/cmd_job.c — `orakul run [--gpus N] CONFIG` and `orakul plan CONFIG`: load the
  * config and the plugins, then hand over to the trainer (train/train.h).
  * plan prints the trainer's checks, then the resolved configuration with the
  * origin of every value (component keys included, once the plan has read
- * them). */
+ * them). run --gpus N (N > 1) starts N ranks of `orakul run CONFIG`, one per
+ * GPU (dist/launcher.h), after checking that CONFIG trains on CUDA. */
 #include "cli/cli.h"
+
+#include "dist/launcher.h" /* ork_launch */
 
 #include "train/train.h" /* ork_train_run, ork_train_plan */
 #include "util/log.h"    /* ORK_INFO */
 
+#include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 static int job(const char *cmd, int argc, char **argv, int run) {
     if (argc != 1) {
@@ -39,5 +45,44 @@ static int job(const char *cmd, int argc, char **argv, int run) {
     return code;
 }
 
-int ork_cmd_run(int argc, char **argv) { return job("run", argc, argv, 1); }
+/* `orakul run --gpus n CONFIG`: this process becomes the launcher of n ranks. */
+static int launch_ranks(int n, int argc, char **argv) {
+    if (argc != 1) {
+        fprintf(stderr, "orakul run: expected one CONFIG argument (usage: orakul run [--gpus N] CONFIG)\n");
+        return ORK_EXIT_USAGE;
+    }
+#ifndef ORAKUL_HAVE_CUDA
+    fprintf(stderr, "orakul run --gpus %d: this orakul was built without CUDA (-DORAKUL_CUDA=ON builds the GPU "
+            "backend)\n", n);
+    return ORK_EXIT_USAGE;
+#else
+    ork_config *cfg;
+    ork_status s = ork_cli_load_config(argv[0], &cfg);
+    if (s != ORK_OK) return ork_cli_exit_code(s, 0);
+    const char *dev = ork_config_process(cfg)->device;
+    int cpu = dev && !strncmp(dev, "cpu", 3);
+    ork_config_free(cfg);
+    if (cpu) {
+        fprintf(stderr, "orakul run --gpus %d: %s trains on device: cpu; multi-GPU training needs device: cuda\n", n,
+                argv[0]);
+        return ORK_EXIT_USAGE;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "orakul run --gpus %d: cannot find this executable (/proc/self/exe)\n", n);
+        return ORK_EXIT_TRAIN;
+    }
+    exe[len] = 0;
+    char *child[] = {exe, (char *)"run", argv[0], NULL};
+    return ork_launch(n, exe, child);
+#endif
+}
+
+int ork_cmd_run(int argc, char **argv) {
+    int gpus = 0;
+    if (ork_launch_parse_gpus(&argc, argv, &gpus) != 0) return ORK_EXIT_USAGE;
+    if (gpus > 1) return launch_ranks(gpus, argc, argv);
+    return job("run", argc, argv, 1);
+}
 int ork_cmd_plan(int argc, char **argv) { return job("plan", argc, argv, 0); }

@@ -7,6 +7,9 @@
 
 #include "data/dataset.h"
 #include "data/image.h"
+#include "dist/dist.h"
+#include "dist/grad_sync.h"
+#include "dist/shard.h"
 #include "io/safetensors.h"
 #include "plugin/loader.h"
 #include "stream/copy_engine.h"
@@ -109,12 +112,23 @@ typedef struct job {
     double ss_t[2];
     uint64_t ss_h2d[2], ss_d2h[2];
     int64_t ss_steps[2];
+    /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
+    ork_dist_env denv;
+    ork_dist *dist;
+    ork_gsync *gsync;       /* the LoRA gradients' bucketed all-reduce */
+    int device_index;       /* CUDA device of this process */
+    int failed;             /* the run failed: abort the communicator */
+    ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
+    int64_t data_k;
+    int short_warned;
 } job;
 
 static void job_free(job *j) {
     ork_progress_destroy(j->progress);
     ork_metrics_close(j->metrics);
     ork_samples_destroy(j->samples);
+    ork_gsync_destroy(j->gsync); /* gives the LoRA tensors their grads back */
+    ork_dist_destroy(j->dist, j->failed); /* before the allocator: its scratch lives there */
     if (j->runner) ork_runner_destroy(j->runner);
     if (j->zero) {
         for (int i = 0; i < j->n_params; i++) { /* the slot headers: grads are ours, data is the slot's */
@@ -468,8 +482,8 @@ static ork_status build_dataset(job *j) {
 /* Items of micro-batch k: an epoch is a seeded permutation; a batch takes the
  * next items with the same token grid as its first. Deterministic in k. */
 static void batch_items(job *j, int64_t k, int B, int *idx, int *nb) {
-    int64_t per_epoch = (j->n_items + B - 1) / B;
-    int64_t epoch = k / per_epoch, pos = (k % per_epoch) * B;
+    ork_data_pos at = ork_shard_advance(j->n_items, B, j->data_at, k - j->data_k); /* dist/shard.h */
+    int64_t epoch = at.epoch, pos = at.offset;
     if (epoch != j->order_epoch) {
         ork_rng r;
         ork_rng_init(&r, j->seed, ORK_RNG_DATA);
@@ -488,6 +502,137 @@ static void batch_items(job *j, int64_t k, int B, int *idx, int *nb) {
         int c = j->order[q % j->n_items];
         if (j->items[c].h_tok == j->items[first].h_tok && j->items[c].w_tok == j->items[first].w_tok) idx[(*nb)++] = c;
     }
+}
+
+/* ---- data-parallel (core/dist, docs/multigpu.md) -------------------------- */
+
+static int batch_of(const job *j) {
+    int B = (int)(j->p->train.batch_size > 0 ? j->p->train.batch_size : 1);
+    return B > 256 ? 256 : B;
+}
+static int64_t accum_of(const job *j) {
+    return j->p->train.gradient_accumulation_steps > 0 ? j->p->train.gradient_accumulation_steps : 1;
+}
+
+/* This rank's items of global micro-batch k (world x B items, dist/shard.h)
+ * and each one's slot in the global batch (its noise and timestep draws). */
+static ork_status shard_items(job *j, int64_t k, int B, int *idx, int *slot, int *nb) {
+    int W = ork_dist_world(j->dist), r = ork_dist_rank(j->dist), elem[256], gnb;
+    int *g = W == 1 ? idx : malloc((size_t)W * B * sizeof *g);
+    if (!g) return ORK_E_NOMEM;
+    batch_items(j, k, W * B, g, &gnb);
+    *nb = ork_shard_slice(gnb, W, r, B, elem);
+    for (int b = 0; b < *nb; b++) {
+        idx[b] = g[elem[b]];
+        slot[b] = W == 1 ? b : r * B + b;
+    }
+    if (W > 1 && gnb < W * B && !j->short_warned++)
+        ORK_WARN("global batch %lld: %d images of one size for %d x %d slots: some images count twice in short "
+                 "batches (more images, or a smaller batch_size, avoid it)", (long long)k, gnb, W, B);
+    if (g != idx) free(g);
+    return ORK_OK;
+}
+
+/* The CUDA device of this process: LOCAL_RANK when distributed, else device: cuda:N. */
+static ork_status dist_device(job *j, int *index) {
+    ORK_TRY(ork_dist_env_read(&j->denv));
+    *index = 0;
+#ifdef ORAKUL_HAVE_CUDA
+    if (j->be->device == ORK_DEV_CUDA)
+        ORK_TRY(ork_dist_device_index(&j->denv, j->p->device, ork_cuda_device_count(), index));
+#endif
+    j->device_index = *index;
+    return ORK_OK;
+}
+
+/* The rendezvous and the communicator (the device is current); NULL dist for one process. */
+static ork_status dist_start(job *j) {
+    uint64_t h = 0;
+    if (ork_dist_env_active(&j->denv)) ORK_TRY(ork_dist_config_hash(ork_config_file(j->cfg), &h));
+    ORK_TRY(ork_dist_start(&j->denv, j->be, &j->g->k, j->alloc, h, &j->dist));
+    ork_dist_quiet_other_ranks(j->dist);
+    return ORK_OK;
+}
+
+/* Rank 0 encodes the dataset first (turn 1: it is done), the others then
+ * read its latent cache (turn 0: they wait for it). */
+static ork_status dist_dataset_turn(job *j, int after) {
+    if (!j->dist || (ork_dist_rank(j->dist) == 0) != after) return ORK_OK;
+    return ork_dist_barrier(j->dist);
+}
+
+/* The LoRA gradients into buckets all-reduced during the backward; hooks after the weight store's. */
+static ork_status dist_grads(job *j) {
+    if (!j->dist) return ORK_OK;
+    int *blk = malloc(((size_t)j->n_params + 1) * sizeof *blk);
+    if (!blk) return ORK_E_NOMEM;
+    for (int i = 0; i < j->n_params; i++) blk[i] = ork_lora_block(j->lora, i / 2);
+    ork_status s = ork_gsync_create(j->dist, j->g, j->alloc, j->pt, blk, j->n_params, j->info.n_blocks,
+                                    ork_gsync_bucket_bytes(), &j->gsync);
+    free(blk);
+    ORK_TRY(s);
+    ork_block_hooks h;
+    ork_gsync_hooks(j->gsync, &j->ws_hooks, &h);
+    ork_runner_set_hooks(j->runner, &h);
+    return ORK_OK;
+}
+
+/* After load_state: every rank resumes from the same step with the same
+ * dataset, and holds rank 0's LoRA and optimizer state bit for bit. */
+static ork_status dist_resume(job *j, int64_t *start) {
+    if (!j->dist) return ORK_OK;
+    double v[4] = {(double)*start, -(double)*start, (double)j->n_items, -(double)j->n_items};
+    ORK_TRY(ork_dist_allreduce_host(j->dist, v, 4, ORK_NCCL_MAX));
+    if (v[0] != -v[1])
+        return ORK_FAIL(ORK_E_CONFIG, "distributed: the ranks found saved states at different steps (%.0f .. %.0f) in "
+                        "%s: every rank must see the same output folder (shared storage)", -v[1], v[0], j->out_dir);
+    if (v[2] != -v[3])
+        return ORK_FAIL(ORK_E_CONFIG, "distributed: the ranks see different datasets (%.0f .. %.0f images): every "
+                        "rank must see the same dataset folders", -v[3], v[2]);
+    ORK_TRY(ork_dist_comm_after_compute(j->dist));
+    for (int i = 0; i < j->n_params; i++) {
+        ORK_TRY(ork_dist_broadcast(j->dist, ork_tensor_data(j->pt[i]), ork_tensor_nbytes(j->pt[i])));
+        ORK_TRY(ork_dist_broadcast(j->dist, ork_tensor_data(j->state[i]), ork_tensor_nbytes(j->state[i])));
+    }
+    ORK_TRY(ork_dist_compute_after_comm(j->dist));
+    return ork_dist_wait(j->dist, "rank 0's LoRA and optimizer state");
+}
+
+/* After the micro-steps: the gradients averaged over the ranks, the loss the
+ * ranks' mean (non-finite on any rank: non-finite everywhere, so every rank
+ * skips the same steps). */
+static ork_status dist_step_end(job *j, float *loss, int *bad) {
+    if (!j->dist) return ORK_OK;
+    ORK_TRY(ork_gsync_finish(j->gsync));
+    double v = *bad ? NAN : (double)*loss;
+    ORK_TRY(ork_dist_allreduce_host(j->dist, &v, 1, ORK_NCCL_SUM));
+    *loss = (float)(v / ork_dist_world(j->dist));
+    *bad = !isfinite(*loss);
+    return ORK_OK;
+}
+
+/* The data position after `step` (a global sample position: a resume with
+ * another number of GPUs continues from it), into and out of the state file. */
+static ork_status data_pos_save(job *j, ork_st_writer *w, int64_t step) {
+    int64_t G = (int64_t)ork_dist_world(j->dist) * batch_of(j);
+    ork_data_pos at = ork_shard_advance(j->n_items, G, j->data_at, step * accum_of(j) - j->data_k);
+    char v[64];
+    snprintf(v, sizeof v, "%lld", (long long)at.epoch);
+    ORK_TRY(ork_st_writer_meta(w, "data_epoch", v));
+    snprintf(v, sizeof v, "%lld", (long long)at.offset);
+    ORK_TRY(ork_st_writer_meta(w, "data_offset", v));
+    snprintf(v, sizeof v, "%lld", (long long)G);
+    return ork_st_writer_meta(w, "global_batch", v);
+}
+static void data_pos_load(job *j, ork_st_file *f, int64_t step) {
+    const char *e = ork_st_meta(f, "data_epoch"), *o = ork_st_meta(f, "data_offset"), *g = ork_st_meta(f, "global_batch");
+    if (!e || !o) return; /* an older state: the position follows from the step */
+    j->data_at = (ork_data_pos){atoll(e), atoll(o)};
+    j->data_k = step * accum_of(j);
+    int64_t G = (int64_t)ork_dist_world(j->dist) * batch_of(j);
+    if (g && atoll(g) != G)
+        ORK_INFO("resuming at sample %lld of epoch %lld with a global batch of %lld (the state was saved with %s)",
+                 (long long)j->data_at.offset, (long long)j->data_at.epoch, (long long)G, g);
 }
 
 /* ---- optimizer ----------------------------------------------------------- */
@@ -806,6 +951,7 @@ static ork_status save_state(job *j, int64_t step) {
     if (s == ORK_OK) s = ork_st_writer_meta(w, "tensors", v);
     snprintf(v, sizeof v, "%lld", (long long)j->skipped);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "skipped", v);
+    if (s == ORK_OK) s = data_pos_save(j, w, step);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
     if (s == ORK_OK && j->zero) { /* the previous step's norm: the clip factor of the next step */
         snprintf(v, sizeof v, "%.17g", ork_zero_prev_norm(j->zero));
@@ -854,6 +1000,7 @@ static ork_status load_state(job *j, int64_t *step) {
         *step = atoll(ms);
         const char *sk = ork_st_meta(f, "skipped");
         j->skipped = sk ? atoll(sk) : 0;
+        data_pos_load(j, f, *step);
         ORK_INFO("resuming from %s at step %lld", path, (long long)*step);
     }
     ork_st_close(f);
@@ -927,11 +1074,8 @@ static ork_status upload_act(job *j, const float *host, int ndim, const int64_t 
  * step's noise and timesteps, then forward + loss + backward. */
 static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
     const int C = j->info.token_channels, ctx = j->info.context_dim, T = j->T;
-    int B = (int)(j->p->train.batch_size > 0 ? j->p->train.batch_size : 1);
-    int idx[256];
-    if (B > 256) B = 256;
-    int nb;
-    batch_items(j, k, B, idx, &nb);
+    int B = batch_of(j), idx[256], slot[256], nb;
+    ORK_TRY(shard_items(j, k, B, idx, slot, &nb));
     const item *first = &j->items[idx[0]];
     int N = first->h_tok * first->w_tok;
     size_t nt = (size_t)nb * N * C;
@@ -945,10 +1089,14 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     ork_rng_seek(&rn, (uint64_t)k << 32);
     ork_rng_init(&rt, j->seed, ORK_RNG_TIMESTEP);
     ork_rng_seek(&rt, (uint64_t)k << 16);
-    for (int b = 0; s == ORK_OK && b < nb; b++) {
+    for (int b = 0, drawn = 0; s == ORK_OK && b < nb; b++) {
         const item *it = &j->items[idx[b]];
         float w;
+        /* slot s of the global batch: the s-th timestep draw, noise from s·N·C normals on */
+        for (; drawn < slot[b]; drawn++) ork_ts_sample(&j->ts, &rt, &ts[b], &w);
         ork_ts_sample(&j->ts, &rt, &ts[b], &w);
+        drawn++;
+        ork_rng_seek(&rn, ((uint64_t)k << 32) + (uint64_t)slot[b] * (uint64_t)N * (uint64_t)C);
         wsum += w;
         gd[b] = (float)j->p->train.cfg_scale;
         float t = ts[b];
@@ -1040,7 +1188,7 @@ static ork_status make_plan(job *j, ork_device dev) {
 #ifdef ORAKUL_HAVE_CUDA
     size_t total_b = 0;
     char name[256] = "";
-    if (dev == ORK_DEV_CUDA && ork_cuda_device_count() > 0 && ork_cuda_mem_info(0, &free_b, &total_b, name, sizeof name) == ORK_OK)
+    if (dev == ORK_DEV_CUDA && ork_cuda_device_count() > 0 && ork_cuda_mem_info(j->device_index, &free_b, &total_b, name, sizeof name) == ORK_OK)
         kind = strstr(name, "4090") ? "rtx4090" : strstr(name, "H100") ? "h100" : "h200";
 #endif
     if (!ork_device_kind_find(kind, &in.dev)) return ORK_FAIL(ORK_E_INTERNAL, "no device kind '%s'", kind);
@@ -1094,7 +1242,9 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_alloc_create(j->be, budget, &j->alloc));
     ork_graph_opts go = {0};
     go.act_dtype = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
+    ORK_TRY(dist_device(j, &go.device_index));
     ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &j->g));
+    ORK_TRY(dist_start(j));
     if (j->quant) ORK_TRY(ork_graph_set_fp8_gemm(j->g, quant_fp8_gemm(j), "model.quantize_kwargs.fp8_gemm"));
     ORK_TRY(open_model(j));
     if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
@@ -1108,6 +1258,10 @@ static ork_status setup(job *j) {
         ORK_INFO("ORAKUL_STREAM_TRAINABLES: streaming the trainable state per block although the plan does not need it");
     }
     if (j->plan->trainable_streamed) {
+        if (j->dist)
+            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams the trainable state per block, which multi-GPU training "
+                            "does not support yet: raise model.vram_budget_gb or lower the LoRA rank",
+                            ork_config_file(j->cfg));
         if (j->p->train.gradient_accumulation_steps > 1)
             return ORK_FAIL(ORK_E_CONFIG, "%s: train.gradient_accumulation_steps %lld: the plan streams the trainable state "
                             "per block, which steps each block right after its backward and cannot accumulate; use 1 "
@@ -1158,14 +1312,18 @@ static ork_status setup(job *j) {
     ork_runner_set_hooks(j->runner, &j->ws_hooks);
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
+    ORK_TRY(dist_dataset_turn(j, 0));
     ORK_TRY(build_dataset(j));
+    ORK_TRY(dist_dataset_turn(j, 1));
     if (j->n_items == 0) return ORK_FAIL(ORK_E_CONFIG, "%s: no images to train on", ork_config_file(j->cfg));
     j->order = malloc((size_t)j->n_items * sizeof *j->order);
     if (!j->order) return ORK_E_NOMEM;
     j->order_epoch = -1;
     ORK_TRY(setup_schedule(j));
     ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
+    if (ork_dist_rank(j->dist) > 0) { ork_samples_destroy(j->samples); j->samples = NULL; } /* rank 0 samples */
     ORK_TRY(setup_optimizer(j));
+    ORK_TRY(dist_grads(j));
     return j->plan->trainable_streamed ? setup_zero(j) : ORK_OK;
 }
 
@@ -1244,7 +1402,7 @@ static void plot_now(job *j) {
 static ork_status outputs_open(job *j, int64_t start, int64_t log_every) {
     char m[1100];
     snprintf(m, sizeof m, "%s/metrics.jsonl", j->out_dir);
-    ORK_TRY(ork_metrics_open(m, start, &j->metrics));
+    if (ork_dist_rank(j->dist) == 0) ORK_TRY(ork_metrics_open(m, start, &j->metrics)); /* rank 0 writes the run's files */
     ork_progress_opts po = {.out = stdout, .tty = -1, .start = start, .total = j->p->train.steps,
                             .log_every = log_every, .mem_label = j->be->device == ORK_DEV_CPU ? "mem" : "VRAM"};
     ORK_TRY(ork_progress_create(&po, &j->progress));
@@ -1260,14 +1418,15 @@ static ork_status step_outputs(job *j, int64_t step, double loss, double norm, i
     ork_metrics_row r = {.step = step, .loss = loss, .lr = lr, .grad_norm = norm,
                          .s_per_it = ork_progress_s_per_it(j->progress), .vram_gib = (double)in_use / 1073741824.0,
                          .skipped = skipped};
-    return ork_metrics_append(j->metrics, &r);
+    return j->metrics ? ork_metrics_append(j->metrics, &r) : ORK_OK;
 }
 
 static ork_status train_loop(job *j) {
     const ork_train_config *t = &j->p->train;
     int64_t start;
-    remove_stale_tmp(j);
+    if (ork_dist_rank(j->dist) == 0) remove_stale_tmp(j);
     ORK_TRY(load_state(j, &start));
+    ORK_TRY(dist_resume(j, &start));
     int64_t accum = t->gradient_accumulation_steps > 0 ? t->gradient_accumulation_steps : 1;
     int64_t log_every = j->p->logging.log_every > 0 ? j->p->logging.log_every : 10;
     int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
@@ -1286,10 +1445,12 @@ static ork_status train_loop(job *j) {
         int bad = 0;
         for (int64_t a = 0; a < accum; a++) {
             float l = 0;
+            if (j->gsync) ork_gsync_arm(j->gsync, a == accum - 1); /* all-reduce in the last backward */
             ORK_TRY(micro_step(j, (step - 1) * accum + a, 1.0f / (float)accum, &l));
             if (!isfinite(l)) bad = 1;
             loss += l;
         }
+        ORK_TRY(dist_step_end(j, &loss, &bad));
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
         int zskip = 0;
         if (j->zero) ORK_TRY(ork_zero_step_end(j->zero, &norm, NULL, &zskip)); /* stepped already, per block */
@@ -1317,9 +1478,12 @@ static ork_status train_loop(job *j) {
             /* the LoRA first: a kill between the two leaves the state one
              * save behind, and the resumed run rewrites the same LoRA file
              * (training is deterministic); the other order loses it */
-            ORK_TRY(save_lora(j, step));
-            ORK_TRY(save_state(j, step));
+            if (ork_dist_rank(j->dist) == 0) { /* rank 0 writes, the others wait */
+                ORK_TRY(save_lora(j, step));
+                ORK_TRY(save_state(j, step));
             plot_now(j); /* loss.png from metrics.jsonl */
+            }
+            ORK_TRY(ork_dist_barrier(j->dist));
         }
         if (ork_samples_due(j->samples, step, start, t->steps)) ORK_TRY(sample_now(j, step));
     }
@@ -1352,6 +1516,7 @@ ork_status ork_train_run(ork_config *cfg, const ork_registry *reg) {
     ork_status s = setup(&j);
     if (s == ORK_OK && mkdir_p(j.out_dir) != 0) s = ORK_FAIL(ORK_E_IO, "cannot create %s: %s", j.out_dir, strerror(errno));
     if (s == ORK_OK) s = train_loop(&j);
+    j.failed = s != ORK_OK;
     job_free(&j);
     return s;
 }
