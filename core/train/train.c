@@ -1231,6 +1231,24 @@ static ork_status make_plan(job *j, ork_device dev) {
     return ork_stream_plan_make(&in, &j->plan);
 }
 
+/* The latent encode runs in a graph of its own, destroyed afterwards: a
+ * 1024² encode grows an activation arena of GiBs, which would otherwise stay
+ * reserved through training (the plan does not count it). */
+static ork_status encode_dataset(job *j) {
+    ork_graph *train_g = j->g, *eg = NULL;
+    ork_graph_opts go = {0};
+    go.act_dtype = train_g->act_dt;
+    go.device_index = j->device_index; /* this rank's GPU (a context on another would switch devices) */
+    ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &eg));
+    ork_wstore_attach(j->ws, eg);
+    j->g = eg;
+    ork_status s = build_dataset(j);
+    j->g = train_g;
+    ork_status s2 = ork_graph_sync(eg);
+    ork_graph_destroy(eg);
+    return s != ORK_OK ? s : s2;
+}
+
 static ork_status setup(job *j) {
     ORK_TRY(ork_services_register());
     j->ops = ork_ops_table();
@@ -1313,7 +1331,7 @@ static ork_status setup(job *j) {
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
     ORK_TRY(dist_dataset_turn(j, 0));
-    ORK_TRY(build_dataset(j));
+    ORK_TRY(encode_dataset(j));
     ORK_TRY(dist_dataset_turn(j, 1));
     if (j->n_items == 0) return ORK_FAIL(ORK_E_CONFIG, "%s: no images to train on", ork_config_file(j->cfg));
     j->order = malloc((size_t)j->n_items * sizeof *j->order);
@@ -1492,6 +1510,11 @@ static ork_status train_loop(job *j) {
              (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
              (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
     if (j->ce) stream_stats_report(j);
+    if (j->plan)
+        ORK_INFO("activations: peak %.2f GiB (arena) + %.2f GiB (checkpoints); the plan counted %.2f GiB working set + "
+                 "%.2f GiB saved carries", (double)ork_alloc_peak_tag(j->alloc, "activations") / 1073741824.0,
+                 (double)ork_alloc_peak_tag(j->alloc, "checkpoints") / 1073741824.0, (double)j->plan->work / 1073741824.0,
+                 (double)j->plan->saved / 1073741824.0);
     if (ork_prof_enabled() && t->steps > start) ork_prof_report(stdout, (double)(t->steps - start));
     (void)t0;
     if (start >= t->steps) ORK_INFO("nothing to do: the saved state is already at step %lld", (long long)start);
