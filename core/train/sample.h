@@ -12,8 +12,9 @@
  * as an input; for the others a cfg scale > 1 runs classifier-free guidance,
  * v = v(neg) + cfg·(v(pos) − v(neg)), as two forwards of batch 1.
  *
- * The denoiser runs on the training job's graph with grad off, batch 1: each
- * block in its own graph region (only two block-boundary carries are kept, in
+ * The denoiser runs on the graph it is given (during training: a session
+ * graph on the job's allocator and stream, samples.h) with grad off, batch 1:
+ * each block in its own graph region (only two block-boundary carries are kept, in
  * tensors allocated for the call under the tag "samples" and freed after), so
  * the allocator's budget applies and the memory stays below a training step's.
  * Block hooks (weight streaming, streamed LoRA state) bracket every block as
@@ -50,6 +51,7 @@ typedef struct ork_denoiser {
     void *model;
     const ork_model_info *info;
     const ork_block_hooks *hooks; /* NULL: none */
+    int device_index;             /* CUDA device of g (ork_samples_run's own graph) */
 } ork_denoiser;
 
 typedef struct ork_sample_params {

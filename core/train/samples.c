@@ -13,6 +13,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ops.h" /* ork_cuda_kstream: the training graph's stream */
+#endif
+
 typedef struct cond {
     float *txt; /* (T, ctx) or NULL: zeros */
     float *vec; /* (vec_dim) or NULL */
@@ -284,6 +288,25 @@ static ork_status run_all(ork_samples *s, const ork_denoiser *d, int64_t step, o
     return st;
 }
 
+/* A graph for one sampling session: the training graph's allocator, stream
+ * (so streamed weights' copies stay ordered with the compute), weight lookup,
+ * activation dtype and FP8 GEMM mode; its arena goes away with it. */
+static ork_status session_graph(const ork_denoiser *d, ork_graph **out) {
+    const ork_graph *tg = d->g;
+    ork_graph_opts go = {0};
+    go.act_dtype = tg->act_dt;
+    go.nthreads = tg->k.nthreads;
+    go.device_index = d->device_index;
+    go.stream = tg->k.stream;
+#ifdef ORAKUL_HAVE_CUDA
+    if (tg->be->device == ORK_DEV_CUDA) go.stream = ork_cuda_kstream(&tg->k);
+#endif
+    ORK_TRY(ork_graph_create(tg->be, d->alloc, &go, out));
+    ork_graph_set_weight_fn(*out, tg->weight_fn, tg->weight_ctx);
+    (*out)->fp8_gemm = tg->fp8_gemm;
+    return ORK_OK;
+}
+
 ork_status ork_samples_run(ork_samples *s, const ork_denoiser *d, int64_t step, int *wrote) {
     int done = 0;
     if (wrote) *wrote = 0;
@@ -291,7 +314,15 @@ ork_status ork_samples_run(ork_samples *s, const ork_denoiser *d, int64_t step, 
     ork_image *imgs = calloc((size_t)s->n, sizeof *imgs);
     if (!imgs) return ORK_E_NOMEM;
     double t0 = now_s();
-    ork_status st = run_all(s, d, step, imgs, &done);
+    ork_denoiser sd = *d;
+    ork_status st = ork_graph_sync(d->g); /* the training graph's work first */
+    if (st == ORK_OK) st = session_graph(d, &sd.g);
+    if (st == ORK_OK) st = run_all(s, &sd, step, imgs, &done);
+    if (sd.g != d->g) {
+        ork_status s2 = ork_graph_sync(sd.g);
+        if (st == ORK_OK) st = s2;
+        ork_graph_destroy(sd.g);
+    }
     for (int i = 0; i < s->n; i++) ork_image_free(&imgs[i]);
     free(imgs);
     if (st != ORK_OK) {

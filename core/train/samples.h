@@ -17,6 +17,10 @@
  * conditioning, like training images without embeddings. neg: the same, used
  * only for classifier-free guidance (models without a guidance input and
  * guidance_scale > 1; not flux1-schnell).
+ * Each ork_samples_run works in a graph of its own on the job's allocator
+ * (the budget applies) and the training graph's stream, with its weight
+ * lookup, destroyed afterwards: a large sample's activations never stay
+ * reserved in the training graph's arena.
  * A sampling failure (over the memory budget, an unwritable file) is one
  * warning and turns sampling off for the rest of the run; training goes on.
  * Owns: the prompts' embeddings and its paths. [control-thread] */

@@ -1406,7 +1406,8 @@ static ork_status sample_now(job *j, int64_t step) {
     /* the weight store's hooks (or the streamed state's), not the runner's
      * chain: a forward-only pass has no gradients to hand on */
     ork_block_hooks hk = j->zero ? zero_hooks(j) : j->ws_hooks;
-    ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk};
+    ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk,
+                      .device_index = j->device_index};
     return ork_samples_run(j->samples, &d, step, NULL);
 }
 
