@@ -145,10 +145,11 @@ typedef struct keys {
     const char *vgg_path, *content_layers, *style_layers, *reduction, *layer_scalers;
     double content_weight, style_weight, mse_weight;
     int64_t scaler_size;
+    const char *compute_dtype; /* NULL: the default, f32 */
 } keys;
 
 static keys default_keys(const char *path) {
-    keys k = {path, "conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", "mean", "none", 1.0, 1.0, 1.0, 256};
+    keys k = {path, "conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", "mean", "none", 1.0, 1.0, 1.0, 256, NULL};
     return k;
 }
 
@@ -177,6 +178,7 @@ static ork_status make(const keys *k, const char *name, inst *out) {
         else if (!strcmp(p->key, "style_weight")) d = k->style_weight;
         else if (!strcmp(p->key, "mse_weight")) d = k->mse_weight;
         else if (!strcmp(p->key, "scaler_size")) i = k->scaler_size;
+        else if (!strcmp(p->key, "compute_dtype")) s = k->compute_dtype ? k->compute_dtype : "f32";
         else return ORK_E_INTERNAL; /* a key this test does not know */
         if (p->type == ORK_PARAM_STRING) memcpy(at, &s, sizeof s);
         else if (p->type == ORK_PARAM_FLOAT) memcpy(at, &d, sizeof d);
@@ -862,6 +864,10 @@ static const fx_tol TOL_F32_CUDA = {"F32 on CUDA", 5e-5, 1e-3, 1e-2};
  * A kernel fed the wrong dtype, a wrong bf16 path or an overflow moves these
  * by O(1); the F32 cases above catch the finer mapping bugs. Measured errors
  * are printed for the notes. */
+/* Since compute_dtype: f32 became the default (the first H200 run of this
+ * test, with VGG in bf16, measured 19% / 13% L2 error in the content / style
+ * gradients: bf16 features cancel in F_pred - F_target), the plugin widens the
+ * BF16 image and only the inputs' own bf16 rounding remains. */
 static const fx_tol TOL_BF16 = {"BF16 on CUDA", 2.5e-2, 8e-2, 0.25};
 #endif
 

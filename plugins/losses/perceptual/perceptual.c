@@ -55,6 +55,7 @@ typedef struct perc_params {
     const char *reduction;
     const char *layer_scalers;
     int64_t scaler_size;
+    const char *compute_dtype;
 } perc_params;
 
 #define P(field) offsetof(perc_params, field)
@@ -73,6 +74,10 @@ static const ork_param perc_keys[] = {
     {"layer_scalers", ORK_PARAM_STRING, 1, 0, "noise", 1, 0, "noise|none", P(layer_scalers),
      "noise: scale each layer's loss by 1/(its value on a random-noise pair), as ai-toolkit; none: raw"},
     {"scaler_size", ORK_PARAM_INT, 1, 0, "256", 16, 4096, NULL, P(scaler_size), "side in pixels of the noise pair"},
+    {"compute_dtype", ORK_PARAM_STRING, 1, 0, "f32", 1, 0, "f32|input", P(compute_dtype),
+     "VGG19's dtype: f32 (default; the decoded image is widened, gradients match torchvision's f32 to ~1e-6) or "
+     "input (the decoded image's, bf16 in training: faster, but bf16 features leave ~20% L2 error in the content "
+     "gradient, where F_pred - F_target cancels)"},
     {NULL},
 };
 #undef P
@@ -88,6 +93,7 @@ typedef struct perc {
     float content_w, style_w, mse_w;
     int sum_batch;          /* reduction: sum */
     int noise_scalers;      /* layer_scalers: noise */
+    int f32_compute;        /* compute_dtype: f32 */
     int scaler_size;
     int content[VGG_NCONV]; /* 1: conv i's ReLU output feeds a content loss */
     int style[VGG_NCONV];
@@ -144,7 +150,7 @@ static ork_status perc_create(const ork_host *host, const void *params, void **s
         free(pc);
         return ORK_E_ABI;
     }
-    perc_params p = {NULL, "conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", 1.0, 1.0, 1.0, "mean", "noise", 256};
+    perc_params p = {NULL, "conv2_2,conv3_2,conv4_2", "conv2_1,conv3_1,conv4_1", 1.0, 1.0, 1.0, "mean", "noise", 256, "f32"};
     if (params) p = *(const perc_params *)params;
     ork_status s = ORK_OK;
     if (!p.vgg_path || !p.vgg_path[0]) {
@@ -168,6 +174,7 @@ static ork_status perc_create(const ork_host *host, const void *params, void **s
     pc->mse_w = (float)p.mse_weight;
     pc->sum_batch = p.reduction && !strcmp(p.reduction, "sum");
     pc->noise_scalers = !p.layer_scalers || strcmp(p.layer_scalers, "none") != 0;
+    pc->f32_compute = !p.compute_dtype || strcmp(p.compute_dtype, "input") != 0;
     pc->scaler_size = p.scaler_size >= 16 ? (int)p.scaler_size : 256;
     /* a loss with zero weight is not computed at all */
     if (pc->content_w == 0.0f) memset(pc->content, 0, sizeof pc->content);
@@ -305,6 +312,7 @@ static ork_status vgg_run(perc *pc, ork_graph *g, const vgg_dev *d, ork_tensor *
             pc->ta->ndim(img), (long long)pc->ta->dim(img, 1));
         return ORK_E_INVALID;
     }
+    if (pc->f32_compute && pc->ta->dtype(img) != ORK_F32) TRY(o->cast(g, img, ORK_F32, &img));
     ork_dtype dt = pc->ta->dtype(img);
     ork_tensor *mul = d->mul, *add = d->add, *x;
     if (dt != ORK_F32) { TRY(o->cast(g, mul, dt, &mul)); TRY(o->cast(g, add, dt, &add)); }
