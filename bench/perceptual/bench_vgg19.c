@@ -258,6 +258,7 @@ static ork_status make_loss(const ork_plugin_component *pc, const char *vgg_path
         else if (!strcmp(p->key, "content_weight") || !strcmp(p->key, "style_weight") || !strcmp(p->key, "mse_weight"))
             d = 1.0;
         else if (!strcmp(p->key, "scaler_size")) i = 256;
+        else if (!strcmp(p->key, "compute_dtype")) s = getenv("BENCH_COMPUTE") ? getenv("BENCH_COMPUTE") : "f32";
         else { fprintf(stderr, "bench_vgg19: the plugin has a key this bench does not know: %s\n", p->key); return ORK_E_INTERNAL; }
         if (p->type == ORK_PARAM_STRING) memcpy(at, &s, sizeof s);
         else if (p->type == ORK_PARAM_FLOAT) memcpy(at, &d, sizeof d);
