@@ -18,6 +18,8 @@ struct ork_progress {
     ork_ema step_time, loss;
     double win_sum, last_loss;
     int64_t win_n;
+    double win_time, last_s; /* step seconds since the last printed line; the last step's */
+    int64_t win_steps;
 };
 
 static double now_s(void) {
@@ -71,6 +73,7 @@ void ork_progress_begin(ork_progress *p) {
 }
 
 double ork_progress_s_per_it(const ork_progress *p) { return ork_ema_value(&p->step_time); }
+double ork_progress_last_s(const ork_progress *p) { return p->last_s; }
 double ork_progress_loss_ema(const ork_progress *p) { return ork_ema_value(&p->loss); }
 
 const char *ork_progress_eta_str(double s, char *buf, size_t n) {
@@ -84,6 +87,9 @@ const char *ork_progress_eta_str(double s, char *buf, size_t n) {
 void ork_progress_end(ork_progress *p, const ork_progress_step *s) {
     double t = now_s();
     ork_ema_add(&p->step_time, t - p->t_begin);
+    p->last_s = t - p->t_begin;
+    p->win_time += p->last_s;
+    p->win_steps++;
     p->t_prev_end = t;
     p->n_steps++;
     p->last_loss = s->loss;
@@ -96,6 +102,9 @@ void ork_progress_end(ork_progress *p, const ork_progress_step *s) {
     int due = p->tty ? (last || first || t - p->t_last_draw >= 0.2) : (last || first || s->step % p->o.log_every == 0);
     if (!due) return;
     double spi = ork_progress_s_per_it(p);
+    /* a terminal shows the smoothed figure; plain lines (logs, benches) the
+     * mean step time since the previous line, which averages nothing stale */
+    double shown_spi = p->tty || !p->win_steps ? spi : p->win_time / (double)p->win_steps;
     double eta = (double)(p->o.total - s->step) * (spi + p->extra_s / (double)p->n_steps);
     char line[512], es[32], ema[32];
     double shown = p->win_n ? p->win_sum / (double)p->win_n : p->last_loss;
@@ -103,7 +112,7 @@ void ork_progress_end(ork_progress *p, const ork_progress_step *s) {
     if (isfinite(e)) snprintf(ema, sizeof ema, "%.4f", e);
     else snprintf(ema, sizeof ema, "-");
     int n = snprintf(line, sizeof line, "step %lld/%lld  loss %.6f  ema %s  lr %.3g  grad_norm %.4g  %.3f s/it  %s %.2f GiB (peak %.2f)  ETA %s",
-                     (long long)s->step, (long long)p->o.total, shown, ema, s->lr, s->grad_norm, spi, p->o.mem_label,
+                     (long long)s->step, (long long)p->o.total, shown, ema, s->lr, s->grad_norm, shown_spi, p->o.mem_label,
                      (double)s->mem_in_use / 1073741824.0, (double)s->mem_peak / 1073741824.0,
                      ork_progress_eta_str(eta, es, sizeof es));
     if (n < 0) return;
@@ -121,4 +130,6 @@ void ork_progress_end(ork_progress *p, const ork_progress_step *s) {
     p->t_last_draw = t;
     p->win_sum = 0;
     p->win_n = 0;
+    p->win_time = 0;
+    p->win_steps = 0;
 }

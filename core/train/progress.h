@@ -45,6 +45,8 @@ void ork_progress_begin(ork_progress *p);
 void ork_progress_end(ork_progress *p, const ork_progress_step *s);
 /* Moving average of the step time in seconds (NAN before the first step). */
 double ork_progress_s_per_it(const ork_progress *p);
+/* The last step's own wall time in seconds (metrics.jsonl's s_per_it). */
+double ork_progress_last_s(const ork_progress *p);
 /* The smoothed loss (NAN before the first finite loss). */
 double ork_progress_loss_ema(const ork_progress *p);
 /* "1h02m", "3m41s", "12s" into buf. */

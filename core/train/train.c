@@ -1191,6 +1191,16 @@ static ork_status make_plan(job *j, ork_device dev) {
     if (dev == ORK_DEV_CUDA && ork_cuda_device_count() > 0 && ork_cuda_mem_info(j->device_index, &free_b, &total_b, name, sizeof name) == ORK_OK)
         kind = strstr(name, "4090") ? "rtx4090" : strstr(name, "H100") ? "h100" : "h200";
 #endif
+    /* ORAKUL_PLAN_DEVICE=rtx4090|h100|h200: plan for another card (its rates and
+     * memory) than the one present — `orakul plan` for the card you will train on */
+    const char *pd = getenv("ORAKUL_PLAN_DEVICE");
+    if (pd && *pd) {
+        ork_device_kind k;
+        if (!ork_device_kind_find(pd, &k))
+            return ORK_FAIL(ORK_E_CONFIG, "ORAKUL_PLAN_DEVICE=%s: not a known device kind (h200, h100, rtx4090)", pd);
+        kind = pd;
+        free_b = 0;
+    }
     if (!ork_device_kind_find(kind, &in.dev)) return ORK_FAIL(ORK_E_INTERNAL, "no device kind '%s'", kind);
     const ork_model_config *mc = &j->p->model;
     in.budget_gb = mc->vram_budget_gb;
@@ -1435,7 +1445,7 @@ static ork_status step_outputs(job *j, int64_t step, double loss, double norm, i
                             .mem_in_use = in_use, .mem_peak = ork_alloc_peak(j->alloc)};
     ork_progress_end(j->progress, &ps);
     ork_metrics_row r = {.step = step, .loss = loss, .lr = lr, .grad_norm = norm,
-                         .s_per_it = ork_progress_s_per_it(j->progress), .vram_gib = (double)in_use / 1073741824.0,
+                         .s_per_it = ork_progress_last_s(j->progress), .vram_gib = (double)in_use / 1073741824.0,
                          .skipped = skipped};
     return j->metrics ? ork_metrics_append(j->metrics, &r) : ORK_OK;
 }
