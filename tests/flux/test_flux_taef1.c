@@ -19,10 +19,33 @@
  *            O(1) in L2. */
 #include "flux_test_util.h"
 
+#ifdef FT_GPU
+/* CUDA with BF16 activations and weights (as training runs): one bf16 rounding
+ * (2^-9 relative) per conv, ~20 deep, so ~1-3% of M element-wise; the PSNR
+ * bound stays the issue's 0.1 dB (bf16 noise moves a 22.7 dB PSNR by ~0.01 dB).
+ * Set before the first GPU run of this test; adjust from its printed errors. */
+#define LAT_A 3e-2
+#define REC_A 4e-2
+#define GRAD_L2 8e-2
+#define GRAD_MAX 0.3
+#else
+#define LAT_A 2e-5
+#define REC_A 2e-4
+#define GRAD_L2 1e-2
+#define GRAD_MAX 0.1
+#endif
+
 typedef struct taef1 {
     ft_model m;
     ork_st_file *fx;
 } taef1;
+
+/* t in the graph's activation dtype (a cast node on CUDA, where it is BF16). */
+static ork_tensor *act(ork_graph *g, ork_tensor *t) {
+    ork_tensor *c = t;
+    if (t && g->act_dt != ORK_F32 && ork_ops_table()->cast(g, t, g->act_dt, &c) != ORK_OK) return NULL;
+    return c;
+}
 
 /* Open preset:custom with the TAEF1 codec; 0 = skipped (no ../shared). */
 static int taef1_open(taef1 *t) {
@@ -89,7 +112,7 @@ static void test_encode(void) {
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(t.m.g), ORK_OK);
     ork_graph_set_grad(t.m.g, 0);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, it->shape, img, &x), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, x, &tok), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, act(t.m.g, x), &tok), ORK_OK);
     int B = (int)it->shape[0], h = (int)it->shape[2] / 16, w = (int)it->shape[3] / 16;
     CU_ASSERT_EQUAL(ta->dim(tok, 0), B);
     CU_ASSERT_EQUAL(ta->dim(tok, 1), (int64_t)h * w);
@@ -97,7 +120,7 @@ static void test_encode(void) {
     float *th = ft_host(t.m.g, tok), *z = malloc(nz * sizeof *z);
     CU_ASSERT_FATAL(th && z && (size_t)ta->numel(tok) == nz);
     unpack_tokens(th, B, h, w, z);
-    CU_ASSERT(ft_cmp("ref.latents (encode)", z, ref, nz, 2e-5, 1e-4));
+    CU_ASSERT(ft_cmp("ref.latents (encode)", z, ref, nz, LAT_A, 1e-4));
     printf("\n  ");
     free(img);
     free(ref);
@@ -125,13 +148,13 @@ static void test_decode_psnr(void) {
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(t.m.g), ORK_OK);
     ork_graph_set_grad(t.m.g, 0);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 3, sh, tokh, &tok), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tok, h, w, &rec), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, act(t.m.g, tok), h, w, &rec), ORK_OK);
     CU_ASSERT_EQUAL(ta->ndim(rec), 4);
     CU_ASSERT_EQUAL(ta->dim(rec, 1), 3);
     CU_ASSERT_EQUAL(ta->dim(rec, 2), 16 * h);
     float *rh = ft_host(t.m.g, rec);
     CU_ASSERT_FATAL(rh && (size_t)ta->numel(rec) == nr && nr == ni);
-    CU_ASSERT(ft_cmp("ref.recon (decode)", rh, rrec, nr, 2e-4, 1e-4));
+    CU_ASSERT(ft_cmp("ref.recon (decode)", rh, rrec, nr, REC_A, 1e-4));
     size_t per = nr / (size_t)B;
     for (int b = 0; b < B; b++) {
         double se = 0;
@@ -148,11 +171,11 @@ static void test_decode_psnr(void) {
     ork_tensor *x, *tok2 = NULL, *rec2 = NULL;
     const ork_st_tensor *it = ork_st_find(t.fx, "in.images");
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, it->shape, img, &x), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, x, &tok2), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, act(t.m.g, x), &tok2), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tok2, h, w, &rec2), ORK_OK);
     float *rt = ft_host(t.m.g, rec2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-    CU_ASSERT(ft_cmp("ref.recon (encode + decode)", rt, rrec, nr, 2e-4, 1e-4));
+    CU_ASSERT(ft_cmp("ref.recon (encode + decode)", rt, rrec, nr, REC_A, 1e-4));
     for (int b = 0; b < B; b++) {
         double se = 0;
         for (size_t i = 0; i < per; i++) {
@@ -195,8 +218,9 @@ static void test_decoder_grad(void) {
     ork_graph_set_grad(t.m.g, 1);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 3, sh, tokh, &tok), ORK_OK);
     tok->requires_grad = 1;
-    CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tok, h, w, &rec), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, act(t.m.g, tok), h, w, &rec), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, Rt->shape, R, &Rd), ORK_OK);
+    Rd = act(t.m.g, Rd);
     CU_ASSERT_EQUAL_FATAL(ork_backward_from(t.m.g, 1, &rec, &Rd), ORK_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tok->grad);
     float *gt = ft_host(t.m.g, tok->grad);
@@ -210,9 +234,10 @@ static void test_decoder_grad(void) {
         emax = fmax(emax, fabs(d));
         M = fmax(M, fabs(rg[i]));
     }
-    printf("\n    decoder grad: L2 rel %.3g (bound 1e-2), max err/M %.3g (bound 0.1)", sqrt(e2 / r2), emax / M);
-    CU_ASSERT(sqrt(e2) <= 1e-2 * sqrt(r2));
-    CU_ASSERT(emax <= 0.1 * M);
+    printf("\n    decoder grad: L2 rel %.3g (bound %.2g), max err/M %.3g (bound %.2g)", sqrt(e2 / r2), GRAD_L2, emax / M,
+           GRAD_MAX);
+    CU_ASSERT(sqrt(e2) <= GRAD_L2 * sqrt(r2));
+    CU_ASSERT(emax <= GRAD_MAX * M);
     printf("\n  ");
     ork_graph_set_grad(t.m.g, 0);
     free(z);
@@ -231,4 +256,12 @@ static const ork_test_case cases[] = {
     {NULL, NULL},
 };
 
+#ifdef FT_GPU
+int ork_cuda_device_count(void);
+int main(void) {
+    if (ork_cuda_device_count() <= 0) return 77;
+    return ork_test_run("flux_taef1_cuda", ft_init, ft_clean, cases);
+}
+#else
 ORK_TEST_MAIN("flux_taef1", ft_init, ft_clean, cases)
+#endif
