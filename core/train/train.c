@@ -1205,6 +1205,20 @@ static ork_status make_plan(job *j, ork_device dev) {
     const ork_model_config *mc = &j->p->model;
     in.budget_gb = mc->vram_budget_gb;
     in.device_free = free_b ? free_b : (size_t)(in.dev.mem_gib * 1073741824.0);
+    /* The budget is what the allocator may hand out; the CUDA context, the
+     * libraries' kernels and workspaces live beside it (1-2 GiB on the H200).
+     * On a card whose free memory, measured after the context exists, is below
+     * the budget plus a 1 GiB reserve for what loads later (cuDNN engines),
+     * plan for what is really there — a 24 GB card with vram_budget_gb: 24. */
+    if (dev == ORK_DEV_CUDA && free_b > ((size_t)1 << 30) && in.budget_gb > 0) {
+        double avail = (double)(free_b - ((size_t)1 << 30)) / 1073741824.0;
+        if (in.budget_gb > avail) {
+            ORK_WARN("model.vram_budget_gb %.2f: this device has %.2f GiB free beside the CUDA context; planning for "
+                     "%.2f GiB (1 GiB kept for library workspaces)", in.budget_gb, (double)free_b / 1073741824.0, avail);
+            in.budget_gb = avail;
+            if (j->alloc) ork_alloc_set_budget(j->alloc, (size_t)(avail * 1073741824.0));
+        }
+    }
     if (dev == ORK_DEV_CPU && in.budget_gb <= 0) in.device_free = (size_t)1 << 62; /* host memory: not planned */
     if (mc->layer_offloading) {
         in.mode = ORK_OFFLOAD_PERCENT;
