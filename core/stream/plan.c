@@ -299,10 +299,11 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     p->carry_grads = gib_round(2.0 * carry);
     /* 80 carries was measured with FLUX.1-dev's widest linear (7:1, single
      * blocks' linear1) and rank 128; FLUX.2-dev (9:1, SwiGLU) at rank 1280
-     * needed 123 at 512² (H200, 2026-11-29): the working set scales with the
+     * needed at least 123 at 512² (H200, 2026-11-29; 2.5 x rank/hidden keeps ~20%
+     * above that): the working set scales with the
      * widest linear, and the LoRA path adds intermediates of rank width. */
     double rr = in->lora_rank > 0 && hidden > 0 ? (double)in->lora_rank / (double)hidden : 0;
-    double tf_scale = (wide > 7.0 ? wide / 7.0 : 1.0) * (1.0 + 1.5 * (rr < 1 ? rr : 1));
+    double tf_scale = (wide > 7.0 ? wide / 7.0 : 1.0) * (1.0 + 2.5 * (rr < 1 ? rr : 1));
     double fmax = 0;
     for (int b = 0; b < n; b++) {
         /* 80: measured on the H200 — FLUX.1-dev at 1024² grew the activation
