@@ -41,7 +41,7 @@ static void flush(cpu_ce *c, int lane, int upto) {
     cpu_lane *l = &c->lane[lane];
     if (upto > l->n) upto = l->n;
     for (int i = 0; i < upto; i++) memcpy(l->q[i].dst, l->q[i].src, l->q[i].bytes);
-    memmove(l->q, l->q + upto, (size_t)(l->n - upto) * sizeof *l->q);
+    if (l->n > upto) memmove(l->q, l->q + upto, (size_t)(l->n - upto) * sizeof *l->q); /* l->q may be NULL when empty */
     l->n -= upto;
 }
 
