@@ -422,3 +422,26 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 mib((double)p->block_bytes[q], a, sizeof a), (p->block_lin_flops[q] + p->block_attn_flops[q]) / 1e9,
                 (long long)p->block_lora[q], p->streamed[q] ? "streamed" : "resident");
 }
+
+ork_status ork_stream_plan_check_host(const ork_stream_plan *p, size_t available, const char *what) {
+    if (!p->host_pinned || !available) return ORK_OK;
+    size_t need = p->host_pinned + ((size_t)2 << 30);
+    if (need <= available) return ORK_OK;
+    return ORK_FAIL(ORK_E_BUDGET,
+                    "%s%splan: streaming pins %.1f GiB of host memory (+2 GiB for the process) but this machine has %.1f "
+                    "GiB available: raise model.vram_budget_gb (fewer blocks stream), quantize the frozen weights "
+                    "(model.quantize: true halves them), lower network.linear (the streamed trainable state), or "
+                    "use a machine with more RAM",
+                    what ? what : "", what ? ": " : "", (double)p->host_pinned / GIB, (double)available / GIB);
+}
+
+size_t ork_host_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}

@@ -118,6 +118,14 @@ typedef struct ork_stream_plan {
 ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out);
 void ork_stream_plan_free(ork_stream_plan *p);
 
+/* Host memory: the plan's pinned bytes plus a 2 GiB reserve (the process, the
+ * loader's buffers) against `available` bytes (MemAvailable). ORK_OK when they
+ * fit; otherwise ONE error line saying what to change and ORK_E_BUDGET. `what`
+ * names the config file for the line (may be NULL). */
+ork_status ork_stream_plan_check_host(const ork_stream_plan *p, size_t available, const char *what);
+/* This machine's MemAvailable from /proc/meminfo in bytes (0: unknown). */
+size_t ork_host_mem_available(void);
+
 /* The printable plan: summary, VRAM split, host memory, PCIe bytes per step
  * each way, predicted step time, then one line per block. */
 void ork_stream_plan_print(const ork_stream_plan *p, FILE *f);

@@ -1255,6 +1255,21 @@ static ork_status make_plan(job *j, ork_device dev) {
     return ork_stream_plan_make(&in, &j->plan);
 }
 
+/* The plan's pinned host memory against this machine's available memory
+ * (ORAKUL_HOST_AVAILABLE_GB overrides it, for tests and for planning another
+ * machine), before anything is loaded. */
+static ork_status check_host(job *j) {
+    const char *ov = getenv("ORAKUL_HOST_AVAILABLE_GB"), *pd = getenv("ORAKUL_PLAN_DEVICE");
+    if (pd && *pd && !(ov && *ov)) {
+        if (j->plan->host_pinned)
+            ORK_INFO("host memory not checked: ORAKUL_PLAN_DEVICE plans another machine (ORAKUL_HOST_AVAILABLE_GB "
+                     "gives its RAM in GiB)");
+        return ORK_OK;
+    }
+    size_t avail = ov && *ov ? (size_t)(atof(ov) * 1073741824.0) : ork_host_mem_available();
+    return ork_stream_plan_check_host(j->plan, avail, ork_config_file(j->cfg));
+}
+
 /* The latent encode runs in a graph of its own, destroyed afterwards: a
  * 1024² encode grows an activation arena of GiBs, which would otherwise stay
  * reserved through training (the plan does not count it). */
@@ -1292,6 +1307,7 @@ static ork_status setup(job *j) {
     if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(make_plan(j, j->be->device));
+    ORK_TRY(check_host(j));
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
     /* test-only: stream the trainable state even when everything fits (docs/streaming.md §4) */
     const char *force = getenv("ORAKUL_STREAM_TRAINABLES");
@@ -1601,6 +1617,8 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
         const char *dev = j.p->device ? j.p->device : "cuda:0";
         s = make_plan(&j, strncmp(dev, "cpu", 3) ? ORK_DEV_CUDA : ORK_DEV_CPU);
         if (s == ORK_OK) ork_stream_plan_print(j.plan, out);
+        fflush(out); /* the plan before any refusal line on stderr */
+        if (s == ORK_OK) s = check_host(&j);
     }
     job_free(&j);
     return s;

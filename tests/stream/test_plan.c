@@ -224,6 +224,35 @@ static void test_refusals(void) {
     ork_stream_plan_free(p);
 }
 
+static void test_host_memory(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(12, ORK_OFFLOAD_AUTO, 0);
+    in.allow_trainable_streaming = 1;
+    ork_stream_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_FATAL(p->host_pinned > ((size_t)1 << 30)); /* streamed blocks' pinned arenas */
+    /* enough: the pinned bytes + the 2 GiB reserve */
+    CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, p->host_pinned + ((size_t)2 << 30), "x.yaml"), ORK_OK);
+    CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, 0, NULL), ORK_OK); /* unknown: not refused */
+    /* too little: one line naming the file, the GiB and what to change */
+    capture();
+    CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, p->host_pinned + ((size_t)1 << 30), "x.yaml"), ORK_E_BUDGET);
+    release();
+    CU_ASSERT_EQUAL(g_lines, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "x.yaml: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "host memory"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "vram_budget_gb"));
+    CU_ASSERT_PTR_NULL(strchr(g_last, '\n'));
+    /* a resident plan pins nothing and is never refused for host memory */
+    ork_stream_plan_free(p);
+    in = flux_inputs(80, ORK_OFFLOAD_AUTO, 0);
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_EQUAL(p->host_pinned, 0);
+    CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, 1, NULL), ORK_OK);
+    ork_stream_plan_free(p);
+    CU_ASSERT(ork_host_mem_available() > 0); /* Linux: /proc/meminfo */
+}
+
 static void test_print(void) {
     fx_init(&g_fx);
     ork_plan_inputs in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
@@ -258,6 +287,7 @@ static const ork_test_case cases[] = {
     {"auto: fewest streamed that fit", test_auto},
     {"refusals: one line saying what to change", test_refusals},
     {"printable plan", test_print},
+    {"host memory: refused with one line when the pinned arenas do not fit", test_host_memory},
     {NULL, NULL},
 };
 

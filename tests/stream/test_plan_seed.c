@@ -53,7 +53,9 @@ static void seed_plan_fits(void) {
     fclose(f);
     free(y);
     char cmd[6 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE, cfg, outf, errf);
+    /* the plan is for a machine with 128 GB of RAM (it pins ~90 GiB) */
+    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=125 '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
+             cfg, outf, errf);
     int st = system(cmd);
     char *out = slurp(outf), *err = slurp(errf);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
@@ -73,7 +75,23 @@ static void seed_plan_fits(void) {
     CU_ASSERT(tot > 1.0 && tot <= 24.0);
     free(out);
     free(err);
+    /* on a 64 GB machine the same plan is refused before anything loads: exit 2,
+     * one line naming the config and what to change */
+    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=60 '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
+             cfg, outf, errf);
+    st = system(cmd);
+    err = slurp(errf);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    const char *line = strstr(err, "error: ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "seed.yaml: plan: streaming pins"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "60.0 GiB available"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "vram_budget_gb"));
+    CU_ASSERT_PTR_NULL(strstr(line + 7, "error: ")); /* one line */
+    free(err);
 }
 
-static const ork_test_case cases[] = {{"seed_plan_fits_24gb_with_trainable_streaming", seed_plan_fits}, {NULL, NULL}};
+static const ork_test_case cases[] = {
+    {"seed_plan_fits_24gb_with_trainable_streaming; refused on a 64 GB host", seed_plan_fits}, {NULL, NULL}};
 ORK_TEST_MAIN("stream_plan_seed", setup, teardown, cases)
