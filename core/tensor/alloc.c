@@ -125,17 +125,22 @@ void ork_alloc_put(ork_alloc *a, void *ptr) {
 
 size_t ork_alloc_peak(const ork_alloc *a) { return a->peak; }
 
-size_t ork_alloc_peak_tag(const ork_alloc *a, const char *tag) {
+/* The index of an existing tag, or -1 (tag_index adds missing ones). */
+static int find_tag(const ork_alloc *a, const char *tag) {
     for (int i = 0; i < a->ntags; i++)
-        if (strcmp(a->tags[i], tag) == 0) return a->tag_peak[i];
-    return 0;
+        if (strcmp(a->tags[i], tag) == 0) return i;
+    return -1;
+}
+
+size_t ork_alloc_peak_tag(const ork_alloc *a, const char *tag) {
+    int i = find_tag(a, tag);
+    return i < 0 ? 0 : a->tag_peak[i];
 }
 
 size_t ork_alloc_in_use(const ork_alloc *a, const char *tag) {
     if (!tag) return a->in_use;
-    for (int i = 0; i < a->ntags; i++)
-        if (strcmp(a->tags[i], tag) == 0) return a->tag_bytes[i];
-    return 0;
+    int i = find_tag(a, tag);
+    return i < 0 ? 0 : a->tag_bytes[i];
 }
 size_t ork_alloc_budget(const ork_alloc *a) { return a->budget; }
 void ork_alloc_set_budget(ork_alloc *a, size_t budget) { a->budget = budget; }

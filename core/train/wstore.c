@@ -203,6 +203,25 @@ static ork_status put_quant(ork_wstore *w, int i, ork_dtype dt, const void *data
     return st;
 }
 
+/* Host memory for weight i's stored (unquantized) values: its place in the
+ * streamed region, or a malloc'd upload buffer of `bytes`. */
+static void *stored_buf(ork_wstore *w, int i, size_t bytes) {
+    if (is_streamed(w, i)) return (uint8_t *)ork_streamer_host(w->st, w->info->weights[i].block) + w->rec[i].offset;
+    return malloc(bytes + 1);
+}
+
+/* After stored_buf was filled (st: how that went): a streamed weight is
+ * complete; a resident one is uploaded and its buffer freed. */
+static ork_status stored_commit(ork_wstore *w, int i, void *buf, ork_status st) {
+    if (is_streamed(w, i)) {
+        if (st == ORK_OK) w->filled[i] = 1;
+        return st;
+    }
+    if (st == ORK_OK) st = upload(w, i, buf);
+    free(buf);
+    return st;
+}
+
 static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype dt, const void *data) {
     ork_wstore *w = s->store;
     int i;
@@ -211,9 +230,7 @@ static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype
     if (w->isq && w->isq[i]) return put_quant(w, i, dt, data);
     int64_t n = decl_numel(d);
     ork_dtype sdt = dt_for(w, d);
-    int streamed = is_streamed(w, i);
-    void *buf = streamed ? (uint8_t *)ork_streamer_host(w->st, d->block) + w->rec[i].offset
-                         : malloc((size_t)n * ork_dtype_size(sdt) + 1);
+    void *buf = stored_buf(w, i, (size_t)n * ork_dtype_size(sdt));
     if (!buf) return ORK_E_NOMEM;
     ork_status st = convert(data, dt, n, sdt, buf);
     if (st == ORK_E_UNSUPPORTED) ORK_FAIL(st, "weight '%s': stored dtype %d cannot be converted", name, (int)dt);
@@ -221,13 +238,7 @@ static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype
         float x = ((float *)buf)[k];
         if (x != x || x - x != 0.0f) st = ORK_FAIL(ORK_E_FORMAT, "weight '%s' holds NaN or Inf at index %lld", name, (long long)k);
     }
-    if (streamed) {
-        if (st == ORK_OK) w->filled[i] = 1;
-        return st;
-    }
-    if (st == ORK_OK) st = upload(w, i, buf);
-    free(buf);
-    return st;
+    return stored_commit(w, i, buf, st);
 }
 
 static ork_status sink_put_quantized(const ork_weight_sink *s, const char *name, ork_dtype qdt, const void *q,
@@ -335,9 +346,7 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
      * rounding as through sink_put, without an F32 copy of 12e9 values */
     ork_dtype sdt = dt_for(w, d);
     int direct = !(w->isq && w->isq[i]) && (sdt == ORK_F32 || sdt == ORK_BF16);
-    int streamed = direct && is_streamed(w, i);
-    void *f = streamed ? (uint8_t *)ork_streamer_host(w->st, d->block) + w->rec[i].offset
-                       : malloc((size_t)n * (direct ? ork_dtype_size(sdt) : sizeof(float)));
+    void *f = direct ? stored_buf(w, i, (size_t)n * ork_dtype_size(sdt)) : malloc((size_t)n * sizeof(float));
     if (!f) return ORK_E_NOMEM;
     /* a uniform ±sqrt(3)·std: PyTorch's default Linear init has this shape */
     float bound = (float)(1.7320508075688772 * stddev);
@@ -357,11 +366,8 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     rand_fill(&jobs[0]);
     for (int t = 1; t < T; t++)
         if (started & (1 << t)) pthread_join(th[t], NULL);
-    if (streamed) {
-        w->filled[i] = 1;
-        return ORK_OK;
-    }
-    ork_status st = direct ? upload(w, i, f) : sink_put(s, name, ORK_F32, f);
+    if (direct) return stored_commit(w, i, f, ORK_OK);
+    ork_status st = sink_put(s, name, ORK_F32, f);
     free(f);
     return st;
 }

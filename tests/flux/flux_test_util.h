@@ -105,6 +105,13 @@ static inline ork_status ft_load(ft_model *m) {
     return ORK_OK;
 }
 
+/* *t in the graph's activation dtype: a cast node when that is not F32 (CUDA:
+ * BF16); an F32 leaf before it keeps its gradient. */
+static inline ork_status ft_act(ork_graph *g, ork_tensor **t) {
+    if (!*t || g->act_dt == ORK_F32) return ORK_OK;
+    return ork_ops_table()->cast(g, *t, g->act_dt, t);
+}
+
 static inline void ft_close(ft_model *m) {
     if (m->ws) ork_wstore_destroy(m->ws);
     if (m->g) ork_graph_destroy(m->g);

@@ -68,7 +68,7 @@ static ork_status make_inputs(ft_model *m, const ork_st_file *fx, int grad, inpu
     /* the model sees the graph's activation dtype; the F32 leaves keep the grads */
     ork_tensor *mt[3] = {in->tok, in->txt, in->vec};
     for (int k = 0; k < 3; k++)
-        if (mt[k] && m->g->act_dt != ORK_F32) ORK_TRY(ork_ops_table()->cast(m->g, mt[k], m->g->act_dt, &mt[k]));
+        ORK_TRY(ft_act(m->g, &mt[k]));
     float *ts = ft_f32(fx, "in.timesteps", NULL), *gd = ft_f32(fx, "in.guidance", NULL);
     if (!ts || !gd) { free(ts); free(gd); return ORK_E_FORMAT; }
     memcpy(in->ts, ts, sizeof in->ts);
