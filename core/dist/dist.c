@@ -128,7 +128,7 @@ ork_status ork_dist_start(const ork_dist_env *env, const ork_backend *be, const 
     d->be = be;
     d->compute = *k;
     d->comm_k = *k;
-    d->compute_stream = ork_dcuda_kstream(k);
+    d->compute_stream = k->stream; /* a graph's k.stream is always its real stream */
     ork_status s = ork_dcuda_current_device(&d->device);
     if (s == ORK_OK) s = ork_nccl_load(&d->nccl);
     unsigned char id[ORK_NCCL_ID_BYTES] = {0};

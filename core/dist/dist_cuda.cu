@@ -4,7 +4,6 @@
 extern "C" {
 #include "tensor/backend.h"
 #include "util/log.h"
-void *ork_cuda_kstream(const ork_kctx *k); /* core/cuda/backend_cuda.cu */
 }
 
 #include <cuda_runtime.h>
@@ -45,4 +44,3 @@ extern "C" ork_status ork_dcuda_current_device(int *dev) {
     return ORK_OK;
 }
 
-extern "C" void *ork_dcuda_kstream(const ork_kctx *k) { return ork_cuda_kstream(k); }

@@ -9,8 +9,6 @@
 
 #include <orakul/abi.h>
 
-struct ork_kctx;
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,9 +21,6 @@ ork_status ork_dcuda_wait(void *stream, void *ev);
 /* *done = 1 when everything enqueued on stream has finished. */
 ork_status ork_dcuda_query(void *stream, int *done);
 ork_status ork_dcuda_current_device(int *dev);
-/* The stream the CUDA backend runs k's work on (k->stream, or its context's
- * own stream when k->stream is NULL: the graph's case). */
-void *ork_dcuda_kstream(const struct ork_kctx *k);
 
 #ifdef __cplusplus
 }

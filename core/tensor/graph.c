@@ -6,7 +6,7 @@
 #include "util/log.h"
 
 #ifdef ORAKUL_HAVE_CUDA
-void *ork_cuda_kstream(const ork_kctx *k); /* cuda/backend_cuda.cu */
+#include "cuda/cuda_ops.h" /* ork_cuda_kstream */
 #endif
 
 #include <stdlib.h>

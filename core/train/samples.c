@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#ifdef ORAKUL_HAVE_CUDA
-#include "cuda/cuda_ops.h" /* ork_cuda_kstream: the training graph's stream */
-#endif
 
 typedef struct cond {
     float *txt; /* (T, ctx) or NULL: zeros */
@@ -297,10 +294,7 @@ static ork_status session_graph(const ork_denoiser *d, ork_graph **out) {
     go.act_dtype = tg->act_dt;
     go.nthreads = tg->k.nthreads;
     go.device_index = d->device_index;
-    go.stream = tg->k.stream;
-#ifdef ORAKUL_HAVE_CUDA
-    if (tg->be->device == ORK_DEV_CUDA) go.stream = ork_cuda_kstream(&tg->k);
-#endif
+    go.stream = tg->k.stream; /* always the real stream (graph.c) */
     ORK_TRY(ork_graph_create(tg->be, d->alloc, &go, out));
     ork_graph_set_weight_fn(*out, tg->weight_fn, tg->weight_ctx);
     (*out)->fp8_gemm = tg->fp8_gemm;
