@@ -46,5 +46,5 @@ for c in "$@"; do
   kill $wp 2>/dev/null; wait $wp 2>/dev/null
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s; device memory used (nvidia-smi max) $(sort -n /tmp/mem.txt | tail -1) MiB"
   [ $kind = qloss ] && { grep -oE "^step [0-9]+/[0-9]+ +loss [0-9.eE+-]+" "$log" | awk '{print $4}' > "$OUT/qloss_$a.txt"; echo "   steps $(wc -l < "$OUT/qloss_$a.txt"), mean loss of the last 50: $(tail -50 "$OUT/qloss_$a.txt" | awk '{s+=$1} END {if (NR) printf "%.5f", s/NR}')"; grep -E "error" "$log" | head -3; continue; }
-  grep -E "^step|error|peak|streaming|host memory|LoRA:|quantized|plan|weights on" "$log" | grep -v "^step [2-9]/" | tail -12
+  grep -E "^step|error|peak|streaming|host memory|LoRA:|quantized|plan|weights on|ready in" "$log" | grep -v "^step [2-9]/" | tail -12
 done

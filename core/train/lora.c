@@ -108,15 +108,15 @@ static ork_status new_param(ork_alloc *a, const ork_backend *be, const ork_lora_
 }
 
 ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx) {
-    ork_rng r;
-    ork_rng_init(&r, n->seed, ORK_RNG_INIT);
+    uint64_t u0 = 0; /* uniform index into the (seed, INIT) sequence: modules draw in turn */
     for (int i = 0; i < n->n; i++) {
         lora_mod *m = &n->m[i];
         int64_t rank = m->lora.down->shape[0], in_f = m->lora.down->shape[1], out_f = m->lora.up->shape[0];
         float *h = malloc((size_t)(rank * in_f > out_f * rank ? rank * in_f : out_f * rank) * sizeof *h);
         if (!h) return ORK_E_NOMEM;
         double bound = 1.0 / sqrt((double)in_f);
-        for (int64_t q = 0; q < rank * in_f; q++) h[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
+        ork_rng_fill_sym_mt(n->seed, ORK_RNG_INIT, u0, h, 0, rank * in_f, bound);
+        u0 += (uint64_t)(rank * in_f);
         ork_status st = fn(ctx, 2 * i, m->lora.down, h);
         if (st == ORK_OK) {
             memset(h, 0, (size_t)(out_f * rank) * sizeof *h);

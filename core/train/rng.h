@@ -27,5 +27,12 @@ void ork_rng_normal_f32(ork_rng *r, float *out, int64_t n);
 void ork_rng_seek(ork_rng *r, uint64_t counter);
 /* Exact state for checkpoints: (counter, avail) restores mid-buffer too. */
 void ork_rng_restore(ork_rng *r, uint64_t counter, int avail);
+/* out[q] = (float)((2·u - 1)·bound) for uniforms u0, u0+1, ... of (seed,
+ * stream): what ork_rng_uniform gives from uniform u0 on (uniform k is
+ * counter k/2), bit for bit, several times faster. */
+void ork_rng_fill_sym(uint64_t seed, uint32_t stream, uint64_t u0, float *out, int64_t n, double bound);
+/* The same over all cores into F32 (bf16 0) or BF16 (bf16 1, rounded to
+ * nearest even): the values do not depend on the thread count. */
+void ork_rng_fill_sym_mt(uint64_t seed, uint32_t stream, uint64_t u0, void *dst, int bf16, int64_t n, double bound);
 
 #endif

@@ -1288,7 +1288,25 @@ static ork_status encode_dataset(job *j) {
     return s != ORK_OK ? s : s2;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Wall time of setup's phases, printed once ready: a 32B-parameter preset
+ * spends minutes before step 1, and the user should see where. */
+enum { PH_START, PH_WEIGHTS, PH_LORA, PH_DATA, PH_OPT, PH_END, PH_N };
+
+static void setup_times_report(const double *t) {
+    ORK_INFO("ready in %.1f s: plan and weights %.1f s, LoRA %.1f s, dataset %.1f s, optimizer %.1f s, "
+             "trainable-state records %.1f s", t[PH_END] - t[PH_START], t[PH_WEIGHTS] - t[PH_START],
+             t[PH_LORA] - t[PH_WEIGHTS], t[PH_DATA] - t[PH_LORA], t[PH_OPT] - t[PH_DATA], t[PH_END] - t[PH_OPT]);
+}
+
 static ork_status setup(job *j) {
+    double t[PH_N];
+    t[PH_START] = now_s();
     ORK_TRY(ork_services_register());
     j->ops = ork_ops_table();
     j->ta = ork_tensor_api_table();
@@ -1346,6 +1364,7 @@ static ork_status setup(job *j) {
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
     ORK_TRY(ork_wstore_check_complete(j->ws));
     ork_wstore_attach(j->ws, j->g);
+    t[PH_WEIGHTS] = now_s();
     ORK_INFO("model %s (%s): %d blocks, %.1f MiB of weights on %s", j->p->model.name_or_path, j->info.variant,
              j->info.n_blocks, (double)ork_wstore_bytes(j->ws) / 1048576.0, j->be->name);
     int nq = 0;
@@ -1364,6 +1383,7 @@ static ork_status setup(job *j) {
         if (ork_lora_block(j->lora, i) < first) first = ork_lora_block(j->lora, i);
     ORK_INFO("LoRA: %d modules, rank %lld, alpha %g, %lld trainable parameters", ork_lora_count(j->lora),
              (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
+    t[PH_LORA] = now_s();
     ORK_TRY(ork_runner_create(j->g, j->alloc, j->mvt, j->model, &j->info, &j->runner));
     ork_runner_set_first_trainable(j->runner, first);
     ork_wstore_hooks(j->ws, &j->ws_hooks);
@@ -1378,17 +1398,16 @@ static ork_status setup(job *j) {
     if (!j->order) return ORK_E_NOMEM;
     j->order_epoch = -1;
     ORK_TRY(setup_schedule(j));
+    t[PH_DATA] = now_s();
     ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
     if (ork_dist_rank(j->dist) > 0) { ork_samples_destroy(j->samples); j->samples = NULL; } /* rank 0 samples */
     ORK_TRY(setup_optimizer(j));
     ORK_TRY(dist_grads(j));
-    return j->plan->trainable_streamed ? setup_zero(j) : ORK_OK;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    t[PH_OPT] = now_s();
+    if (j->plan->trainable_streamed) ORK_TRY(setup_zero(j));
+    t[PH_END] = now_s();
+    setup_times_report(t);
+    return ORK_OK;
 }
 
 /* "<name>_*.safetensors.tmp.<pid>" files of a process that is gone: a run

@@ -6,10 +6,8 @@
 #include "train/rng.h"
 #include "util/log.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct ork_wstore {
     ork_alloc *alloc;
@@ -310,31 +308,6 @@ static ork_status sink_put_quantized(const ork_weight_sink *s, const char *name,
     return st;
 }
 
-/* Random fill, split over threads. Value k comes from Philox counter k/2 (two
- * uniforms per counter), so the result does not depend on the thread count. */
-typedef struct rand_job {
-    void *dst;      /* n values of dt: F32, or BF16 (rounded as convert() rounds) */
-    ork_dtype dt;
-    int64_t begin, end;
-    uint64_t seed;
-    float bound;
-} rand_job;
-
-static void *rand_fill(void *arg) {
-    rand_job *rj = arg;
-    ork_rng r;
-    ork_rng_init(&r, rj->seed, ORK_RNG_INIT);
-    ork_rng_seek(&r, (uint64_t)rj->begin / 2);
-    float tmp[2048];
-    for (int64_t k = rj->begin; k < rj->end; k += 2048) {
-        int64_t m = rj->end - k < 2048 ? rj->end - k : 2048;
-        float *f = rj->dt == ORK_F32 ? (float *)rj->dst + k : tmp;
-        for (int64_t q = 0; q < m; q++) f[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * rj->bound);
-        if (rj->dt == ORK_BF16) ork_bf16_from_f32(tmp, (size_t)m, (uint16_t *)rj->dst + k);
-    }
-    return NULL;
-}
-
 static ork_status sink_put_random(const ork_weight_sink *s, const char *name, float stddev, uint64_t seed) {
     ork_wstore *w = s->store;
     int i;
@@ -348,24 +321,10 @@ static ork_status sink_put_random(const ork_weight_sink *s, const char *name, fl
     int direct = !(w->isq && w->isq[i]) && (sdt == ORK_F32 || sdt == ORK_BF16);
     void *f = direct ? stored_buf(w, i, (size_t)n * ork_dtype_size(sdt)) : malloc((size_t)n * sizeof(float));
     if (!f) return ORK_E_NOMEM;
-    /* a uniform ±sqrt(3)·std: PyTorch's default Linear init has this shape */
+    /* a uniform ±sqrt(3)·std: PyTorch's default Linear init has this shape;
+     * over all cores, the same values whatever their number */
     float bound = (float)(1.7320508075688772 * stddev);
-    enum { MAXT = 32 };
-    long nt = sysconf(_SC_NPROCESSORS_ONLN);
-    int T = n < (1 << 20) ? 1 : (int)(nt < 1 ? 1 : nt > MAXT ? MAXT : nt);
-    rand_job jobs[MAXT];
-    pthread_t th[MAXT];
-    int64_t chunk = ((n + T - 1) / T + 1) & ~(int64_t)1; /* even starts */
-    int started = 0;
-    for (int t = 0; t < T; t++) {
-        jobs[t] = (rand_job){f, direct ? sdt : ORK_F32, t * chunk, (t + 1) * chunk < n ? (t + 1) * chunk : n, seed, bound};
-        if (jobs[t].begin >= n) break;
-        if (t > 0 && pthread_create(&th[t], NULL, rand_fill, &jobs[t]) == 0) { started |= 1 << t; continue; }
-        if (t > 0) rand_fill(&jobs[t]);
-    }
-    rand_fill(&jobs[0]);
-    for (int t = 1; t < T; t++)
-        if (started & (1 << t)) pthread_join(th[t], NULL);
+    ork_rng_fill_sym_mt(seed, ORK_RNG_INIT, 0, f, direct && sdt == ORK_BF16, n, (double)bound);
     if (direct) return stored_commit(w, i, f, ORK_OK);
     ork_status st = sink_put(s, name, ORK_F32, f);
     free(f);

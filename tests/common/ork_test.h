@@ -40,9 +40,12 @@ static inline int ork_test_run(const char *suite, CU_InitializeFunc init, CU_Cle
 #define ORK_TEST_MAIN(suite, init, clean, cases) \
     int main(void) { return ork_test_run((suite), (init), (clean), (cases)); }
 
-/* A path under ../shared, or NULL (and a note on stdout) when it is absent. */
+/* A path under ../shared, or NULL (and a note on stdout) when it is absent.
+ * The environment's ORK_SHARED_DIR stands in for ../shared (the GPU machine
+ * gets a carried copy of the assets, not the folder beside the checkout). */
 static inline const char *ork_test_shared(const char *rel, char *buf, size_t n) {
-    snprintf(buf, n, "%s/%s", ORK_SHARED_DIR, rel);
+    const char *env = getenv("ORK_SHARED_DIR");
+    snprintf(buf, n, "%s/%s", env && *env ? env : ORK_SHARED_DIR, rel);
     if (access(buf, R_OK) != 0) { printf("  (shared asset %s absent)\n", rel); return NULL; }
     return buf;
 }
