@@ -30,8 +30,13 @@ for ph in "${phases[@]}"; do
   seed)   STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh \
             ${SEED_CASES:-seed:1280:512:24 seed:1280:512:0 seed:128:512:24 seed:128:512:0 seed:1280:1024:24 seed:1280:1024:0} \
             | grep -v "build rc" ;;
-  determ) for c in f1:0 f1:0 f1:24; do
-            ORK_CUDNN_SDPA=0 STEPS=4 bash bench/stream/run_gpu.sh $c | grep -E "^==|^step [2-4]/" ; done ;;
+  determ) i=0; for c in f1:0 f1:0 f1:24; do i=$((i+1))
+            ORK_CUDNN_SDPA=0 SAVE_DTYPE=fp32 STEPS=4 bash bench/stream/run_gpu.sh $c | grep -E "^==|^step [2-4]/"
+            f=$(find /tmp/ork-bench/out -name '*.safetensors' | sort | tail -1); [ -n "$f" ] && cp "$f" /tmp/determ_$i.safetensors
+            m=$(find /tmp/ork-bench/out -name metrics.jsonl | head -1); grep -oE '"loss": *[^,]+' "$m" > /tmp/determ_$i.loss; done
+          for i in 2 3; do
+            echo "== determinism: run $i vs run 1 (ORK_CUDNN_SDPA=0): losses $(cmp -s /tmp/determ_1.loss /tmp/determ_$i.loss && echo identical || echo DIFFER), LoRA file $(cmp -s /tmp/determ_1.safetensors /tmp/determ_$i.safetensors && echo bitwise identical || echo DIFFERS)"; done
+          paste /tmp/determ_1.loss /tmp/determ_2.loss /tmp/determ_3.loss ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac

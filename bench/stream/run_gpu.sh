@@ -28,7 +28,7 @@ for c in "$@"; do
   ceil) timeout 120 python3 .carry/torch_flux_ref.py --ceilings --ranks 16 --steps 1 > "$OUT/ceil.log" 2>&1; echo "== ceilings rc=$?"; grep -iE "ceil|GB/s|TFLOP" "$OUT/ceil.log" | head -8; continue ;;
   f1) q=${b:-}; y=/tmp/f1_$a$q.yaml
       sed -e "s#@RANK@#128#g" -e "s#@OUT@#$out#" -e "s#@DS@#${ds}1024#" -e "s#@STEPS@#${STEPS:-4}#" -e "s#@BUDGET@#$a#" \
-          -e "s#@TAEF1@#$root/.carry/taef1#" bench/train/flux1_dev_1024.yaml.in > $y
+          -e "s#@TAEF1@#$root/.carry/taef1#" -e "s#dtype: bf16, save_every#dtype: ${SAVE_DTYPE:-bf16}, save_every#" bench/train/flux1_dev_1024.yaml.in > $y
       [ -n "$q" ] && sed -i "s#arch: flux\$#arch: flux\n        quantize: true\n        qtype: $q#" $y
       name="flux1-dev r128 1024² budget $a ${q:-bf16}"; log="$OUT/f1_b$a${q:+_$q}.log" ;;
   seed) y=/tmp/seed_${a}_${b}_${d}.yaml

@@ -79,6 +79,7 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->slots = ns ? p->slot_bytes * (size_t)p->n_slots : 0;
     int pb = in->param_bytes > 0 ? in->param_bytes : 4;
     double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
+    p->opt_bytes_per_param = ob;
     /* trainable streaming: the params of the blocks in the ring, grads and
      * optimizer state of the block being stepped and the next one */
     int64_t on_dev = p->trainable_streamed ? lora_max * p->n_slots : lora_all;
@@ -92,7 +93,8 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     size_t host = 0;
     for (int b = 0; b < n; b++)
         if (p->streamed[b]) host += (p->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
-    if (p->trainable_streamed) host += (size_t)lora_all * (size_t)(pb + 4) + gib_round((double)lora_all * ob);
+    /* the trainable records: parameters + optimizer state (gradients live in the device slot only) */
+    if (p->trainable_streamed) host += (size_t)lora_all * (size_t)pb + gib_round((double)lora_all * ob);
     p->host_pinned = host;
 }
 
@@ -115,6 +117,7 @@ static void predict(ork_stream_plan *p) {
     double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
     double h2d = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
     int pb = 4;
+    double ob = p->opt_bytes_per_param > 0 ? p->opt_bytes_per_param : 8.0;
     /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
     int ne = n + (n - ft > 0 ? n - ft : 0);
     int *blk = malloc((size_t)ne * sizeof *blk);
@@ -145,11 +148,20 @@ static void predict(ork_stream_plan *p) {
     for (int q = 0; q < ne && slot_free; q++) {
         int b = blk[q];
         double start = now;
-        if (p->streamed[b] && b != prev_blk) {
-            v++;
-            double bytes = (double)p->block_bytes[b];
-            if (p->trainable_streamed) bytes += (double)p->block_lora[b] * pb * (q >= n ? 2 : 1); /* + state in bwd */
-            double ls = copy_free > slot_free[v % K] ? copy_free : slot_free[v % K];
+        /* a new visit loads the block's streamed frozen weights and, when the
+         * trainable state streams, its LoRA record — every trainable block's,
+         * resident frozen weights or not: the parameters for the forward, the
+         * parameters + optimizer state for the visit that steps it (zero.c) */
+        int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
+        double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (pb + (stepping ? ob : 0.0)) : 0;
+        if ((p->streamed[b] && b != prev_blk) || tbytes > 0) {
+            double bytes = tbytes;
+            double ls = copy_free;
+            if (p->streamed[b] && b != prev_blk) {
+                v++;
+                bytes += (double)p->block_bytes[b];
+                if (slot_free[v % K] > ls) ls = slot_free[v % K];
+            }
             double le = ls + bytes / h2d;
             copy_free = le;
             th += bytes / h2d;
@@ -159,7 +171,7 @@ static void predict(ork_stream_plan *p) {
         int last_use = q + 1 >= ne || blk[q + 1] != b;
         if (p->streamed[b] && last_use) slot_free[v % K] = now;
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
-            double bytes = (double)p->block_lora[b] * (pb + 8);
+            double bytes = (double)p->block_lora[b] * (pb + ob);
             double ds = d2h_free > now ? d2h_free : now;
             d2h_free = ds + bytes / d2h;
             td += bytes / d2h;
@@ -237,7 +249,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
         const ork_weight_decl *d = &info->weights[i];
         int64_t ne = numel(d);
         size_t bytes, scales = 0;
-        if (d->flags & ORK_WEIGHT_NORM) bytes = (size_t)ne * 4;
+        if (d->flags & (ORK_WEIGHT_NORM | ORK_WEIGHT_F32)) bytes = (size_t)ne * 4;
         else if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
             bytes = (size_t)ne * (size_t)wb;
             scales = (size_t)d->shape[0] * (size_t)in->scale_bytes_per_row;
@@ -277,6 +289,9 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     if (hidden <= 0)
         for (int b = 0; b < n; b++)
             if (big_h[b] > hidden) hidden = big_h[b];
+    int64_t big_lin = 0; /* the largest linear weight of a transformer block (elements) */
+    for (int b = 0; b < n; b++)
+        if (p->transformer[b] && big[b] > big_lin) big_lin = big[b];
     free(big);
     free(big_h);
     p->hidden = hidden;
@@ -297,23 +312,25 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
      * carries are 1.04 GiB (the text/image split and modulation vectors) */
     p->saved = gib_round(carry * (n + 4));
     p->carry_grads = gib_round(2.0 * carry);
-    /* 80 carries was measured with FLUX.1-dev's widest linear (7:1, single
-     * blocks' linear1) and rank 128; FLUX.2-dev (9:1, SwiGLU) at rank 1280
-     * needed at least 123 at 512² (H200, 2026-11-29; 2.5 x rank/hidden keeps ~20%
-     * above that): the working set scales with the
-     * widest linear, and the LoRA path adds intermediates of rank width. */
-    double rr = in->lora_rank > 0 && hidden > 0 ? (double)in->lora_rank / (double)hidden : 0;
-    double tf_scale = (wide > 7.0 ? wide / 7.0 : 1.0) * (1.0 + 2.5 * (rr < 1 ? rr : 1));
+    /* The block working set = a part per token + a fixed part. Measured on the
+     * H200 (activation arena peaks, 2026-11-29):
+     *   FLUX.1-dev bf16, 1024², rank 128: 2.00 GiB = 76 carries (widest linear 7:1);
+     *   FLUX.2-dev fp8, 512²: 2.81 GiB at rank 128 and at rank 1280 (so the rank
+     *   does not matter); 1024², rank 1280: 6.38 GiB.
+     * The two FLUX.2 points give 101.5 carries per token (80 x 9/7 = 102.9: the
+     * per-token part scales with the widest linear) plus 1.03 GiB fixed: the
+     * bf16 scratch a quantized block dequantizes its linears into, ~1.6x its
+     * largest linear (linear1 and linear2 of a single block). This model puts
+     * the three runs at 2.11 / 2.85 / 6.47 GiB. */
+    double tf_scale = wide > 7.0 ? wide / 7.0 : 1.0;
+    double fixed = wb == 1 ? 1.65 * 2.0 * (double)big_lin : 0.0;
     double fmax = 0;
     for (int b = 0; b < n; b++) {
-        /* 80: measured on the H200 — FLUX.1-dev at 1024² grew the activation
-         * arena to 2.00 GiB = 76 x (4608 tokens x 3072 x bf16); 24 was the
-         * first estimate and ran a 24 GiB plan out of budget by 1.4 GiB. */
         double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 80.0 * tf_scale)
                                      : (in->factor_other > 0 ? in->factor_other : 4.0);
         if (f > fmax) fmax = f;
     }
-    p->work = gib_round(carry * fmax);
+    p->work = gib_round(carry * fmax + fixed);
     p->workspace = in->workspace ? in->workspace : (size_t)512 << 20;
     /* budget */
     if (in->budget_gb > 0) p->budget = (size_t)(in->budget_gb * GIB);

@@ -94,6 +94,7 @@ typedef struct ork_stream_plan {
     double percent;
     int n_blocks, n_transformer, n_streamed, n_slots, first_trainable;
     int trainable_streamed;      /* LoRA params + optimizer state stream per block */
+    double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
     uint8_t *streamed;           /* [n_blocks] */
     uint8_t *transformer;        /* [n_blocks] */
     size_t *block_bytes;         /* [n_blocks] frozen bytes (packed) */

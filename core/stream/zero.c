@@ -33,6 +33,9 @@ struct ork_zero {
     zvisit *vis;
     int cap, nv, v, issued, left, active;
     int *slot_of;        /* [n_blocks] slot of the entered block, -1 */
+    size_t *data_end;    /* [n_blocks] bytes of the record's parameter part: a
+                          * visit that does not step the block (the forward
+                          * pass) loads only these, not the optimizer state */
 };
 
 static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
@@ -63,8 +66,9 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
+    z->data_end = calloc((size_t)nb + 1, sizeof *z->data_end);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of) ? ORK_OK : ORK_E_NOMEM;
+                     z->slot && z->hsum && z->slot_of && z->data_end) ? ORK_OK : ORK_E_NOMEM;
     /* layout: per block, data parts then state parts; grads after the record in the slot */
     int q = 0;
     for (int b = 0; st == ORK_OK && b < nb; b++) {
@@ -84,6 +88,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
                 sz = p->data_offset + p->data_bytes;
                 z->order_p[q++] = i;
             }
+        z->data_end[b] = up(sz);
         for (int t = z->first[b]; t < q; t++) {
             ork_zero_param *p = &z->L.params[z->order_p[t]];
             p->state_offset = up(sz);
@@ -124,7 +129,7 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->data_end);
     free(z);
 }
 
@@ -144,7 +149,8 @@ static ork_status issue(ork_zero *z) {
     int x = z->issued, s = x % z->K, b = z->vis[x].block;
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z))); /* the record is back on the host */
-    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, z->slot[s], z->host[b], z->L.block_bytes[b]));
+    size_t n = z->vis[x].stepped ? z->L.block_bytes[b] : z->data_end[b];
+    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, z->slot[s], z->host[b], n));
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_H2D, ev_ready(z, s)));
     z->issued++;
     return ORK_OK;

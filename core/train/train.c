@@ -337,7 +337,8 @@ static ork_status encode_image(job *j, const char *path, int res, item *it) {
     int64_t shape[4] = {1, 3, bh, bw};
     s = j->ta->from_host(j->g, ORK_F32, 4, shape, chw, &x);
     free(chw);
-    if (s == ORK_OK && j->g->act_dt != ORK_F32) s = j->ops->cast(j->g, x, j->g->act_dt, &x);
+    /* the codec gets the image in F32 and casts to what it computes in
+     * (TAEF1: F32; the VAE: its weights' dtype) */
     if (s == ORK_OK) s = j->mvt->encode(j->model, j->g, x, &tok);
     ork_graph_set_grad(j->g, prev);
     if (s != ORK_OK) return s;

@@ -66,12 +66,12 @@ static int64_t decl_numel(const ork_weight_decl *d) {
 }
 
 static ork_dtype dt_for(const ork_wstore *w, const ork_weight_decl *d) {
-    return (d->flags & ORK_WEIGHT_NORM) ? ORK_F32 : w->store_dt;
+    return (d->flags & (ORK_WEIGHT_NORM | ORK_WEIGHT_F32)) ? ORK_F32 : w->store_dt;
 }
 
 /* Is weight d stored in the quantizer's layout? */
 static int quantizable(const ork_wstore *w, const ork_weight_decl *d) {
-    return w->qvt && (d->flags & ORK_WEIGHT_LINEAR) && !(d->flags & (ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM)) &&
+    return w->qvt && (d->flags & ORK_WEIGHT_LINEAR) && !(d->flags & (ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM | ORK_WEIGHT_F32)) &&
            d->ndim == 2;
 }
 

@@ -19,21 +19,14 @@
  *            O(1) in L2. */
 #include "flux_test_util.h"
 
-#ifdef FT_GPU
-/* CUDA with BF16 activations and weights (as training runs): one bf16 rounding
- * (2^-9 relative) per conv, ~20 deep, so ~1-3% of M element-wise; the PSNR
- * bound stays the issue's 0.1 dB (bf16 noise moves a 22.7 dB PSNR by ~0.01 dB).
- * Set before the first GPU run of this test; adjust from its printed errors. */
-#define LAT_A 3e-2
-#define REC_A 4e-2
-#define GRAD_L2 8e-2
-#define GRAD_MAX 0.3
-#else
+/* The codec computes in F32 on every backend (flux_codec.c, TAEF1_FLAGS), so
+ * the CUDA build (FT_GPU) is held to the same bounds on F32 inputs. Its first
+ * H200 run, in BF16, was 3.6% / 25% of M off (latents / round trip) and 36%
+ * (L2) in the decoder gradient, with PSNR still within 0.04 dB. */
 #define LAT_A 2e-5
 #define REC_A 2e-4
 #define GRAD_L2 1e-2
 #define GRAD_MAX 0.1
-#endif
 
 typedef struct taef1 {
     ft_model m;
@@ -105,7 +98,6 @@ static void test_encode(void) {
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(t.m.g), ORK_OK);
     ork_graph_set_grad(t.m.g, 0);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, it->shape, img, &x), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ft_act(t.m.g, &x), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, x, &tok), ORK_OK);
     int B = (int)it->shape[0], h = (int)it->shape[2] / 16, w = (int)it->shape[3] / 16;
     CU_ASSERT_EQUAL(ta->dim(tok, 0), B);
@@ -142,7 +134,6 @@ static void test_decode_psnr(void) {
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(t.m.g), ORK_OK);
     ork_graph_set_grad(t.m.g, 0);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 3, sh, tokh, &tok), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ft_act(t.m.g, &tok), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tok, h, w, &rec), ORK_OK);
     CU_ASSERT_EQUAL(ta->ndim(rec), 4);
     CU_ASSERT_EQUAL(ta->dim(rec, 1), 3);
@@ -166,7 +157,6 @@ static void test_decode_psnr(void) {
     ork_tensor *x, *tok2 = NULL, *rec2 = NULL;
     const ork_st_tensor *it = ork_st_find(t.fx, "in.images");
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, it->shape, img, &x), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ft_act(t.m.g, &x), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->encode(t.m.self, t.m.g, x, &tok2), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tok2, h, w, &rec2), ORK_OK);
     float *rt = ft_host(t.m.g, rec2);
@@ -215,10 +205,8 @@ static void test_decoder_grad(void) {
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 3, sh, tokh, &tok), ORK_OK);
     tok->requires_grad = 1;
     ork_tensor *tin = tok; /* the F32 leaf keeps the gradient */
-    CU_ASSERT_EQUAL_FATAL(ft_act(t.m.g, &tin), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(t.m.vt->decode(t.m.self, t.m.g, tin, h, w, &rec), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(t.m.g, ORK_F32, 4, Rt->shape, R, &Rd), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ft_act(t.m.g, &Rd), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ork_backward_from(t.m.g, 1, &rec, &Rd), ORK_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tok->grad);
     float *gt = ft_host(t.m.g, tok->grad);

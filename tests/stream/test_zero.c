@@ -142,6 +142,20 @@ static void run_pair(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out,
     init(&r);
     put(z, &r);
     streamed(z, &r, STEPS, applied);
+    /* bytes in: a visit that does not step its block (the forward pass, blocks
+     * 0..3) loads the parameter part only; block 4's merged visit and the
+     * backward's 3..1 load parameters + state */
+    const ork_zero_layout *L = ork_zero_get_layout(z);
+    size_t want = 0;
+    for (int b = 0; b < NB; b++) {
+        size_t data_end = 0;
+        for (int i = 0; i < NP; i++)
+            if (L->params[i].block == b && (data_end == 0 || L->params[i].state_offset < data_end))
+                data_end = L->params[i].state_offset;
+        if (b < NB - 1) want += data_end;       /* forward-only visit */
+        if (b >= 1) want += L->block_bytes[b];  /* stepping visit */
+    }
+    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want);
     get(z, out);
     ork_zero_destroy(z);
     ork_copy_engine_destroy(ce);

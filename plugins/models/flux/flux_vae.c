@@ -390,7 +390,10 @@ ork_status flux_vae_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_ten
         return ORK_E_INVALID;
     }
     char n[96];
-    ork_tensor *x;
+    ork_tensor *x, *w0;
+    /* the image comes in F32; the VAE computes in its weights' dtype */
+    TRY(flux_w(f, g, &w0, "vae.encoder.conv_in.weight"));
+    if (ta->dtype(img) != ta->dtype(w0)) TRY(f->ops->cast(g, img, ta->dtype(w0), &img));
     TRY(affine(f, g, img, 2.0f, -1.0f, &x)); /* [0, 1] -> [-1, 1] */
     TRY(conv(f, g, x, "encoder.conv_in", 1, 1, &x));
     for (int i = 0; i < v->nlev; i++) {

@@ -35,6 +35,7 @@ enum {
     ORK_WEIGHT_BIAS = 1u << 1,
     ORK_WEIGHT_NORM = 1u << 2,   /* norm scales: kept in F32 */
     ORK_WEIGHT_CODEC = 1u << 3,  /* belongs to an image codec, not the denoiser */
+    ORK_WEIGHT_F32 = 1u << 4,    /* kept in F32 on every backend: the plugin computes with it in F32 */
 };
 
 #define ORK_BLOCK_CODEC (-2) /* block index of codec weights: always resident */
