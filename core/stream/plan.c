@@ -80,11 +80,15 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     int pb = in->param_bytes > 0 ? in->param_bytes : 4;
     double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
     p->opt_bytes_per_param = ob;
+    /* zero.c: BF16 activations and F32 params -> a BF16 shadow per param for the forward visits */
+    p->lora_shadow = (in->act_bytes > 0 ? in->act_bytes : 2) == 2 && pb == 4;
     /* trainable streaming: the params of the blocks in the ring, grads and
      * optimizer state of the block being stepped and the next one */
     int64_t on_dev = p->trainable_streamed ? lora_max * p->n_slots : lora_all;
     int64_t g_dev = p->trainable_streamed ? 2 * lora_max : lora_all;
     p->lora = (size_t)on_dev * (size_t)pb;
+    /* a zero.c slot also holds the block's BF16 shadows (written after its step) */
+    if (p->trainable_streamed && p->lora_shadow) p->lora += (size_t)on_dev * 2;
     p->grads = (size_t)g_dev * 4;
     p->opt = gib_round((double)g_dev * ob);
     p->total = p->frozen_resident + p->codec + p->slots + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
@@ -94,7 +98,8 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     for (int b = 0; b < n; b++)
         if (p->streamed[b]) host += (p->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
     /* the trainable records: parameters + optimizer state (gradients live in the device slot only) */
-    if (p->trainable_streamed) host += (size_t)lora_all * (size_t)pb + gib_round((double)lora_all * ob);
+    if (p->trainable_streamed)
+        host += (size_t)lora_all * (size_t)(pb + (p->lora_shadow ? 2 : 0)) + gib_round((double)lora_all * ob);
     p->host_pinned = host;
 }
 
@@ -150,10 +155,11 @@ static void predict(ork_stream_plan *p) {
         double start = now;
         /* a new visit loads the block's streamed frozen weights and, when the
          * trainable state streams, its LoRA record — every trainable block's,
-         * resident frozen weights or not: the parameters for the forward, the
-         * parameters + optimizer state for the visit that steps it (zero.c) */
+         * resident frozen weights or not: the BF16 shadows (or the params) for
+         * the forward, params + optimizer state for the visit that steps it (zero.c) */
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
-        double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (pb + (stepping ? ob : 0.0)) : 0;
+        double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* the BF16 shadow, or the params */
+        double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
         if ((p->streamed[b] && b != prev_blk) || tbytes > 0) {
             double bytes = tbytes;
             double ls = copy_free;
@@ -171,7 +177,7 @@ static void predict(ork_stream_plan *p) {
         int last_use = q + 1 >= ne || blk[q + 1] != b;
         if (p->streamed[b] && last_use) slot_free[v % K] = now;
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
-            double bytes = (double)p->block_lora[b] * (pb + ob);
+            double bytes = (double)p->block_lora[b] * (pb + ob + (p->lora_shadow ? 2 : 0));
             double ds = d2h_free > now ? d2h_free : now;
             d2h_free = ds + bytes / d2h;
             td += bytes / d2h;
@@ -440,10 +446,24 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 (long long)p->block_lora[q], p->streamed[q] ? "streamed" : "resident");
 }
 
-ork_status ork_stream_plan_check_host(const ork_stream_plan *p, size_t available, const char *what) {
+ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what) {
     if (!p->host_pinned || !available) return ORK_OK;
     size_t need = p->host_pinned + ((size_t)2 << 30);
     if (need <= available) return ORK_OK;
+    if (p->trainable_streamed && p->lora_shadow) {
+        /* the forward's BF16 shadows are a speed-up, not a need: drop them first */
+        size_t sh = 0;
+        for (int b = 0; b < p->n_blocks; b++) sh += (size_t)p->block_lora[b] * 2;
+        if (need - sh <= available) {
+            p->lora_shadow = 0;
+            p->host_pinned -= sh;
+            predict(p);
+            ORK_WARN("%s%splan: %.1f GiB of host memory available: the trainable state streams without BF16 "
+                     "shadows for the forward pass (%.1f GiB less pinned, %.1f GB more over PCIe per step)",
+                     what ? what : "", what ? ": " : "", (double)available / GIB, (double)sh / GIB, (double)sh / 1e9);
+            return ORK_OK;
+        }
+    }
     return ORK_FAIL(ORK_E_BUDGET,
                     "%s%splan: streaming pins %.1f GiB of host memory (+2 GiB for the process) but this machine has %.1f "
                     "GiB available: raise model.vram_budget_gb (fewer blocks stream), quantize the frozen weights "

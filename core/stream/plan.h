@@ -95,6 +95,7 @@ typedef struct ork_stream_plan {
     int n_blocks, n_transformer, n_streamed, n_slots, first_trainable;
     int trainable_streamed;      /* LoRA params + optimizer state stream per block */
     double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
+    int lora_shadow;             /* streamed F32 LoRA params keep BF16 shadows for the forward (BF16 activations) */
     uint8_t *streamed;           /* [n_blocks] */
     uint8_t *transformer;        /* [n_blocks] */
     size_t *block_bytes;         /* [n_blocks] frozen bytes (packed) */
@@ -122,8 +123,10 @@ void ork_stream_plan_free(ork_stream_plan *p);
 /* Host memory: the plan's pinned bytes plus a 2 GiB reserve (the process, the
  * loader's buffers) against `available` bytes (MemAvailable). ORK_OK when they
  * fit; otherwise ONE error line saying what to change and ORK_E_BUDGET. `what`
- * names the config file for the line (may be NULL). */
-ork_status ork_stream_plan_check_host(const ork_stream_plan *p, size_t available, const char *what);
+ * names the config file for the line (may be NULL). A plan whose streamed
+ * trainable state keeps BF16 shadows (lora_shadow) that would not fit drops
+ * them first (one warning line; host_pinned and the prediction updated). */
+ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what);
 /* This machine's MemAvailable from /proc/meminfo in bytes (0: unknown). */
 size_t ork_host_mem_available(void);
 

@@ -1,6 +1,7 @@
 /* stream/zero.c — see zero.h. */
 #include "stream/zero.h"
 
+#include "numerics/half.h"
 #include "stream/streamer.h"
 #include "util/log.h"
 
@@ -33,9 +34,11 @@ struct ork_zero {
     zvisit *vis;
     int cap, nv, v, issued, left, active;
     int *slot_of;        /* [n_blocks] slot of the entered block, -1 */
-    size_t *data_end;    /* [n_blocks] bytes of the record's parameter part: a
-                          * visit that does not step the block (the forward
-                          * pass) loads only these, not the optimizer state */
+    size_t *fwd_end;     /* [n_blocks] a visit that does not step the block (the
+                          * forward pass) loads [0, fwd_end): the shadows, or
+                          * the data when there are none — never the state */
+    size_t *step_start;  /* [n_blocks] the stepping visit loads [step_start, record
+                          * end): data + state (the shadows are rewritten) */
 };
 
 static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
@@ -66,11 +69,14 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
-    z->data_end = calloc((size_t)nb + 1, sizeof *z->data_end);
+    z->fwd_end = calloc((size_t)nb + 1, sizeof *z->fwd_end);
+    z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of && z->data_end) ? ORK_OK : ORK_E_NOMEM;
-    /* layout: per block, data parts then state parts; grads after the record in the slot */
-    int q = 0;
+                     z->slot && z->hsum && z->slot_of && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
+    if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
+        st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
+    /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
+    int q = 0, shadows = o->shadow_dt == ORK_BF16;
     for (int b = 0; st == ORK_OK && b < nb; b++) {
         z->first[b] = q;
         z->slot_of[b] = -1;
@@ -83,12 +89,27 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
                 p->block = b;
                 p->dtype = o->dtype[i];
                 p->numel = o->numel[i];
-                p->data_offset = up(sz);
-                p->data_bytes = (size_t)o->numel[i] * ork_dtype_size(o->dtype[i]);
-                sz = p->data_offset + p->data_bytes;
+                if (shadows && o->dtype[i] == ORK_F32) {
+                    p->shadow_offset = up(sz);
+                    p->shadow_bytes = (size_t)o->numel[i] * 2;
+                    sz = p->shadow_offset + p->shadow_bytes;
+                }
                 z->order_p[q++] = i;
             }
-        z->data_end[b] = up(sz);
+        z->step_start[b] = up(sz);
+        for (int t = z->first[b]; t < q; t++) {
+            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            p->data_offset = up(sz);
+            p->data_bytes = (size_t)p->numel * ork_dtype_size(p->dtype);
+            sz = p->data_offset + p->data_bytes;
+        }
+        /* the forward visit: the shadows when every F32 param has one (then
+         * BF16 params' data is needed too: load through the data part) */
+        int all_shadowed = 1;
+        for (int t = z->first[b]; t < q; t++)
+            if (!z->L.params[z->order_p[t]].shadow_bytes) all_shadowed = 0;
+        if (!all_shadowed) z->step_start[b] = 0;
+        z->fwd_end[b] = all_shadowed && z->step_start[b] ? z->step_start[b] : up(sz);
         for (int t = z->first[b]; t < q; t++) {
             ork_zero_param *p = &z->L.params[z->order_p[t]];
             p->state_offset = up(sz);
@@ -129,7 +150,8 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->data_end);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->fwd_end);
+    free(z->step_start);
     free(z);
 }
 
@@ -149,8 +171,9 @@ static ork_status issue(ork_zero *z) {
     int x = z->issued, s = x % z->K, b = z->vis[x].block;
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z))); /* the record is back on the host */
-    size_t n = z->vis[x].stepped ? z->L.block_bytes[b] : z->data_end[b];
-    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, z->slot[s], z->host[b], n));
+    size_t from = z->vis[x].stepped ? z->step_start[b] : 0;
+    size_t to = z->vis[x].stepped ? z->L.block_bytes[b] : z->fwd_end[b];
+    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, (char *)z->slot[s] + from, z->host[b] + from, to - from));
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_H2D, ev_ready(z, s)));
     z->issued++;
     return ORK_OK;
@@ -203,9 +226,32 @@ ork_status ork_zero_enter(ork_zero *z, int b) {
     return ORK_OK;
 }
 
+/* Does parameter i's current visit read its shadow? */
+static int on_shadow(const ork_zero *z, int i) {
+    const ork_zero_param *p = &z->L.params[i];
+    int b = p->block;
+    return p->shadow_bytes && z->slot_of[b] >= 0 && z->v >= 0 && z->vis[z->v].block == b && !z->vis[z->v].stepped &&
+           z->step_start[b] > 0;
+}
+
 void *ork_zero_data(ork_zero *z, int i) {
-    int b = z->L.params[i].block, s = z->slot_of[b];
-    return s < 0 ? NULL : (char *)z->slot[s] + z->L.params[i].data_offset;
+    const ork_zero_param *p = &z->L.params[i];
+    int s = z->slot_of[p->block];
+    if (s < 0) return NULL;
+    return (char *)z->slot[s] + (on_shadow(z, i) ? p->shadow_offset : p->data_offset);
+}
+ork_dtype ork_zero_data_dtype(const ork_zero *z, int i) {
+    return on_shadow(z, i) ? ORK_BF16 : z->L.params[i].dtype;
+}
+
+void ork_zero_refresh_shadows(ork_zero *z) {
+    for (int i = 0; i < z->o.n_params; i++) {
+        const ork_zero_param *p = &z->L.params[i];
+        if (!p->shadow_bytes || !z->host[p->block]) continue;
+        const uint8_t *h = z->host[p->block];
+        ork_bf16_from_f32((const float *)(h + p->data_offset), (size_t)p->numel,
+                          (uint16_t *)(z->host[p->block] + p->shadow_offset));
+    }
 }
 float *ork_zero_grad(ork_zero *z, int i) {
     int b = z->L.params[i].block, s = z->slot_of[b];
@@ -268,6 +314,13 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     if (st == ORK_OK) st = z->o.step(z->o.step_ctx, b, pp, l - f);
     if (pp != ps) free(pp);
     ORK_TRY(st);
+    /* 3b. the shadows of the new values, cast as the linear op casts them */
+    for (int t = f; t < l; t++) {
+        const ork_zero_param *p = &z->L.params[z->order_p[t]];
+        if (p->shadow_bytes)
+            ORK_TRY(z->be->axpby(z->k, p->numel, 1.0f, slot + p->data_offset, ORK_F32, 0.0f, slot + p->shadow_offset,
+                                 ORK_BF16));
+    }
     /* 4. the record goes back on the D2H lane; the slot is free once it is out */
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_COMPUTE, ev_stepped(z)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_D2H, ev_stepped(z)));

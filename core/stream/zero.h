@@ -6,8 +6,15 @@
  * overlapped with the next block's compute (docs/streaming.md §4).
  *
  * Layout. Per block b, the host record holds, each part ORK_STREAM_ALIGN-
- * aligned and in parameter order: every parameter's data (F32/BF16), then
- * every parameter's optimizer state (state_bytes, zeroed at create). A device
+ * aligned and in parameter order: with shadow_dt BF16, a BF16 shadow of every
+ * F32 parameter; every parameter's data (F32/BF16); every parameter's
+ * optimizer state (state_bytes, zeroed at create). A visit that does not step
+ * the block (the forward pass) loads the shadows when there are any, else the
+ * data: the forward's GEMMs round F32 masters to the activations' BF16 anyway,
+ * so a shadow written with the same rounding after each step gives the same
+ * bits at half the bytes. The visit that steps the block loads data + state;
+ * after the step the slot's shadows are rewritten from the new data (the
+ * backend's axpby, the op's own F32->BF16 cast) and the whole record goes back. A device
  * slot holds the record followed by an F32 gradient buffer per parameter
  * (device only: zeroed when the block arrives, accumulated by the block's
  * backward). This runtime keeps its own slots and events beside the frozen
@@ -56,6 +63,7 @@ typedef struct ork_zero_param {
     size_t data_offset, data_bytes;   /* from the block record's start */
     size_t state_offset, state_bytes;
     size_t grad_offset;               /* F32 gradient, in the device slot only */
+    size_t shadow_offset, shadow_bytes; /* BF16 copy of F32 data for forward visits (0 bytes: none) */
 } ork_zero_param;
 
 /* The per-block records (host) and their sizes. */
@@ -83,6 +91,7 @@ typedef struct ork_zero_opts {
     double max_grad_norm;       /* 0: no clipping */
     ork_zero_step_fn step;
     void *step_ctx;
+    ork_dtype shadow_dt;        /* ORK_BF16: forward visits read BF16 shadows of F32 params; 0: none */
 } ork_zero_opts;
 
 typedef struct ork_zero ork_zero;
@@ -95,6 +104,9 @@ const ork_zero_layout *ork_zero_get_layout(const ork_zero *z);
 /* Block b's host record (NULL when b has no parameters). Read or written by
  * the host only between passes (after ork_zero_sync): save / resume / init. */
 void *ork_zero_host(ork_zero *z, int block);
+/* After the host wrote parameter data (init, resume): the host records'
+ * shadows from it, rounded as the device rounds them. */
+void ork_zero_refresh_shadows(ork_zero *z);
 ork_status ork_zero_sync(ork_zero *z);
 
 ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n);
@@ -102,8 +114,11 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n);
  * parameters' device pointers are *data[i] (params of the block in order,
  * see ork_zero_block_params) — NULL for a block without parameters. */
 ork_status ork_zero_enter(ork_zero *z, int block);
-/* Device pointer of parameter i's data / F32 gradient while its block is entered. */
+/* Device pointer of parameter i's data / F32 gradient while its block is
+ * entered. A visit that does not step the block gives the BF16 shadow when the
+ * parameter has one: ork_zero_data_dtype says which. */
 void *ork_zero_data(ork_zero *z, int param);
+ork_dtype ork_zero_data_dtype(const ork_zero *z, int param);
 float *ork_zero_grad(ork_zero *z, int param);
 ork_status ork_zero_leave(ork_zero *z, int block);
 ork_status ork_zero_grads_ready(ork_zero *z, int block);

@@ -691,6 +691,8 @@ static void zero_point(job *j, int b, int on) {
         ork_tensor *t = j->pt[i];
         t->base = on ? ork_zero_data(j->zero, i) : NULL;
         t->offset = 0;
+        /* a forward visit may read the parameter's BF16 shadow (zero.h) */
+        t->dtype = on ? ork_zero_data_dtype(j->zero, i) : ork_zero_get_layout(j->zero)->params[i].dtype;
         t->grad->base = on ? (void *)ork_zero_grad(j->zero, i) : NULL;
         t->grad->offset = 0;
     }
@@ -779,8 +781,11 @@ static ork_status setup_zero(job *j) {
         numel[i] = ork_tensor_numel(j->pt[i]);
         s = j->ovt->state_bytes(j->opt, dt[i], numel[i], &sb[i]);
     }
+    /* BF16 activations: forward visits read BF16 shadows of the F32 masters
+     * (what the linear op would cast them to; half the bytes over PCIe) */
     ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? 2 * j->plan->n_slots : 0,
-                       j->p->train.max_grad_norm, zero_step_cb, j};
+                       j->p->train.max_grad_norm, zero_step_cb, j,
+                       j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0};
     if (s == ORK_OK) s = ork_zero_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
     free(blk); free(dt); free(numel); free(sb);
     ORK_TRY(s);
@@ -795,6 +800,7 @@ static ork_status setup_zero(job *j) {
         j->zp_first[p->block + 1]++;
     }
     ORK_TRY(ork_lora_init(j->lora, zero_init_cb, j)); /* initial values straight into the host records */
+    ork_zero_refresh_shadows(j->zero);
     for (int b = 0; b < nb; b++) j->zp_first[b + 1] += j->zp_first[b];
     int *fill = calloc((size_t)nb + 1, sizeof *fill);
     if (!fill) return ORK_E_NOMEM;
@@ -809,7 +815,8 @@ static ork_status setup_zero(job *j) {
     size_t host = 0;
     for (int b = 0; b < nb; b++) host += L->block_bytes[b];
     ORK_INFO("trainable state streamed per block: %.1f MiB of LoRA + optimizer state in pinned host records, "
-             "%d device slots of %.1f MiB", (double)host / 1048576.0, ZERO_SLOTS, (double)L->max_block_bytes / 1048576.0);
+             "%d device slots of %.1f MiB%s", (double)host / 1048576.0, ZERO_SLOTS, (double)L->max_block_bytes / 1048576.0,
+             o.shadow_dt == ORK_BF16 ? "; BF16 shadows for the forward pass" : "");
     return ORK_OK;
 }
 
@@ -916,6 +923,7 @@ static ork_status zero_load(job *j, ork_st_file *f, const char *path) {
                 return ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, key);
             memcpy(h, t->data, nb);
         }
+    ork_zero_refresh_shadows(j->zero);
     const char *pn = ork_st_meta(f, "prev_norm");
     ork_zero_set_prev_norm(j->zero, pn ? strtod(pn, NULL) : 0.0);
     return ORK_OK;

@@ -14,9 +14,10 @@ static fx_model g_fx;
 
 /* captured error lines */
 static int g_lines;
-static char g_last[1024];
+static char g_last[1024], g_warn[1024];
 static void sink(ork_log_level lvl, const char *line, void *user) {
     (void)user;
+    if (lvl == ORK_LOG_WARN) snprintf(g_warn, sizeof g_warn, "%s", line);
     if (lvl >= ORK_LOG_ERROR) {
         g_lines++;
         snprintf(g_last, sizeof g_last, "%s", line);
@@ -222,8 +223,8 @@ static void test_refusals(void) {
     CU_ASSERT(p->d2h_bytes > 0);
     CU_ASSERT(p->host_pinned > p->lora);
     /* what zero.c moves: every trainable block's record, streamed frozen
-     * weights or not — parameters in the forward pass, parameters + state for
-     * the visit that steps the block, both back after it (H200-measured for
+     * weights or not — BF16 shadows in the forward pass, parameters + state for
+     * the visit that steps the block, all three back after it (H200-measured for
      * the seed's run: H2D 130.2 GB before the forward loaded the state too) */
     {
         double np = 0, fro = 0, ob = in.opt_bytes_per_param > 0 ? in.opt_bytes_per_param : 8.0;
@@ -231,16 +232,35 @@ static void test_refusals(void) {
             np += (double)p->block_lora[b];
             if (p->streamed[b]) fro += (double)p->block_bytes[b];
         }
-        CU_ASSERT(fabs(p->d2h_bytes - np * (4 + ob)) < 1e-6 * p->d2h_bytes);
+        double sh = p->lora_shadow ? 2 : 0, fw = p->lora_shadow ? 2 : 4; /* BF16 shadows (bf16 activations) */
+        CU_ASSERT(p->lora_shadow); /* the inputs' act_bytes 2 */
+        CU_ASSERT(fabs(p->d2h_bytes - np * (4 + ob + sh)) < 1e-6 * p->d2h_bytes);
         /* streamed frozen blocks load twice, except the last one (forward end = backward start) */
         double fro_last = 0;
         for (int b = p->n_blocks - 1; b >= 0 && fro_last == 0; b--)
             if (p->streamed[b]) fro_last = b == p->n_blocks - 1 ? (double)p->block_bytes[b] : -1;
-        double h2d = np * (4 + 4 + ob) + 2 * fro - (fro_last > 0 ? fro_last : 0);
-        double last_lora = (double)p->block_lora[p->n_blocks - 1] * 4; /* its forward and backward visits merge */
+        double h2d = np * (fw + 4 + ob) + 2 * fro - (fro_last > 0 ? fro_last : 0);
+        double last_lora = (double)p->block_lora[p->n_blocks - 1] * fw; /* its forward and backward visits merge */
         CU_ASSERT(fabs(p->h2d_bytes - (h2d - last_lora)) < 1e-6 * p->h2d_bytes);
         if (fabs(p->h2d_bytes - (h2d - last_lora)) >= 1e-6 * p->h2d_bytes)
             printf("\n    h2d %.6g, expected %.6g\n", p->h2d_bytes, h2d - last_lora);
+        /* too little host memory for the shadows (2 B/param) but enough without:
+         * they are dropped with a warning, and the forward loads the F32 params */
+        size_t pinned = p->host_pinned, shb = (size_t)np * 2;
+        double h_before = p->h2d_bytes;
+        capture();
+        ork_log_set_level(ORK_LOG_WARN); /* the warning line too */
+        CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, pinned - shb + ((size_t)2 << 30) + 4096, "x.yaml"), ORK_OK);
+        release();
+        CU_ASSERT_EQUAL(p->lora_shadow, 0);
+        CU_ASSERT_EQUAL(p->host_pinned, pinned - shb);
+        CU_ASSERT(fabs(p->h2d_bytes - (h_before + np * 2 - (double)p->block_lora[p->n_blocks - 1] * 2)) < 1e-6 * h_before);
+        CU_ASSERT_EQUAL(g_lines, 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g_warn, "without BF16 shadows"));
+        /* and with less still, refused */
+        capture();
+        CU_ASSERT_EQUAL(ork_stream_plan_check_host(p, pinned - shb, "x.yaml"), ORK_E_BUDGET);
+        release();
     }
     ork_stream_plan_free(p);
 }

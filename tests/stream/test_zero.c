@@ -8,6 +8,7 @@
  * the saved previous norm; a block with non-finite gradients is not stepped. */
 #include "ork_test.h"
 
+#include "numerics/half.h"
 #include "stream/zero.h"
 #include "tensor/backend.h"
 
@@ -65,7 +66,8 @@ static void resident(sim *r, int steps, double max_norm, int rule, double *prev)
     }
 }
 
-static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots) {
+static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
+                    ork_dtype shadow) {
     const ork_backend *be = ork_cpu_backend();
     static ork_kctx k;
     memset(&k, 0, sizeof k);
@@ -74,7 +76,7 @@ static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, d
     ork_dtype dt[NP];
     size_t sb[NP];
     for (int i = 0; i < NP; i++) { dt[i] = ORK_F32; sb[i] = (size_t)p_numel[i] * 4; }
-    ork_zero_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL};
+    ork_zero_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL, shadow};
     ork_zero *z = NULL;
     CU_ASSERT_EQUAL(ork_zero_create(*ce, *a, be, &k, &o, &z), ORK_OK);
     return z;
@@ -98,14 +100,34 @@ static void get(ork_zero *z, sim *r) {
     }
 }
 
+/* A forward visit of block b with shadows: each F32 parameter reads as BF16,
+ * and its bytes are the host record's current values rounded to nearest even
+ * (the initial shadows from ork_zero_refresh_shadows, later ones from the
+ * device's cast after each step, written back with the record). Block 4's
+ * forward is its stepping visit (merged): F32. */
+static void check_shadows(ork_zero *z, int b) {
+    const ork_zero_layout *L = ork_zero_get_layout(z);
+    for (int i = 0; i < NP; i++) {
+        if (p_block[i] != b) continue;
+        if (b == NB - 1) { CU_ASSERT_EQUAL(ork_zero_data_dtype(z, i), ORK_F32); continue; }
+        CU_ASSERT_EQUAL_FATAL(ork_zero_data_dtype(z, i), ORK_BF16);
+        const float *host = (const float *)((const char *)ork_zero_host(z, b) + L->params[i].data_offset);
+        uint16_t want[64];
+        CU_ASSERT_FATAL(p_numel[i] <= 64);
+        ork_bf16_from_f32(host, (size_t)p_numel[i], want);
+        CU_ASSERT_EQUAL(memcmp(ork_zero_data(z, i), want, (size_t)p_numel[i] * 2), 0);
+    }
+}
+
 /* one training pass: forward 0..4, backward 4..1 (the runner's order) */
-static void streamed(ork_zero *z, sim *r, int steps, float *applied) {
+static void streamed(ork_zero *z, sim *r, int steps, float *applied, int shadows) {
     int order[] = {0, 1, 2, 3, 4, 4, 3, 2, 1};
     for (int s = 1; s <= steps; s++) {
         r->step++;
         CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, order, 9), ORK_OK);
         for (int b = 0; b < NB; b++) {
             CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, b), ORK_OK);
+            if (shadows) check_shadows(z, b);
             CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, b), ORK_OK);
         }
         for (int b = NB - 1; b >= 1; b--) {
@@ -127,6 +149,12 @@ static void streamed(ork_zero *z, sim *r, int steps, float *applied) {
     }
 }
 
+static int same(const sim *a, const sim *b);
+static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied, int shadows);
+static void run_pair(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied) {
+    run_pair_sh(max_norm, mode, slots, out, applied, 0);
+}
+
 static int same(const sim *a, const sim *b) {
     for (int i = 0; i < NP; i++)
         if (memcmp(a->data[i], b->data[i], (size_t)p_numel[i] * 4) || memcmp(a->mom[i], b->mom[i], (size_t)p_numel[i] * 4))
@@ -134,26 +162,32 @@ static int same(const sim *a, const sim *b) {
     return 1;
 }
 
-static void run_pair(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied) {
+static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied, int shadows) {
     ork_copy_engine *ce; ork_alloc *a;
-    ork_zero *z = mk(&ce, mode, &a, max_norm, slots);
+    ork_zero *z = mk(&ce, mode, &a, max_norm, slots, shadows ? ORK_BF16 : 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(z);
     sim r;
     init(&r);
     put(z, &r);
-    streamed(z, &r, STEPS, applied);
+    ork_zero_refresh_shadows(z);
+    streamed(z, &r, STEPS, applied, shadows);
     /* bytes in: a visit that does not step its block (the forward pass, blocks
-     * 0..3) loads the parameter part only; block 4's merged visit and the
-     * backward's 3..1 load parameters + state */
+     * 0..3) loads the shadows, or without them the parameter part, never the
+     * state; block 4's merged visit and the backward's 3..1 load parameters +
+     * state (not the shadows, which the step rewrites) */
     const ork_zero_layout *L = ork_zero_get_layout(z);
     size_t want = 0;
     for (int b = 0; b < NB; b++) {
-        size_t data_end = 0;
+        size_t data0 = SIZE_MAX, state0 = SIZE_MAX;
         for (int i = 0; i < NP; i++)
-            if (L->params[i].block == b && (data_end == 0 || L->params[i].state_offset < data_end))
-                data_end = L->params[i].state_offset;
-        if (b < NB - 1) want += data_end;       /* forward-only visit */
-        if (b >= 1) want += L->block_bytes[b];  /* stepping visit */
+            if (L->params[i].block == b) {
+                if (L->params[i].data_offset < data0) data0 = L->params[i].data_offset;
+                if (L->params[i].state_offset < state0) state0 = L->params[i].state_offset;
+                CU_ASSERT_EQUAL(L->params[i].shadow_bytes, shadows ? (size_t)p_numel[i] * 2 : 0);
+            }
+        if (data0 == SIZE_MAX) continue;                 /* block 0: no parameters */
+        if (b < NB - 1) want += shadows ? data0 : state0; /* forward-only visit */
+        if (b >= 1) want += L->block_bytes[b] - (shadows ? data0 : 0); /* stepping visit */
     }
     CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want);
     get(z, out);
@@ -168,6 +202,21 @@ static void bitwise_no_clip(void) {
             sim s, ref;
             float ap[STEPS];
             run_pair(0, (ork_ce_cpu_mode)mode, slots, &s, ap);
+            init(&ref);
+            double prev = 0;
+            resident(&ref, STEPS, 0, 0, &prev);
+            CU_ASSERT(same(&s, &ref));
+        }
+}
+
+/* BF16 shadows for the forward visits (check_shadows inside), fewer bytes in,
+ * and the same parameters and state as the resident run */
+static void bitwise_with_shadows(void) {
+    for (int mode = 0; mode < 2; mode++)
+        for (int slots = 2; slots <= 3; slots++) {
+            sim s, ref;
+            float ap[STEPS];
+            run_pair_sh(0, (ork_ce_cpu_mode)mode, slots, &s, ap, 1);
             init(&ref);
             double prev = 0;
             resident(&ref, STEPS, 0, 0, &prev);
@@ -196,20 +245,20 @@ static void resume(void) {
     float ap[STEPS];
     run_pair(1.0, ORK_CE_EAGER, 2, &full, ap);
     ork_copy_engine *ce; ork_alloc *a;
-    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 1.0, 2);
+    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 1.0, 2, 0);
     sim r, saved;
     init(&r);
     put(z, &r);
-    streamed(z, &r, 2, ap);
+    streamed(z, &r, 2, ap, 0);
     get(z, &saved);
     double pn = ork_zero_prev_norm(z);
     ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
-    z = mk(&ce, ORK_CE_DEFERRED, &a, 1.0, 3);
+    z = mk(&ce, ORK_CE_DEFERRED, &a, 1.0, 3, 0);
     put(z, &saved);
     ork_zero_set_prev_norm(z, pn);
     saved.step = 2;
     saved.nan_block = -1;
-    streamed(z, &saved, 2, ap);
+    streamed(z, &saved, 2, ap, 0);
     sim out;
     get(z, &out);
     CU_ASSERT(same(&out, &full));
@@ -218,7 +267,7 @@ static void resume(void) {
 
 static void nonfinite_block(void) {
     ork_copy_engine *ce; ork_alloc *a;
-    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 0, 2);
+    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 0, 2, 0);
     sim r, before, after;
     init(&r);
     put(z, &r);
@@ -227,7 +276,7 @@ static void nonfinite_block(void) {
     int order[] = {0, 1, 2, 3, 4, 4, 3, 2, 1};
     (void)order;
     float ap[1];
-    streamed(z, &r, 1, ap);
+    streamed(z, &r, 1, ap, 0);
     get(z, &after);
     init(&before);
     for (int i = 0; i < NP; i++) {
@@ -238,6 +287,7 @@ static void nonfinite_block(void) {
 }
 
 static const ork_test_case cases[] = {{"bitwise_without_clipping", bitwise_no_clip},
+                                      {"bf16_shadows_for_forward_visits", bitwise_with_shadows},
                                       {"clipping_uses_previous_norm", clip_previous_norm},
                                       {"resume_from_host_records", resume},
                                       {"nonfinite_block_not_stepped", nonfinite_block},

@@ -8,7 +8,11 @@
  *    and state file bytes), with max_grad_norm 0 and with clipping on (the
  *    previous step's norm travels in the state file's "prev_norm");
  *  - accumulation_refused: gradient_accumulation_steps 2 is refused with one
- *    line naming the key. */
+ *    line naming the key.
+ * Built a second time with TT_GPU (train_zero_cuda, label gpu): the same on
+ * device cuda:0, where BF16 activations make the forward visits read BF16
+ * shadows of the F32 LoRA parameters — bit-identical to the resident run is
+ * the check that the shadows round as the linear op's own cast. */
 #include "train_test_util.h"
 
 /* The template's config with max_grad_norm and gradient_accumulation_steps set. */
@@ -24,6 +28,10 @@ static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, in
             o += (size_t)tt_fmt(out + o, cap - o, "        max_grad_norm: %s\n", max_norm);
         else if (strstr(line, "gradient_accumulation_steps:"))
             o += (size_t)tt_fmt(out + o, cap - o, "        gradient_accumulation_steps: %d\n", accum);
+#ifdef TT_GPU
+        else if (strstr(line, "device: cpu"))
+            o += (size_t)tt_fmt(out + o, cap - o, "      device: cuda:0\n");
+#endif
         else
             o += (size_t)tt_fmt(out + o, cap - o, "%s\n", line);
     }
@@ -45,6 +53,13 @@ static int run(const char *cfg, const char *log, int streamed) {
         printf("  %s: %s\n", log, streamed ? "did not stream the trainable state" : "streamed unasked");
         return -1;
     }
+#ifdef TT_GPU
+    /* BF16 activations: the forward visits read BF16 shadows (stream/zero.h) */
+    if (rc == 0 && streamed && !tt_file_has(e, "BF16 shadows for the forward")) {
+        printf("  %s: streamed without BF16 shadows on CUDA\n", log);
+        return -1;
+    }
+#endif
     return rc;
 }
 
@@ -155,4 +170,12 @@ static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},
                                       {NULL, NULL}};
+#ifdef TT_GPU
+int ork_cuda_device_count(void);
+int main(void) {
+    if (ork_cuda_device_count() <= 0) return 77;
+    return ork_test_run("train_zero_cuda", NULL, NULL, cases);
+}
+#else
 ORK_TEST_MAIN("train_zero", NULL, NULL, cases)
+#endif
