@@ -1,11 +1,11 @@
 /* train/rng.c — see rng.h. */
 #include "train/rng.h"
 
+#include "cpu/cpu.h"
 #include "numerics/half.h"
+#include "numerics/quantize.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <unistd.h>
 
 void ork_rng_init(ork_rng *r, uint64_t seed, uint32_t stream) {
     r->seed = seed;
@@ -115,51 +115,32 @@ void ork_rng_fill_sym(uint64_t seed, uint32_t stream, uint64_t u0, float *out, i
     }
 }
 
-/* Threads over even-sized chunks of the same sequence: the values do not
- * depend on the thread count. A BF16 destination is rounded chunk by chunk as
- * ork_bf16_from_f32 rounds. */
+/* Over all cores (ork_par_for): a range may start at any uniform, so the
+ * values do not depend on the thread count. A BF16 destination is rounded
+ * chunk by chunk as ork_bf16_from_f32 rounds. */
 typedef struct fill_job {
     uint64_t seed, u0;
     uint32_t stream;
     void *dst;
     int bf16;
-    int64_t begin, end;
     double bound;
 } fill_job;
 
-static void *fill_run(void *arg) {
-    fill_job *f = arg;
+static void fill_range(void *ctx, int64_t lo, int64_t hi) {
+    const fill_job *f = ctx;
     if (!f->bf16) {
-        ork_rng_fill_sym(f->seed, f->stream, f->u0 + (uint64_t)f->begin, (float *)f->dst + f->begin, f->end - f->begin,
-                         f->bound);
-        return NULL;
+        ork_rng_fill_sym(f->seed, f->stream, f->u0 + (uint64_t)lo, (float *)f->dst + lo, hi - lo, f->bound);
+        return;
     }
     float tmp[4096];
-    for (int64_t k = f->begin; k < f->end; k += 4096) {
-        int64_t m = f->end - k < 4096 ? f->end - k : 4096;
+    for (int64_t k = lo; k < hi; k += 4096) {
+        int64_t m = hi - k < 4096 ? hi - k : 4096;
         ork_rng_fill_sym(f->seed, f->stream, f->u0 + (uint64_t)k, tmp, m, f->bound);
         ork_bf16_from_f32(tmp, (size_t)m, (uint16_t *)f->dst + k);
     }
-    return NULL;
 }
 
 void ork_rng_fill_sym_mt(uint64_t seed, uint32_t stream, uint64_t u0, void *dst, int bf16, int64_t n, double bound) {
-    enum { MAXT = 32 };
-    long nt = sysconf(_SC_NPROCESSORS_ONLN);
-    int T = n < (1 << 20) ? 1 : (int)(nt < 1 ? 1 : nt > MAXT ? MAXT : nt);
-    int64_t chunk = ((n + T - 1) / T + 1) & ~(int64_t)1;
-    fill_job jobs[MAXT];
-    pthread_t th[MAXT];
-    int started[MAXT] = {0};
-    for (int t = 0; t < T; t++) {
-        int64_t b = t * chunk, e = (t + 1) * chunk < n ? (t + 1) * chunk : n;
-        jobs[t] = (fill_job){seed, u0, stream, dst, bf16, b < n ? b : n, e, bound};
-        if (t > 0 && jobs[t].begin < jobs[t].end)
-            started[t] = pthread_create(&th[t], NULL, fill_run, &jobs[t]) == 0;
-    }
-    for (int t = 1; t < T; t++) /* a thread that could not start runs here */
-        if (!started[t] && jobs[t].begin < jobs[t].end) fill_run(&jobs[t]);
-    fill_run(&jobs[0]);
-    for (int t = 1; t < T; t++)
-        if (started[t]) pthread_join(th[t], NULL);
+    fill_job f = {seed, u0, stream, dst, bf16, bound};
+    ork_par_for(ork_numerics_threads(), n, 1 << 18, fill_range, &f);
 }
