@@ -428,7 +428,8 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     if (p->mode == ORK_OFFLOAD_PERCENT) fprintf(f, " %.2f", p->percent);
     fprintf(f, ": %d of %d transformer blocks streamed", p->n_streamed, p->n_transformer);
     if (p->n_streamed) fprintf(f, ", ring of %d slots x %s", p->n_slots, mib((double)p->slot_bytes, a, sizeof a));
-    fprintf(f, "%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "");
+    fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
+            p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
     fprintf(f, "  VRAM: frozen resident %s, slots %s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
             mib((double)p->frozen_resident, a, sizeof a), mib((double)p->slots, b, sizeof b), mib((double)p->codec, c, sizeof c),
             mib((double)p->lora, d, sizeof d), mib((double)p->grads, e, sizeof e), mib((double)p->opt, g, sizeof g),
