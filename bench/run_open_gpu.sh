@@ -4,9 +4,11 @@
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
 #           the resident baselines are in PERF.md: 0.950 s and 2.561 s)
-#   determ  bitwise streamed == resident at FLUX.1-dev size with our own attention
+#   determ  bitwise streamed (12 GiB: frozen blocks and the trainable state) == resident
+#           at FLUX.1-dev size with our own attention
 #           kernels (ORK_CUDNN_SDPA=0: cuDNN's backward accumulates dQ with atomics),
-#           LoRA saved in fp32 and compared with cmp (issue #8 §5)
+#           LoRA saved in fp32 and compared with cmp, no clipping (a streamed trainable
+#           state clips with the previous step's norm) (issue #8 §5)
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
@@ -32,8 +34,8 @@ for ph in "${phases[@]}"; do
   seed)   STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh \
             ${SEED_CASES:-seed:1280:512:24 seed:1280:1024:24} \
             | grep -v "build rc" ;;
-  determ) i=0; for c in f1:0 f1:0 f1:24; do i=$((i+1))
-            ORK_CUDNN_SDPA=0 SAVE_DTYPE=fp32 STEPS=4 bash bench/stream/run_gpu.sh $c | grep -E "^==|^step [2-4]/"
+  determ) i=0; for c in f1:0 f1:0 f1:12; do i=$((i+1))
+            ORK_CUDNN_SDPA=0 SAVE_DTYPE=fp32 MAX_GRAD_NORM=0 STEPS=4 bash bench/stream/run_gpu.sh $c | grep -E "^==|^step [2-4]/"
             f=$(find /tmp/ork-bench/out -name '*.safetensors' | sort | tail -1); [ -n "$f" ] && cp "$f" /tmp/determ_$i.safetensors
             m=$(find /tmp/ork-bench/out -name metrics.jsonl | head -1); grep -oE '"loss": *[^,]+' "$m" > /tmp/determ_$i.loss; done
           for i in 2 3; do

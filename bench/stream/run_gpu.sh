@@ -30,6 +30,7 @@ for c in "$@"; do
       sed -e "s#@RANK@#128#g" -e "s#@OUT@#$out#" -e "s#@DS@#${ds}1024#" -e "s#@STEPS@#${STEPS:-4}#" -e "s#@BUDGET@#$a#" \
           -e "s#@TAEF1@#$root/.carry/taef1#" -e "s#dtype: bf16, save_every#dtype: ${SAVE_DTYPE:-bf16}, save_every#" bench/train/flux1_dev_1024.yaml.in > $y
       [ -n "$q" ] && sed -i "s#arch: flux\$#arch: flux\n        quantize: true\n        qtype: $q#" $y
+      [ -n "${MAX_GRAD_NORM:-}" ] && sed -i "s#lr: 1e-4, dtype: bf16}#lr: 1e-4, dtype: bf16, max_grad_norm: $MAX_GRAD_NORM}#" $y
       name="flux1-dev r128 1024² budget $a ${q:-bf16}"; log="$OUT/f1_b$a${q:+_$q}.log" ;;
   seed) y=/tmp/seed_${a}_${b}_${d}.yaml
       sed -e "s#@RANK@#$a#g" -e "s#@RES@#$b#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds$b#" -e "s#@STEPS@#${STEPS:-4}#" -e "s#@BUDGET@#$d#g" \
