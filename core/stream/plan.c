@@ -447,24 +447,27 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 (long long)p->block_lora[q], p->streamed[q] ? "streamed" : "resident");
 }
 
+void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *what) {
+    if (!p->host_pinned || !available || !p->trainable_streamed || !p->lora_shadow) return;
+    size_t need = p->host_pinned + ((size_t)2 << 30);
+    if (need <= available) return;
+    /* the forward's BF16 shadows are a speed-up, not a need: dropped first */
+    size_t sh = 0;
+    for (int b = 0; b < p->n_blocks; b++) sh += (size_t)p->block_lora[b] * 2;
+    if (need - sh > available) return; /* refused either way: check_host says so */
+    p->lora_shadow = 0;
+    p->host_pinned -= sh;
+    predict(p);
+    ORK_WARN("%s%splan: %.1f GiB of host memory available: the trainable state streams without BF16 shadows "
+             "for the forward pass (%.1f GiB less pinned, %.1f GB more over PCIe per step)",
+             what ? what : "", what ? ": " : "", (double)available / GIB, (double)sh / GIB, (double)sh / 1e9);
+}
+
 ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what) {
+    ork_stream_plan_fit_host(p, available, what);
     if (!p->host_pinned || !available) return ORK_OK;
     size_t need = p->host_pinned + ((size_t)2 << 30);
     if (need <= available) return ORK_OK;
-    if (p->trainable_streamed && p->lora_shadow) {
-        /* the forward's BF16 shadows are a speed-up, not a need: drop them first */
-        size_t sh = 0;
-        for (int b = 0; b < p->n_blocks; b++) sh += (size_t)p->block_lora[b] * 2;
-        if (need - sh <= available) {
-            p->lora_shadow = 0;
-            p->host_pinned -= sh;
-            predict(p);
-            ORK_WARN("%s%splan: %.1f GiB of host memory available: the trainable state streams without BF16 "
-                     "shadows for the forward pass (%.1f GiB less pinned, %.1f GB more over PCIe per step)",
-                     what ? what : "", what ? ": " : "", (double)available / GIB, (double)sh / GIB, (double)sh / 1e9);
-            return ORK_OK;
-        }
-    }
     return ORK_FAIL(ORK_E_BUDGET,
                     "%s%splan: streaming pins %.1f GiB of host memory (+2 GiB for the process) but this machine has %.1f "
                     "GiB available: raise model.vram_budget_gb (fewer blocks stream), quantize the frozen weights "

@@ -127,6 +127,9 @@ void ork_stream_plan_free(ork_stream_plan *p);
  * trainable state keeps BF16 shadows (lora_shadow) that would not fit drops
  * them first (one warning line; host_pinned and the prediction updated). */
 ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what);
+/* Only the first part of check_host: drop the shadows when that makes the plan
+ * fit (a warning line), never refuse — for printing the plan before the refusal. */
+void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *what);
 /* This machine's MemAvailable from /proc/meminfo in bytes (0: unknown). */
 size_t ork_host_mem_available(void);
 

@@ -1267,6 +1267,14 @@ static ork_status make_plan(job *j, ork_device dev) {
 /* The plan's pinned host memory against this machine's available memory
  * (ORAKUL_HOST_AVAILABLE_GB overrides it, for tests and for planning another
  * machine), before anything is loaded. */
+/* MemAvailable, or ORAKUL_HOST_AVAILABLE_GB; 0 (unknown) when
+ * ORAKUL_PLAN_DEVICE plans another machine without it. */
+static size_t host_available(void) {
+    const char *ov = getenv("ORAKUL_HOST_AVAILABLE_GB"), *pd = getenv("ORAKUL_PLAN_DEVICE");
+    if (pd && *pd && !(ov && *ov)) return 0; /* another machine: unknown */
+    return ov && *ov ? (size_t)(atof(ov) * 1073741824.0) : ork_host_mem_available();
+}
+
 static ork_status check_host(job *j) {
     const char *ov = getenv("ORAKUL_HOST_AVAILABLE_GB"), *pd = getenv("ORAKUL_PLAN_DEVICE");
     if (pd && *pd && !(ov && *ov)) {
@@ -1275,8 +1283,7 @@ static ork_status check_host(job *j) {
                      "gives its RAM in GiB)");
         return ORK_OK;
     }
-    size_t avail = ov && *ov ? (size_t)(atof(ov) * 1073741824.0) : ork_host_mem_available();
-    return ork_stream_plan_check_host(j->plan, avail, ork_config_file(j->cfg));
+    return ork_stream_plan_check_host(j->plan, host_available(), ork_config_file(j->cfg));
 }
 
 /* The latent encode runs in a graph of its own, destroyed afterwards: a
@@ -1644,6 +1651,8 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
         fprintf(out, "output: %s/%s_<step>.safetensors (%s LoRA format)\n", j.out_dir, j.name, j.info.lora_format);
         const char *dev = j.p->device ? j.p->device : "cuda:0";
         s = make_plan(&j, strncmp(dev, "cpu", 3) ? ORK_DEV_CUDA : ORK_DEV_CPU);
+        /* the plan as it will run: without the shadows when host memory needs that */
+        if (s == ORK_OK) ork_stream_plan_fit_host(j.plan, host_available(), ork_config_file(j.cfg));
         if (s == ORK_OK) ork_stream_plan_print(j.plan, out);
         fflush(out); /* the plan before any refusal line on stderr */
         if (s == ORK_OK) s = check_host(&j);
