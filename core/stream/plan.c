@@ -148,9 +148,11 @@ static void predict(ork_stream_plan *p) {
     /* ring simulation */
     int K = p->n_slots > 0 ? p->n_slots : 2;
     double *slot_free = calloc((size_t)K, sizeof *slot_free);
+    int *held = malloc((size_t)K * sizeof *held); /* the block a slot holds (streamer.c reuses it) */
+    for (int k = 0; held && k < K; k++) held[k] = -1;
     double copy_free = 0, d2h_free = 0, now = 0;
-    int v = -1, prev_blk = -1;
-    for (int q = 0; q < ne && slot_free; q++) {
+    int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
+    for (int q = 0; q < ne && slot_free && held; q++) {
         int b = blk[q];
         double start = now;
         /* a new visit loads the block's streamed frozen weights and, when the
@@ -160,12 +162,18 @@ static void predict(ork_stream_plan *p) {
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
         double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* the BF16 shadow, or the params */
         double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
-        if ((p->streamed[b] && b != prev_blk) || tbytes > 0) {
+        /* the streamer's visits: streamed blocks only, a repeat merged even with
+         * resident blocks (the final layer) between; a slot that still holds the
+         * block is not loaded again (streamer.c) */
+        int fvisit = p->streamed[b] && b != prev_s;
+        if (p->streamed[b]) prev_s = b;
+        if (fvisit || tbytes > 0) {
             double bytes = tbytes;
             double ls = copy_free;
-            if (p->streamed[b] && b != prev_blk) {
+            if (fvisit) {
                 v++;
-                bytes += (double)p->block_bytes[b];
+                if (held[v % K] != b) bytes += (double)p->block_bytes[b];
+                held[v % K] = b;
                 if (slot_free[v % K] > ls) ls = slot_free[v % K];
             }
             double le = ls + bytes / h2d;
@@ -186,6 +194,7 @@ static void predict(ork_stream_plan *p) {
     }
     if (d2h_free > now) now = d2h_free;
     free(slot_free);
+    free(held);
     p->t_compute = tc;
     p->t_h2d = th;
     p->t_d2h = td;

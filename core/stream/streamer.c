@@ -27,8 +27,15 @@ struct ork_streamer {
     /* the pass */
     visit *vis;            /* [cap] */
     int cap, nv, v, issued, left, active;
-    uint64_t loads, h2d;
+    int base;              /* visit x goes to slot (x + base) % K */
+    int *content;          /* [K] block whose weights a slot holds (-1: none): frozen
+                            * weights never change, so a visit to a block its slot
+                            * still holds needs no copy (the backward's second block
+                            * with K = 2; the next pass's first blocks) */
+    uint64_t loads, h2d, reused;
 };
+
+static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
 void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec) {
     size_t off = (*size + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
@@ -60,7 +67,12 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->host = calloc(nb, sizeof *s->host);
     s->arena = calloc(nb, sizeof *s->arena);
     s->slot = calloc((size_t)s->K, sizeof *s->slot);
-    if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot) { ork_streamer_destroy(s); return ORK_E_NOMEM; }
+    s->content = malloc((size_t)s->K * sizeof *s->content);
+    if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot || !s->content) {
+        ork_streamer_destroy(s);
+        return ORK_E_NOMEM;
+    }
+    for (int k = 0; k < s->K; k++) s->content[k] = -1;
     size_t chunk = o->arena_bytes ? o->arena_bytes : (size_t)1 << 30;
     /* arenas: first-fit in block order; the current chunk is closed when a block does not fit */
     size_t used = 0, cap = 0;
@@ -113,6 +125,7 @@ void ork_streamer_destroy(ork_streamer *s) {
     free(s->host);
     free(s->arena);
     free(s->slot);
+    free(s->content);
     free(s->vis);
     free(s);
 }
@@ -122,17 +135,26 @@ int ork_streamer_is_streamed(const ork_streamer *s, int block) {
 }
 
 void *ork_streamer_host(ork_streamer *s, int block) {
-    return ork_streamer_is_streamed(s, block) ? s->host[block] : NULL;
+    if (!ork_streamer_is_streamed(s, block)) return NULL;
+    /* the caller may write the region: no slot's copy of it counts as current */
+    for (int k = 0; k < s->K; k++)
+        if (s->content[k] == block) s->content[k] = -1;
+    return s->host[block];
 }
 
 static ork_status issue(ork_streamer *s) {
-    int x = s->issued, slot = x % s->K, b = s->vis[x].block;
+    int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
     ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-    ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
+    if (s->content[slot] != b) {
+        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
+        s->content[slot] = b;
+        s->loads++;
+        s->h2d += s->bytes[b];
+    } else {
+        s->reused++;
+    }
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
     s->issued++;
-    s->loads++;
-    s->h2d += s->bytes[b];
     return ORK_OK;
 }
 
@@ -154,6 +176,13 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
     s->issued = 0;
     s->left = 0;
     s->active = 1;
+    /* the ring's rotation that finds the most of the first K visits in place */
+    int best = -1;
+    for (int base = 0; base < s->K; base++) {
+        int hit = 0;
+        for (int x = 0; x < s->K && x < s->nv; x++) hit += s->content[(x + base) % s->K] == s->vis[x].block;
+        if (hit > best) { best = hit; s->base = base; }
+    }
     while (s->issued < s->nv && s->issued < s->K) ORK_TRY(issue(s));
     return ORK_OK;
 }
@@ -163,7 +192,7 @@ ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
     if (!ork_streamer_is_streamed(s, block)) return ORK_OK;
     if (!s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d entered outside a pass", block);
     if (s->v >= 0 && s->left > 0 && s->vis[s->v].block == block) { /* a merged repeat: still in its slot */
-        *dev = s->slot[s->v % s->K];
+        *dev = s->slot[slot_of(s, s->v)];
         return ORK_OK;
     }
     if (s->v >= 0 && s->left > 0)
@@ -175,7 +204,7 @@ ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
                         nxt < s->nv ? s->vis[nxt].block : -1);
     s->v = nxt;
     s->left = s->vis[nxt].uses;
-    int slot = nxt % s->K;
+    int slot = slot_of(s, nxt);
     ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
     *dev = s->slot[slot];
     return ORK_OK;
@@ -186,7 +215,7 @@ ork_status ork_streamer_leave(ork_streamer *s, int block) {
     if (!s->active || s->v < 0 || s->vis[s->v].block != block || s->left <= 0)
         return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d left without being entered", block);
     if (--s->left > 0) return ORK_OK; /* it comes back (merged visit): keep the slot */
-    int slot = s->v % s->K;
+    int slot = slot_of(s, s->v);
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_free(s, slot)));
     /* the freed slot takes visit v + K */
     while (s->issued < s->nv && s->issued <= s->v + s->K) ORK_TRY(issue(s));
@@ -204,6 +233,7 @@ ork_status ork_streamer_pass_end(ork_streamer *s) {
 void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out) {
     out->loads = s->loads;
     out->h2d_bytes = s->h2d;
+    out->reused = s->reused;
     out->slot_bytes = s->n_streamed ? s->slot_bytes : 0;
     out->n_slots = s->n_streamed ? s->K : 0;
     out->n_streamed = s->n_streamed;

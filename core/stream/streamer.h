@@ -59,7 +59,8 @@ typedef struct ork_streamer_opts {
 typedef struct ork_streamer ork_streamer;
 
 typedef struct ork_streamer_stats {
-    uint64_t loads;      /* block loads issued */
+    uint64_t loads;      /* block loads issued (copies) */
+    uint64_t reused;     /* visits whose block its slot still held: no copy */
     uint64_t h2d_bytes;  /* bytes of them */
     size_t slot_bytes;   /* one slot */
     int n_slots, n_streamed, n_arenas;
