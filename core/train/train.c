@@ -1315,9 +1315,17 @@ static double now_s(void) {
 enum { PH_START, PH_WEIGHTS, PH_LORA, PH_DATA, PH_OPT, PH_END, PH_N };
 
 static void setup_times_report(const double *t) {
-    ORK_INFO("ready in %.1f s: plan and weights %.1f s, LoRA %.1f s, dataset %.1f s, optimizer %.1f s, "
-             "trainable-state records %.1f s", t[PH_END] - t[PH_START], t[PH_WEIGHTS] - t[PH_START],
-             t[PH_LORA] - t[PH_WEIGHTS], t[PH_DATA] - t[PH_LORA], t[PH_OPT] - t[PH_DATA], t[PH_END] - t[PH_OPT]);
+    static const char *const what[PH_N - 1] = {"plan and weights", "LoRA", "dataset", "optimizer",
+                                               "trainable-state records"};
+    double total = t[PH_END] - t[PH_START];
+    if (total < 1.0) return; /* a small model: nothing worth a line */
+    char parts[256] = "";
+    size_t o = 0;
+    for (int k = 0; k < PH_N - 1 && o < sizeof parts; k++) {
+        double d = t[k + 1] - t[k];
+        if (d >= 0.1) o += (size_t)snprintf(parts + o, sizeof parts - o, "%s%s %.1f s", o ? ", " : "", what[k], d);
+    }
+    ORK_INFO("ready in %.1f s: %s", total, parts);
 }
 
 static ork_status setup(job *j) {
