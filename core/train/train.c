@@ -1276,14 +1276,12 @@ static size_t host_available(void) {
 }
 
 static ork_status check_host(job *j) {
-    const char *ov = getenv("ORAKUL_HOST_AVAILABLE_GB"), *pd = getenv("ORAKUL_PLAN_DEVICE");
-    if (pd && *pd && !(ov && *ov)) {
-        if (j->plan->host_pinned)
-            ORK_INFO("host memory not checked: ORAKUL_PLAN_DEVICE plans another machine (ORAKUL_HOST_AVAILABLE_GB "
-                     "gives its RAM in GiB)");
-        return ORK_OK;
-    }
-    return ork_stream_plan_check_host(j->plan, host_available(), ork_config_file(j->cfg));
+    size_t avail = host_available();
+    const char *pd = getenv("ORAKUL_PLAN_DEVICE");
+    if (!avail && pd && *pd && j->plan->host_pinned)
+        ORK_INFO("host memory not checked: ORAKUL_PLAN_DEVICE plans another machine (ORAKUL_HOST_AVAILABLE_GB "
+                 "gives its RAM in GiB)");
+    return ork_stream_plan_check_host(j->plan, avail, ork_config_file(j->cfg)); /* 0: unknown, not refused */
 }
 
 /* The latent encode runs in a graph of its own, destroyed afterwards: a

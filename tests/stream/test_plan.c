@@ -115,6 +115,23 @@ static void test_flops_and_split(void) {
     ork_stream_plan_free(p);
 }
 
+/* Frozen bytes a step moves by the streamer's rules: each streamed block in
+ * the forward and again in the backward (from first_trainable on), less the
+ * last streamed block (its two visits merge: the streamer skips the resident
+ * final layer between them) and, with 2 slots, the one before it (still in its
+ * slot when the backward returns to it: streamer.c). */
+static double frozen_h2d(const ork_stream_plan *p) {
+    double want = 0;
+    int sb[64], m = 0;
+    for (int b = 0; b < p->n_blocks && m < 64; b++)
+        if (p->streamed[b]) {
+            want += (double)p->block_bytes[b] * (b >= p->first_trainable ? 2 : 1);
+            sb[m++] = b;
+        }
+    CU_ASSERT_FATAL(m >= 2 && sb[m - 2] >= p->first_trainable && p->n_slots == 2);
+    return want - (double)p->block_bytes[sb[m - 1]] - (double)p->block_bytes[sb[m - 2]];
+}
+
 static void test_percent_honoured(void) {
     fx_init(&g_fx);
     double pcs[4] = {0.25, 0.5, 0.8, 1.0};
@@ -136,20 +153,7 @@ static void test_percent_honoured(void) {
             if (p->streamed[b] && p->block_bytes[b] > mx) mx = p->block_bytes[b];
         CU_ASSERT(p->slot_bytes >= mx && p->slot_bytes < mx + 256);
         CU_ASSERT_EQUAL(p->slots, 2 * p->slot_bytes);
-        /* PCIe per step: forward once, backward once, less the last streamed
-         * block (its two visits merge: the streamer skips the resident final
-         * layer between them) and, with 2 slots, the one before it (still in
-         * its slot when the backward returns to it) */
-        double want = 0;
-        int sb[64], ms = 0;
-        for (int b = 0; b < p->n_blocks; b++)
-            if (p->streamed[b]) {
-                want += (double)p->block_bytes[b] * (b >= p->first_trainable ? 2 : 1);
-                sb[ms++] = b;
-            }
-        CU_ASSERT_FATAL(ms >= 2 && sb[ms - 2] >= p->first_trainable);
-        want -= (double)p->block_bytes[sb[ms - 1]] + (double)p->block_bytes[sb[ms - 2]];
-        CU_ASSERT(fabs(p->h2d_bytes - want) < 1e3);
+        CU_ASSERT(fabs(p->h2d_bytes - frozen_h2d(p)) < 1e3);
         CU_ASSERT_EQUAL(p->d2h_bytes, 0);
         double lo = fmax(p->t_compute, p->t_h2d);
         CU_ASSERT(p->t_step >= lo - 1e-9 && p->t_step <= p->t_compute + p->t_h2d + 1e-9);
@@ -236,24 +240,12 @@ static void test_refusals(void) {
      * the visit that steps the block, all three back after it (H200-measured for
      * the seed's run: H2D 130.2 GB before the forward loaded the state too) */
     {
-        double np = 0, fro = 0, ob = in.opt_bytes_per_param > 0 ? in.opt_bytes_per_param : 8.0;
-        for (int b = 0; b < p->n_blocks; b++) {
-            np += (double)p->block_lora[b];
-            if (p->streamed[b]) fro += (double)p->block_bytes[b];
-        }
+        double np = 0, ob = in.opt_bytes_per_param > 0 ? in.opt_bytes_per_param : 8.0;
+        for (int b = 0; b < p->n_blocks; b++) np += (double)p->block_lora[b];
         double sh = p->lora_shadow ? 2 : 0, fw = p->lora_shadow ? 2 : 4; /* BF16 shadows (bf16 activations) */
         CU_ASSERT(p->lora_shadow); /* the inputs' act_bytes 2 */
         CU_ASSERT(fabs(p->d2h_bytes - np * (4 + ob + sh)) < 1e-6 * p->d2h_bytes);
-        /* streamed frozen blocks load twice, except the last one (its forward and
-         * backward visits merge: the resident final layer between does not
-         * split a visit) and, with 2 slots, the one before it (its slot still
-         * holds it when the backward comes back to it: streamer.c) */
-        int sb[64], m = 0;
-        for (int b = 0; b < p->n_blocks && m < 64; b++)
-            if (p->streamed[b]) sb[m++] = b;
-        CU_ASSERT_FATAL(m >= 2 && p->n_slots == 2);
-        double fro_saved = (double)p->block_bytes[sb[m - 1]] + (double)p->block_bytes[sb[m - 2]];
-        double h2d = np * (fw + 4 + ob) + 2 * fro - fro_saved;
+        double h2d = np * (fw + 4 + ob) + frozen_h2d(p);
         double last_lora = (double)p->block_lora[p->n_blocks - 1] * fw; /* its forward and backward visits merge */
         CU_ASSERT(fabs(p->h2d_bytes - (h2d - last_lora)) < 1e-6 * p->h2d_bytes);
         if (fabs(p->h2d_bytes - (h2d - last_lora)) >= 1e-6 * p->h2d_bytes)
