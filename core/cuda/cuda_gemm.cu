@@ -16,6 +16,26 @@ static int ptr_align(const void *p) {
     return a;
 }
 
+cublasStatus_t ork_lt_pick_algo(ork_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, uint32_t align,
+                                cublasLtMatmulAlgo_t *algo, int *found) {
+    cublasLtMatmulPreference_t pref;
+    *found = 0;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    uint64_t ws = c->ws_size;
+    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    for (int i = 0; i < 4; i++) cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t r;
+    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, lc, lc, pref, 1, &r, found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS && *found > 0) *algo = r.algo;
+    return st;
+}
+
 static ork_status build_entry(ork_cuda_ctx *c, const ork_gemm_key *k, ork_gemm_entry *e) {
     memset(e, 0, sizeof *e);
     e->key = *k;
@@ -46,19 +66,8 @@ static ork_status build_entry(ork_cuda_ctx *c, const ork_gemm_key *k, ork_gemm_e
                                                             &v[i].s, sizeof v[i].s));
         }
     }
-    cublasLtMatmulPreference_t pref;
-    ORK_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = c->ws_size;
-    uint32_t al = (uint32_t)k->align;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, 1, &r, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasStatus_t st = ork_lt_pick_algo(c, e->op, e->la, e->lb, e->lc, (uint32_t)k->align, &e->algo, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
         cublasLtMatmulDescDestroy(e->op); cublasLtMatrixLayoutDestroy(e->la);
         cublasLtMatrixLayoutDestroy(e->lb); cublasLtMatrixLayoutDestroy(e->lc);
@@ -66,7 +75,6 @@ static ork_status build_entry(ork_cuda_ctx *c, const ork_gemm_key *k, ork_gemm_e
                         "dtypes %d,%d->%d (status %d)", (long long)k->M, (long long)k->N, (long long)k->K,
                         k->ta, k->tb, k->adt, k->bdt, k->cdt, (int)st);
     }
-    e->algo = r.algo;
     e->used = 1;
     return ORK_OK;
 }

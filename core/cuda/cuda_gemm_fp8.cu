@@ -213,21 +213,9 @@ static ork_status build_entry(ork_cuda_ctx *c, const ork_fp8_key *k, const float
     ORK_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&e->la, wt, (uint64_t)k->K, (uint64_t)k->N, k->K));
     ORK_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&e->lb, CUDA_R_8F_E4M3, (uint64_t)k->K, (uint64_t)k->M, k->K));
     ORK_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&e->lc, CUDA_R_16BF, (uint64_t)k->N, (uint64_t)k->M, k->N));
-    cublasLtMatmulPreference_t pref;
-    ORK_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = c->ws_size;
-    uint32_t al = 16;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, e->op, e->la, e->lb, e->lc, e->lc, pref, 1, &r, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasStatus_t st = ork_lt_pick_algo(c, e->op, e->la, e->lb, e->lc, 16, &e->algo, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
-        e->algo = r.algo;
         e->ok = 1;
     } else {
         e->status = (int)st;

@@ -23,6 +23,13 @@ extern "C" {
 #define ORK_CUBLAS_TRY(expr) do { cublasStatus_t ork_bs_ = (expr); if (ork_bs_ != CUBLAS_STATUS_SUCCESS) \
     return ork_fail(ORK_E_CUDA, "%s:%d: %s: cublas status %d", __FILE__, __LINE__, #expr, (int)ork_bs_); } while (0)
 
+/* cuBLASLt's best algorithm for op over (la, lb, lc -> lc) within the context's
+ * workspace, every operand aligned to `align` bytes (defined in cuda_gemm.cu; the
+ * bf16/f32 and the FP8 GEMM caches both pick through it). *found = 0: none. */
+cublasStatus_t ork_lt_pick_algo(ork_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, uint32_t align,
+                                cublasLtMatmulAlgo_t *algo, int *found);
+
 #define ORK_GEMM_CACHE 128
 
 typedef struct ork_gemm_key {

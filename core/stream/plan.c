@@ -79,7 +79,9 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->slots = ns ? p->slot_bytes * (size_t)p->n_slots : 0;
     int pb = in->param_bytes > 0 ? in->param_bytes : 4;
     double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
+    p->param_bytes = pb;
     p->opt_bytes_per_param = ob;
+    p->lora_params = lora_all;
     /* zero.c: BF16 activations and F32 params -> a BF16 shadow per param for the forward visits */
     p->lora_shadow = (in->act_bytes > 0 ? in->act_bytes : 2) == 2 && pb == 4;
     /* trainable streaming: the params of the blocks in the ring, grads and
@@ -121,8 +123,8 @@ static void predict(ork_stream_plan *p) {
     int n = p->n_blocks, ft = p->first_trainable;
     double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
     double h2d = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
-    int pb = 4;
-    double ob = p->opt_bytes_per_param > 0 ? p->opt_bytes_per_param : 8.0;
+    int pb = p->param_bytes;
+    double ob = p->opt_bytes_per_param;
     /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
     int ne = n + (n - ft > 0 ? n - ft : 0);
     int *blk = malloc((size_t)ne * sizeof *blk);
@@ -461,8 +463,7 @@ void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *
     size_t need = p->host_pinned + ((size_t)2 << 30);
     if (need <= available) return;
     /* the forward's BF16 shadows are a speed-up, not a need: dropped first */
-    size_t sh = 0;
-    for (int b = 0; b < p->n_blocks; b++) sh += (size_t)p->block_lora[b] * 2;
+    size_t sh = (size_t)p->lora_params * 2;
     if (need - sh > available) return; /* refused either way: check_host says so */
     p->lora_shadow = 0;
     p->host_pinned -= sh;

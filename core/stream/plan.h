@@ -94,7 +94,9 @@ typedef struct ork_stream_plan {
     double percent;
     int n_blocks, n_transformer, n_streamed, n_slots, first_trainable;
     int trainable_streamed;      /* LoRA params + optimizer state stream per block */
+    int param_bytes;             /* the inputs' (0: 4), for the step prediction */
     double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
+    int64_t lora_params;         /* all blocks' trainable parameters */
     int lora_shadow;             /* streamed F32 LoRA params keep BF16 shadows for the forward (BF16 activations) */
     uint8_t *streamed;           /* [n_blocks] */
     uint8_t *transformer;        /* [n_blocks] */

@@ -11,34 +11,17 @@
  *    with every bucket launched at finish (an accumulation step).
  * A child prints what went wrong and exits non-zero. */
 #include "ork_test.h"
+#include "dist_test_util.h"
 
-#include "cuda/cuda_ctx.h"
 #include "dist/dist.h"
 #include "dist/grad_sync.h"
 #include "tensor/graph.h"
 #include "tensor/tensor.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-
 #define CHECK(cond, ...) do { if (!(cond)) { printf("  rank %d: ", g_rank); printf(__VA_ARGS__); printf("\n"); \
     fflush(stdout); return 1; } } while (0)
 
 static int g_rank;
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t l = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* 6 LoRA-like parameters over 3 blocks; bucket cap 600 bytes: one block per bucket. */
 enum { NP = 6, NB = 3 };
@@ -144,7 +127,7 @@ static int rank_main(int rank, int world, int port) {
 
 /* Run `world` ranks as children; 0 when all exit 0. */
 static int run_world(int world) {
-    int port = free_port();
+    int port = dist_free_port();
     pid_t pids[8];
     fflush(stdout);
     for (int r = 0; r < world; r++) {
@@ -176,21 +159,6 @@ static void test_two_ranks(void) {
     CU_ASSERT_EQUAL(run_world(2), 0);
 }
 
-/* In a child: GPUs visible (capped at 100) + 100 when libnccl loads. */
-static int probe(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int n = ork_cuda_device_count();
-        ork_nccl *nc = NULL;
-        int have = n > 0 && ork_nccl_load(&nc) == ORK_OK;
-        _exit((n > 99 ? 99 : n) + (have ? 100 : 0));
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
-
 static const ork_test_case cases[] = {
     {"world1_nccl", test_world1_nccl},
     {"two_ranks", test_two_ranks},
@@ -198,7 +166,7 @@ static const ork_test_case cases[] = {
 };
 
 int main(void) {
-    int p = probe();
+    int p = dist_probe();
     g_gpus = p % 100;
     if (g_gpus == 0) { printf("no CUDA device: skipped\n"); return 77; }
     if (p < 100) { printf("no libnccl.so.2 (or ORAKUL_NCCL_LIB): skipped\n"); return 77; }

@@ -7,6 +7,7 @@
  * listens (the join timeout), a "rank 0" that answers garbage or hangs up.
  * Each child reports (status, id, its last error line) through a pipe. */
 #include "ork_test.h"
+#include "dist_test_util.h"
 
 #include "dist/rendezvous.h"
 #include "util/log.h"
@@ -86,19 +87,6 @@ static result collect(child c) {
     int st;
     waitpid(c.pid, &st, 0);
     return r;
-}
-
-/* A port that was free a moment ago (the kernel's pick). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t l = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &l);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static unsigned char g_id[ORK_RDZV_ID_BYTES];
@@ -232,7 +220,7 @@ static void test_three_ranks(void) {
 /* rank 0 starts listening 700 ms after the others started connecting */
 static void test_rank0_late(void) {
     random_id();
-    int port = free_port();
+    int port = dist_free_port();
     rank_arg a0 = {0, 3, port, 10000, 700, 7, NULL}, a1 = {1, 3, port, 10000, 0, 7, NULL},
              a2 = {2, 3, port, 10000, 0, 7, NULL};
     child c1 = spawn(joiner, &a1), c2 = spawn(joiner, &a2), c0 = spawn(rank0, &a0);
@@ -356,7 +344,7 @@ static void test_rank0_timeout(void) {
 
 /* nobody listens: the join retries until its deadline */
 static void test_join_timeout(void) {
-    int port = free_port();
+    int port = dist_free_port();
     rank_arg a1 = {1, 2, port, 500, 0, 1, NULL};
     child c1 = spawn(joiner, &a1);
     result r1 = collect(c1);
@@ -366,7 +354,7 @@ static void test_join_timeout(void) {
 }
 
 static void test_reply_garbage(void) {
-    int port = free_port();
+    int port = dist_free_port();
     static uint8_t junk[ORK_RDZV_REPLY_BYTES];
     memset(junk, 0x5a, sizeof junk);
     fake_arg fa = {NULL, port, junk, sizeof junk};
@@ -379,7 +367,7 @@ static void test_reply_garbage(void) {
 }
 
 static void test_reply_short(void) {
-    int port = free_port();
+    int port = dist_free_port();
     static const uint8_t part[10] = {0x4f, 0x52, 0x4b, 0x44};
     fake_arg fa = {NULL, port, part, sizeof part};
     rank_arg a1 = {1, 2, port, 3000, 200, 1, NULL};

@@ -12,8 +12,7 @@
  * CUDA itself). */
 #include "../train/train_test_util.h"
 
-#include "cuda/cuda_ctx.h"
-#include "dist/nccl_comm.h"
+#include "dist_test_util.h"
 
 #include <png.h>
 
@@ -158,20 +157,6 @@ static void test_resume_other_world(void) {
 }
 
 /* In a child: GPUs (capped at 99) + 100 when libnccl loads. */
-static int probe(void) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int n = ork_cuda_device_count();
-        ork_nccl *nc = NULL;
-        int have = n > 0 && ork_nccl_load(&nc) == ORK_OK;
-        _exit((n > 99 ? 99 : n) + (have ? 100 : 0));
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
-}
-
 static int init(void) {
     if (tt_setup("dist_train", root, sizeof root) != 0) return 1;
     tt_fmt(data, sizeof data, "%s/data4", root);
@@ -193,7 +178,7 @@ static const ork_test_case cases[] = {
 };
 
 int main(void) {
-    int p = probe();
+    int p = dist_probe();
     if (p % 100 < 2) { printf("%d CUDA device(s): needs 2: skipped\n", p % 100); return 77; }
     if (p < 100) { printf("no libnccl.so.2 (or ORAKUL_NCCL_LIB): skipped\n"); return 77; }
     return ork_test_run("dist_train_gpu", init, clean, cases);

@@ -269,6 +269,20 @@ static void test_refusals(void) {
         release();
     }
     ork_stream_plan_free(p);
+    /* BF16 LoRA parameters: no shadows (the params are BF16 already), and the
+     * prediction moves 2 B per param each way, not the F32 plan's 4 */
+    in.param_bytes = 2;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    if (p->trainable_streamed) {
+        double np = (double)p->lora_params, ob = in.opt_bytes_per_param;
+        CU_ASSERT_EQUAL(p->lora_shadow, 0);
+        CU_ASSERT(fabs(p->d2h_bytes - np * (2 + ob)) < 1e-6 * p->d2h_bytes);
+        double h2d = np * (2 + 2 + ob) + frozen_h2d(p) - (double)p->block_lora[p->n_blocks - 1] * 2;
+        CU_ASSERT(fabs(p->h2d_bytes - h2d) < 1e-6 * p->h2d_bytes);
+    } else {
+        CU_FAIL("the rank-1280 plan with BF16 params still streams its trainable state");
+    }
+    ork_stream_plan_free(p);
 }
 
 static void test_host_memory(void) {
