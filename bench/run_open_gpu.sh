@@ -7,7 +7,8 @@
 #   determ  bitwise streamed (12 GiB: frozen blocks and the trainable state) == resident
 #           at FLUX.1-dev size with our own attention
 #           kernels (ORK_CUDNN_SDPA=0: cuDNN's backward accumulates dQ with atomics),
-#           LoRA saved in fp32 and compared with cmp, no clipping (a streamed trainable
+#           LoRA saved in fp32, every saved file compared tensor by tensor
+#           (cmp_safetensors.py; DETERM_CASES, default f1:0 f1:0 f1:12), no clipping (a streamed trainable
 #           state clips with the previous step's norm) (issue #8 §5)
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
@@ -34,13 +35,14 @@ for ph in "${phases[@]}"; do
   seed)   STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh \
             ${SEED_CASES:-seed:1280:512:24 seed:1280:1024:24} \
             | grep -v "build rc" ;;
-  determ) i=0; for c in f1:0 f1:0 f1:12; do i=$((i+1))
+  determ) i=0; for c in ${DETERM_CASES:-f1:0 f1:0 f1:12}; do i=$((i+1))
             ORK_CUDNN_SDPA=0 SAVE_DTYPE=fp32 MAX_GRAD_NORM=0 STEPS=4 bash bench/stream/run_gpu.sh $c | grep -E "^==|^step [2-4]/"
-            f=$(find /tmp/ork-bench/out -name '*.safetensors' | sort | tail -1); [ -n "$f" ] && cp "$f" /tmp/determ_$i.safetensors
-            m=$(find /tmp/ork-bench/out -name metrics.jsonl | head -1); grep -oE '"loss": *[^,]+' "$m" > /tmp/determ_$i.loss; done
-          for i in 2 3; do
-            echo "== determinism: run $i vs run 1 (ORK_CUDNN_SDPA=0): losses $(cmp -s /tmp/determ_1.loss /tmp/determ_$i.loss && echo identical || echo DIFFER), LoRA file $(cmp -s /tmp/determ_1.safetensors /tmp/determ_$i.safetensors && echo bitwise identical || echo DIFFERS)"; done
-          paste /tmp/determ_1.loss /tmp/determ_2.loss /tmp/determ_3.loss ;;
+            rm -rf /tmp/determ_$i; mv /tmp/ork-bench/out /tmp/determ_$i
+            m=$(find /tmp/determ_$i -name metrics.jsonl | head -1); grep -oE '"loss": *[^,]+' "$m" > /tmp/determ_$i.loss; done
+          for j in $(seq 2 $i); do
+            echo "== determinism: run $j vs run 1 (ORK_CUDNN_SDPA=0): losses $(cmp -s /tmp/determ_1.loss /tmp/determ_$j.loss && echo identical || echo DIFFER); saved files:"
+            python3 bench/stream/cmp_safetensors.py /tmp/determ_1 /tmp/determ_$j; done
+          paste /tmp/determ_*.loss ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac
