@@ -2,6 +2,7 @@
 #include "stream/plan.h"
 
 #include "stream/streamer.h"
+#include "stream/zero.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -154,7 +155,16 @@ static void predict(ork_stream_plan *p) {
     for (int k = 0; held && k < K; k++) held[k] = -1;
     double copy_free = 0, d2h_free = 0, now = 0;
     int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
-    for (int q = 0; q < ne && slot_free && held; q++) {
+    /* zero.c's slots: free of compute, and the last write-back out of each; a
+     * load into a slot follows that write-back chunk by chunk (ORK_ZERO_CHUNKS) */
+    double *t_free = calloc((size_t)K, sizeof *t_free), *t_wb0 = calloc((size_t)K, sizeof *t_wb0),
+           *t_wb1 = calloc((size_t)K, sizeof *t_wb1);
+    double rec_max = 0, rec_b = pb + ob + (p->lora_shadow ? 2 : 0);
+    for (int b = 0; b < n; b++)
+        if ((double)p->block_lora[b] * rec_b > rec_max) rec_max = (double)p->block_lora[b] * rec_b;
+    double chunk = rec_max / ORK_ZERO_CHUNKS;
+    int tv = -1;
+    for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];
         double start = now;
         /* a new visit loads the block's streamed frozen weights and, when the
@@ -170,33 +180,41 @@ static void predict(ork_stream_plan *p) {
         int fvisit = p->streamed[b] && b != prev_s;
         if (p->streamed[b]) prev_s = b;
         if (fvisit || tbytes > 0) {
-            double bytes = tbytes;
-            double ls = copy_free;
+            double fbytes = 0, ls = copy_free;
             if (fvisit) {
                 v++;
-                if (held[v % K] != b) bytes += (double)p->block_bytes[b];
+                if (held[v % K] != b) fbytes = (double)p->block_bytes[b];
                 held[v % K] = b;
                 if (slot_free[v % K] > ls) ls = slot_free[v % K];
             }
-            double le = ls + bytes / h2d;
+            double le = ls + fbytes / h2d;
+            if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
+                int ts = ++tv % K;
+                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
+                le = fmax(ts0 + tbytes / h2d, t_wb1[ts] + chunk / h2d);
+            }
             copy_free = le;
-            th += bytes / h2d;
+            th += (fbytes + tbytes) / h2d;
             if (le > start) start = le;
         }
         now = start + cmp[q];
         int last_use = q + 1 >= ne || blk[q + 1] != b;
         if (p->streamed[b] && last_use) slot_free[v % K] = now;
+        if (p->trainable_streamed && p->block_lora[b] && last_use && tv >= 0) t_free[tv % K] = now;
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
-            double bytes = (double)p->block_lora[b] * (pb + ob + (p->lora_shadow ? 2 : 0));
+            double bytes = (double)p->block_lora[b] * rec_b;
             double ds = d2h_free > now ? d2h_free : now;
             d2h_free = ds + bytes / d2h;
             td += bytes / d2h;
+            t_wb0[tv % K] = ds;
+            t_wb1[tv % K] = d2h_free;
         }
         prev_blk = b;
     }
     if (d2h_free > now) now = d2h_free;
     free(slot_free);
     free(held);
+    free(t_free); free(t_wb0); free(t_wb1);
     p->t_compute = tc;
     p->t_h2d = th;
     p->t_d2h = td;

@@ -27,6 +27,8 @@ struct ork_zero {
     uint8_t **host;      /* [n_blocks] */
     void **slot;         /* [K] */
     int K, ev0;
+    size_t chunk;        /* slot bytes per write-back chunk (ORK_ZERO_CHUNKS per slot) */
+    int *wb_slot;        /* [n_blocks] slot whose write-back last carried the block's record, -1 */
     float *sums;         /* device F32 [n_params]: this step's Σg² */
     float *hsum;         /* host [n_params] */
     double prev_norm;    /* norm of the previous step (0: none yet) */
@@ -53,17 +55,21 @@ static void shadow_range(void *ctx, int64_t lo, int64_t hi) {
     const shadow_job *j = ctx;
     ork_bf16_from_f32(j->src + lo, (size_t)(hi - lo), j->dst + lo);
 }
-static int ev_ready(const ork_zero *z, int s) { return z->ev0 + 2 * s; }
-static int ev_free(const ork_zero *z, int s) { return z->ev0 + 2 * s + 1; }
-static int ev_stepped(const ork_zero *z) { return z->ev0 + 2 * z->K; }
-static int ev_wb(const ork_zero *z) { return z->ev0 + 2 * z->K + 1; }
+/* Events, per slot s: READY (its load is in), FREE (compute is done with it),
+ * WB (its whole write-back is out) and one per write-back chunk; then STEPPED. */
+enum { EV_PER_SLOT = 3 + ORK_ZERO_CHUNKS };
+static int ev_ready(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s; }
+static int ev_free(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s + 1; }
+static int ev_wb(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s + 2; }
+static int ev_chunk(const ork_zero *z, int s, int c) { return z->ev0 + EV_PER_SLOT * s + 3 + c; }
+static int ev_stepped(const ork_zero *z) { return z->ev0 + EV_PER_SLOT * z->K; }
 
 ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
                            const ork_zero_opts *o, ork_zero **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "zero: a ring needs at least 2 slots, got %d", o->n_slots);
-    if (o->event_base < 0 || o->event_base + 2 * o->n_slots + 2 > ork_ce_n_events(ce))
+    if (o->event_base < 0 || o->event_base + ork_zero_n_events(o->n_slots) > ork_ce_n_events(ce))
         return ORK_FAIL(ORK_E_INVALID, "zero: %d slots need events %d..%d but the copy engine has %d", o->n_slots,
-                        o->event_base, o->event_base + 2 * o->n_slots + 1, ork_ce_n_events(ce));
+                        o->event_base, o->event_base + ork_zero_n_events(o->n_slots) - 1, ork_ce_n_events(ce));
     ork_zero *z = calloc(1, sizeof *z);
     if (!z) return ORK_E_NOMEM;
     z->ce = ce; z->a = a; z->be = be; z->k = k; z->o = *o; z->K = o->n_slots; z->ev0 = o->event_base;
@@ -80,10 +86,11 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
+    z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
     z->fwd_end = calloc((size_t)nb + 1, sizeof *z->fwd_end);
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
+                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
     /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
@@ -91,6 +98,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     for (int b = 0; st == ORK_OK && b < nb; b++) {
         z->first[b] = q;
         z->slot_of[b] = -1;
+        z->wb_slot[b] = -1;
         size_t sz = 0;
         for (int i = 0; i < np; i++)
             if (o->block[i] == b) {
@@ -143,6 +151,8 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         }
     }
     z->first[nb] = q;
+    z->chunk = up((z->L.max_block_bytes + ORK_ZERO_CHUNKS - 1) / ORK_ZERO_CHUNKS);
+    if (!z->chunk) z->chunk = ORK_STREAM_ALIGN;
     if (st == ORK_OK && q != np) st = ORK_FAIL(ORK_E_INVALID, "zero: %d parameters have a block outside 0..%d", np - q, nb - 1);
     for (int s = 0; st == ORK_OK && s < z->K && z->L.max_block_bytes; s++)
         st = ork_alloc_get(a, z->L.max_block_bytes, "lora_slots", &z->slot[s]);
@@ -162,7 +172,7 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->fwd_end);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->wb_slot); free(z->vis); free(z->fwd_end);
     free(z->step_start);
     free(z);
 }
@@ -179,13 +189,26 @@ void ork_zero_set_prev_norm(ork_zero *z, double norm) {
 
 static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }
 
+/* The load of the next visit into its slot. It follows the slot's write-back
+ * chunk by chunk (each piece waits only for the chunk it overwrites), so the
+ * two directions run together instead of one after the other; READY waits for
+ * the whole write-back, since the block's gradients may lie where the old
+ * record is still going out. */
 static ork_status issue(ork_zero *z) {
     int x = z->issued, s = x % z->K, b = z->vis[x].block;
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
-    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z))); /* the record is back on the host */
+    if (z->wb_slot[b] >= 0) /* this block's record is back on the host */
+        ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, z->wb_slot[b])));
     size_t from = z->vis[x].stepped ? z->step_start[b] : 0;
     size_t to = z->vis[x].stepped ? z->L.block_bytes[b] : z->fwd_end[b];
-    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, (char *)z->slot[s] + from, z->host[b] + from, to - from));
+    for (size_t at = from; at < to;) {
+        int c = (int)(at / z->chunk);
+        size_t end = (size_t)(c + 1) * z->chunk < to ? (size_t)(c + 1) * z->chunk : to;
+        ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_chunk(z, s, c)));
+        ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, (char *)z->slot[s] + at, z->host[b] + at, end - at));
+        at = end;
+    }
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, s)));
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_H2D, ev_ready(z, s)));
     z->issued++;
     return ORK_OK;
@@ -333,12 +356,19 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
             ORK_TRY(z->be->axpby(z->k, p->numel, 1.0f, slot + p->data_offset, ORK_F32, 0.0f, slot + p->shadow_offset,
                                  ORK_BF16));
     }
-    /* 4. the record goes back on the D2H lane; the slot is free once it is out */
+    /* 4. the record goes back on the D2H lane in chunks (the next load into
+     * the slot follows them); the compute lane is done with the slot */
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_COMPUTE, ev_stepped(z)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_D2H, ev_stepped(z)));
-    ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->host[b], slot, z->L.block_bytes[b]));
-    ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_wb(z)));
-    return release(z, ORK_LANE_D2H);
+    size_t rec = z->L.block_bytes[b];
+    for (int c = 0; (size_t)c * z->chunk < rec; c++) {
+        size_t at = (size_t)c * z->chunk, end = at + z->chunk < rec ? at + z->chunk : rec;
+        ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->host[b] + at, slot + at, end - at));
+        ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_chunk(z, s, c)));
+    }
+    ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_wb(z, s)));
+    z->wb_slot[b] = s;
+    return release(z, ORK_LANE_COMPUTE);
 }
 
 ork_status ork_zero_pass_end(ork_zero *z) {

@@ -1369,7 +1369,7 @@ static ork_status setup(job *j) {
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams the trainable state per block, which needs "
                             "train.gradient_checkpointing: true", ork_config_file(j->cfg));
     }
-    int zero_events = j->plan->trainable_streamed ? 2 * ZERO_SLOTS + 2 : 0;
+    int zero_events = j->plan->trainable_streamed ? ork_zero_n_events(ZERO_SLOTS) : 0;
     if (j->plan->n_streamed > 0) {
         if (!j->p->train.gradient_checkpointing)
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",

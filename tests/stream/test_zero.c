@@ -72,7 +72,7 @@ static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, d
     static ork_kctx k;
     memset(&k, 0, sizeof k);
     CU_ASSERT_EQUAL(ork_alloc_create(be, 0, a), ORK_OK);
-    CU_ASSERT_EQUAL(ork_copy_engine_create_cpu(mode, 2 * slots + 2, ce), ORK_OK);
+    CU_ASSERT_EQUAL(ork_copy_engine_create_cpu(mode, ork_zero_n_events(slots), ce), ORK_OK);
     ork_dtype dt[NP];
     size_t sb[NP];
     for (int i = 0; i < NP; i++) { dt[i] = ORK_F32; sb[i] = (size_t)p_numel[i] * 4; }
