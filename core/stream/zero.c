@@ -27,7 +27,7 @@ struct ork_zero {
     uint8_t **host;      /* [n_blocks] */
     void **slot;         /* [K] */
     int K, ev0;
-    size_t chunk;        /* slot bytes per write-back chunk (ORK_ZERO_CHUNKS per slot) */
+    size_t chunk;        /* slot bytes per write-back chunk (o.chunks per slot) */
     int *wb_slot;        /* [n_blocks] slot whose write-back last carried the block's record, -1 */
     float *sums;         /* device F32 [n_params]: this step's Σg² */
     float *hsum;         /* host [n_params] */
@@ -151,7 +151,8 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         }
     }
     z->first[nb] = q;
-    z->chunk = up((z->L.max_block_bytes + ORK_ZERO_CHUNKS - 1) / ORK_ZERO_CHUNKS);
+    size_t nch = o->chunks > 0 && o->chunks <= ORK_ZERO_CHUNKS ? (size_t)o->chunks : ORK_ZERO_CHUNKS;
+    z->chunk = up((z->L.max_block_bytes + nch - 1) / nch);
     if (!z->chunk) z->chunk = ORK_STREAM_ALIGN;
     if (st == ORK_OK && q != np) st = ORK_FAIL(ORK_E_INVALID, "zero: %d parameters have a block outside 0..%d", np - q, nb - 1);
     for (int s = 0; st == ORK_OK && s < z->K && z->L.max_block_bytes; s++)
@@ -361,7 +362,9 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_COMPUTE, ev_stepped(z)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_D2H, ev_stepped(z)));
     size_t rec = z->L.block_bytes[b];
-    for (int c = 0; (size_t)c * z->chunk < rec; c++) {
+    int nc = (int)((rec + z->chunk - 1) / z->chunk), c0 = (int)(z->step_start[b] / z->chunk);
+    for (int k = 0; k < nc; k++) { /* data + state first: what the next stepping load overwrites; the shadows last */
+        int c = (c0 + k) % nc;
         size_t at = (size_t)c * z->chunk, end = at + z->chunk < rec ? at + z->chunk : rec;
         ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->host[b] + at, slot + at, end - at));
         ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_chunk(z, s, c)));

@@ -785,7 +785,9 @@ static ork_status setup_zero(job *j) {
      * (what the linear op would cast them to; half the bytes over PCIe) */
     ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? 2 * j->plan->n_slots : 0,
                        j->p->train.max_grad_norm, zero_step_cb, j,
-                       j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0};
+                       j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0,
+                       /* ORAKUL_ZERO_CHUNKS=1: the whole record out before the next load (bench A/B) */
+                       getenv("ORAKUL_ZERO_CHUNKS") ? atoi(getenv("ORAKUL_ZERO_CHUNKS")) : 0};
     if (s == ORK_OK) s = ork_zero_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
     free(blk); free(dt); free(numel); free(sb);
     ORK_TRY(s);
