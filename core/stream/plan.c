@@ -156,13 +156,13 @@ static void predict(ork_stream_plan *p) {
     double copy_free = 0, d2h_free = 0, now = 0;
     int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
     /* zero.c's slots: free of compute, and the last write-back out of each; a
-     * load into a slot follows that write-back chunk by chunk (ORK_ZERO_CHUNKS) */
+     * load into a slot follows that write-back chunk by chunk (by default one chunk: after it) */
     double *t_free = calloc((size_t)K, sizeof *t_free), *t_wb0 = calloc((size_t)K, sizeof *t_wb0),
            *t_wb1 = calloc((size_t)K, sizeof *t_wb1);
     double rec_max = 0, rec_b = pb + ob + (p->lora_shadow ? 2 : 0);
     for (int b = 0; b < n; b++)
         if ((double)p->block_lora[b] * rec_b > rec_max) rec_max = (double)p->block_lora[b] * rec_b;
-    double chunk = rec_max / ORK_ZERO_CHUNKS;
+    double chunk = rec_max / ORK_ZERO_CHUNKS_DEFAULT;
     int tv = -1;
     for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];

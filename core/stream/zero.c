@@ -151,7 +151,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         }
     }
     z->first[nb] = q;
-    size_t nch = o->chunks > 0 && o->chunks <= ORK_ZERO_CHUNKS ? (size_t)o->chunks : ORK_ZERO_CHUNKS;
+    size_t nch = o->chunks > 0 && o->chunks <= ORK_ZERO_CHUNKS ? (size_t)o->chunks : ORK_ZERO_CHUNKS_DEFAULT;
     z->chunk = up((z->L.max_block_bytes + nch - 1) / nch);
     if (!z->chunk) z->chunk = ORK_STREAM_ALIGN;
     if (st == ORK_OK && q != np) st = ORK_FAIL(ORK_E_INVALID, "zero: %d parameters have a block outside 0..%d", np - q, nb - 1);

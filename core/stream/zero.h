@@ -35,15 +35,14 @@
  *      whenever max_grad_norm is 0), then calls the step callback on just
  *      this block's parameters (device pointers into the slot),
  *   4. the compute lane records STEPPED and the slot's FREE; the D2H lane
- *      waits for STEPPED and copies the record back in ORK_ZERO_CHUNKS
- *      pieces, an event after each, data + state first (what the next
- *      stepping load overwrites) and the shadows last, then the slot's WB. The next load into
- *      the slot waits for each chunk it overwrites, not for the whole
- *      record: the two directions overlap in the slot instead of taking
- *      turns (with 2 slots, taking turns cost the seed's run 0.3 s a step),
- *      and its READY waits for WB (the new block's gradients may lie where
- *      the old record is still going out). A load of a block waits for the
- *      WB of the slot its record last left from.
+ *      waits for STEPPED and copies the record back in o.chunks pieces
+ *      (default 1), an event after each, data + state first (what the next
+ *      stepping load overwrites) and the shadows last, then the slot's WB.
+ *      The next load into the slot waits for each chunk it overwrites, so
+ *      with several chunks the two directions overlap in the slot instead
+ *      of taking turns; its READY waits for WB (the new block's gradients
+ *      may lie where the old record is still going out). A load of a block
+ *      waits for the WB of the slot its record last left from.
  * Other visits (forward only) free their slot at leave. Gradient
  * accumulation over micro-batches is not supported (the caller refuses it).
  *
@@ -98,13 +97,15 @@ typedef struct ork_zero_opts {
     ork_zero_step_fn step;
     void *step_ctx;
     ork_dtype shadow_dt;        /* ORK_BF16: forward visits read BF16 shadows of F32 params; 0: none */
-    int chunks;                 /* write-back chunks per slot, 1..ORK_ZERO_CHUNKS (0: ORK_ZERO_CHUNKS) */
+    int chunks;                 /* write-back chunks per slot, 1..ORK_ZERO_CHUNKS (0: ORK_ZERO_CHUNKS_DEFAULT) */
 } ork_zero_opts;
 
 typedef struct ork_zero ork_zero;
 
-/* Write-back chunks per slot, and the copy-engine events K slots use. */
-enum { ORK_ZERO_CHUNKS = 32 };
+/* Write-back chunks per slot (at most; the default), and the copy-engine
+ * events K slots use. The default is the whole record: on the H200 the
+ * chunked hand-over measured no faster (docs/PERF.md, "The slot hand-over"). */
+enum { ORK_ZERO_CHUNKS = 32, ORK_ZERO_CHUNKS_DEFAULT = 1 };
 static inline int ork_zero_n_events(int n_slots) { return (3 + ORK_ZERO_CHUNKS) * n_slots + 1; }
 
 ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,

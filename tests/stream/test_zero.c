@@ -67,7 +67,7 @@ static void resident(sim *r, int steps, double max_norm, int rule, double *prev)
     }
 }
 
-static int g_chunks; /* write-back chunks per slot (0: the default, several for these records) */
+static int g_chunks; /* write-back chunks per slot (0: the default, 1) */
 static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
                     ork_dtype shadow) {
     const ork_backend *be = ork_cpu_backend();
@@ -81,7 +81,7 @@ static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, d
     ork_zero_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL, shadow, g_chunks};
     ork_zero *z = NULL;
     CU_ASSERT_EQUAL(ork_zero_create(*ce, *a, be, &k, &o, &z), ORK_OK);
-    /* slots of >= 4 aligned units: the default hand-over has several chunks */
+    /* slots of >= 4 aligned units: the chunked hand-over has several chunks */
     if (z) CU_ASSERT(ork_zero_get_layout(z)->max_block_bytes >= 4 * ORK_STREAM_ALIGN);
     return z;
 }
@@ -203,7 +203,7 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
 static void bitwise_no_clip(void) {
     for (int mode = 0; mode < 2; mode++)
         for (int slots = 2; slots <= 3; slots++)
-            for (g_chunks = 0; g_chunks <= 1; g_chunks++) { /* the chunked hand-over, then whole records */
+            for (g_chunks = 0; g_chunks <= ORK_ZERO_CHUNKS; g_chunks += ORK_ZERO_CHUNKS) { /* whole records, then chunks */
                 sim s, ref;
                 float ap[STEPS];
                 run_pair(0, (ork_ce_cpu_mode)mode, slots, &s, ap);
