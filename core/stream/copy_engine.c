@@ -1,5 +1,6 @@
 /* stream/copy_engine.c — see copy_engine.h. The dispatch and the CPU engine
- * (EAGER: memcpy now; DEFERRED: per-lane FIFO queues flushed by waits). */
+ * (EAGER: memcpy now; DEFERRED: per-lane FIFO queues of copies and waits,
+ * performed when the compute lane waits or at sync). */
 #include "stream/copy_engine_impl.h"
 
 #include "util/log.h"
@@ -7,23 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cpu_copy {
+/* A queued entry: a copy, or (wait_lane >= 0) a wait for the first wait_seq
+ * entries of another lane — a copy lane waiting on an event is queued like
+ * its copies, so what follows the wait is performed after what the event
+ * covers, never before (a missing wait shows up as stale or clobbered data). */
+typedef struct cpu_entry {
     void *dst;
     const void *src;
     size_t bytes;
-    int ev;        /* the first event recorded after it on its lane, or -1 */
-} cpu_copy;
+    int wait_lane;
+    uint64_t wait_seq;
+} cpu_entry;
 
 typedef struct cpu_lane {
-    cpu_copy *q;
-    int n, cap;
+    cpu_entry *q;
+    int head, n, cap; /* pending: q[head..n) */
+    uint64_t done;    /* entries performed since create: q[head] is entry number done */
 } cpu_lane;
 
 typedef struct cpu_ce {
     ork_ce_cpu_mode mode;
     cpu_lane lane[ORK_LANES];
-    int *ev_lane;  /* [n_events] lane of the last record, or -1 */
-    int *ev_pos;   /* [n_events] queue length on that lane at the record */
+    int *ev_lane;      /* [n_events] lane of the last record, or -1 */
+    uint64_t *ev_seq;  /* [n_events] entries queued on that lane before the record */
 } cpu_ce;
 
 static ork_status cpu_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr) {
@@ -36,13 +43,29 @@ static ork_status cpu_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr) 
 
 static void cpu_host_free(ork_copy_engine *ce, void *ptr) { (void)ce; free(ptr); }
 
-/* Perform the first upto copies queued on a lane and drop them. */
-static void flush(cpu_ce *c, int lane, int upto) {
+/* Perform a lane's entries up to entry number seq (a queued wait performs what
+ * it waits for first; waits only point at earlier records, so this ends). */
+static void perform(cpu_ce *c, int lane, uint64_t seq) {
     cpu_lane *l = &c->lane[lane];
-    if (upto > l->n) upto = l->n;
-    for (int i = 0; i < upto; i++) memcpy(l->q[i].dst, l->q[i].src, l->q[i].bytes);
-    if (l->n > upto) memmove(l->q, l->q + upto, (size_t)(l->n - upto) * sizeof *l->q); /* l->q may be NULL when empty */
-    l->n -= upto;
+    while (l->done < seq && l->head < l->n) {
+        cpu_entry e = l->q[l->head++];
+        if (e.wait_lane >= 0) perform(c, e.wait_lane, e.wait_seq);
+        else memcpy(e.dst, e.src, e.bytes);
+        l->done++;
+    }
+    if (l->head == l->n) l->head = l->n = 0;
+}
+
+static ork_status push(cpu_lane *l, cpu_entry e) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        cpu_entry *q = realloc(l->q, (size_t)cap * sizeof *q);
+        if (!q) return ORK_E_NOMEM;
+        l->q = q;
+        l->cap = cap;
+    }
+    l->q[l->n++] = e;
+    return ORK_OK;
 }
 
 static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
@@ -51,43 +74,31 @@ static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, con
         memcpy(dst, src, bytes);
         return ORK_OK;
     }
-    cpu_lane *l = &c->lane[lane];
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        cpu_copy *q = realloc(l->q, (size_t)cap * sizeof *q);
-        if (!q) return ORK_E_NOMEM;
-        l->q = q;
-        l->cap = cap;
-    }
-    l->q[l->n++] = (cpu_copy){dst, src, bytes, -1};
-    return ORK_OK;
+    return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0});
 }
 
 static ork_status cpu_record(ork_copy_engine *ce, ork_lane lane, int ev) {
     cpu_ce *c = ce->priv;
+    const cpu_lane *l = &c->lane[lane];
     c->ev_lane[ev] = (int)lane;
-    c->ev_pos[ev] = c->lane[lane].n;
+    c->ev_seq[ev] = l->done + (uint64_t)(l->n - l->head);
     return ORK_OK;
 }
 
 static ork_status cpu_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     cpu_ce *c = ce->priv;
-    (void)lane; /* the CPU's compute is synchronous: waiting = making the copies happen */
     int l = c->ev_lane[ev];
-    if (l < 0) return ORK_OK;
-    int upto = c->ev_pos[ev];
-    if (upto <= 0) return ORK_OK;
-    flush(c, l, upto);
-    /* every event recorded on lane l moves down by the copies performed */
-    for (int e = 0; e < ce->n_events; e++)
-        if (c->ev_lane[e] == l) c->ev_pos[e] = c->ev_pos[e] > upto ? c->ev_pos[e] - upto : 0;
+    if (l < 0 || l == (int)lane) return ORK_OK; /* never recorded, or the lane's own order */
+    if (c->mode == ORK_CE_DEFERRED && lane != ORK_LANE_COMPUTE)
+        return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev]});
+    /* the CPU's compute is synchronous: waiting = making the copies happen */
+    perform(c, l, c->ev_seq[ev]);
     return ORK_OK;
 }
 
 static ork_status cpu_sync(ork_copy_engine *ce) {
     cpu_ce *c = ce->priv;
-    for (int l = 0; l < ORK_LANES; l++) flush(c, l, c->lane[l].n);
-    for (int e = 0; e < ce->n_events; e++) c->ev_pos[e] = 0;
+    for (int l = 0; l < ORK_LANES; l++) perform(c, l, UINT64_MAX);
     return ORK_OK;
 }
 
@@ -96,7 +107,7 @@ static void cpu_destroy(ork_copy_engine *ce) {
     if (!c) return;
     for (int l = 0; l < ORK_LANES; l++) free(c->lane[l].q);
     free(c->ev_lane);
-    free(c->ev_pos);
+    free(c->ev_seq);
     free(c);
 }
 
@@ -109,10 +120,10 @@ ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_co
     cpu_ce *c = calloc(1, sizeof *c);
     if (c) {
         c->ev_lane = malloc((size_t)n_events * sizeof *c->ev_lane);
-        c->ev_pos = calloc((size_t)n_events, sizeof *c->ev_pos);
+        c->ev_seq = calloc((size_t)n_events, sizeof *c->ev_seq);
     }
-    if (!ce || !c || !c->ev_lane || !c->ev_pos) {
-        if (c) { free(c->ev_lane); free(c->ev_pos); }
+    if (!ce || !c || !c->ev_lane || !c->ev_seq) {
+        if (c) { free(c->ev_lane); free(c->ev_seq); }
         free(c);
         free(ce);
         return ORK_E_NOMEM;
