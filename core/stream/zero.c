@@ -29,6 +29,15 @@ struct ork_zero {
     int K, ev0;
     size_t chunk;        /* slot bytes per write-back chunk (o.chunks per slot) */
     int *wb_slot;        /* [n_blocks] slot whose write-back last carried the block's record, -1 */
+    /* Write-backs are numbered 1, 2, ... in D2H order. A load of block b must
+     * follow b's last write-back (wb_seq[b]); once the H2D lane has waited for
+     * a slot's WB it has seen every write-back up to that one (h2d_seen), and
+     * b needs no wait of its own. Waiting anyway would wait for the slot's
+     * LATEST write-back — in the backward pass the very record the load is
+     * meant to overlap with. */
+    uint64_t *wb_seq;    /* [n_blocks] */
+    uint64_t *slot_seq;  /* [K] number of the slot's last write-back */
+    uint64_t wb_n, h2d_seen;
     float *sums;         /* device F32 [n_params]: this step's Σg² */
     float *hsum;         /* host [n_params] */
     double prev_norm;    /* norm of the previous step (0: none yet) */
@@ -87,10 +96,12 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
     z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
+    z->wb_seq = calloc((size_t)nb + 1, sizeof *z->wb_seq);
+    z->slot_seq = calloc((size_t)z->K, sizeof *z->slot_seq);
     z->fwd_end = calloc((size_t)nb + 1, sizeof *z->fwd_end);
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
+                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
     /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
@@ -173,7 +184,7 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->wb_slot); free(z->vis); free(z->fwd_end);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq); free(z->vis); free(z->fwd_end);
     free(z->step_start);
     free(z);
 }
@@ -195,11 +206,18 @@ static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks &&
  * two directions run together instead of one after the other; READY waits for
  * the whole write-back, since the block's gradients may lie where the old
  * record is still going out. */
+/* The H2D lane waits for slot s's last write-back, and so for every earlier one. */
+static ork_status wait_wb(ork_zero *z, int s) {
+    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, s)));
+    if (z->slot_seq[s] > z->h2d_seen) z->h2d_seen = z->slot_seq[s];
+    return ORK_OK;
+}
+
 static ork_status issue(ork_zero *z) {
     int x = z->issued, s = x % z->K, b = z->vis[x].block;
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
-    if (z->wb_slot[b] >= 0) /* this block's record is back on the host */
-        ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, z->wb_slot[b])));
+    if (z->wb_slot[b] >= 0 && z->wb_seq[b] > z->h2d_seen) /* this block's record is back on the host */
+        ORK_TRY(wait_wb(z, z->wb_slot[b]));
     size_t from = z->vis[x].stepped ? z->step_start[b] : 0;
     size_t to = z->vis[x].stepped ? z->L.block_bytes[b] : z->fwd_end[b];
     for (size_t at = from; at < to;) {
@@ -209,7 +227,7 @@ static ork_status issue(ork_zero *z) {
         ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_H2D, (char *)z->slot[s] + at, z->host[b] + at, end - at));
         at = end;
     }
-    ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, s)));
+    ORK_TRY(wait_wb(z, s));
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_H2D, ev_ready(z, s)));
     z->issued++;
     return ORK_OK;
@@ -371,6 +389,7 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     }
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_wb(z, s)));
     z->wb_slot[b] = s;
+    z->wb_seq[b] = z->slot_seq[s] = ++z->wb_n;
     return release(z, ORK_LANE_COMPUTE);
 }
 
