@@ -10,6 +10,8 @@
 #           LoRA saved in fp32, every saved file compared tensor by tensor
 #           (cmp_safetensors.py; DETERM_CASES, default f1:0 f1:0 f1:12), no clipping (a streamed trainable
 #           state clips with the previous step's norm) (issue #8 §5)
+#   handover ORAKUL_ZERO_CHUNKS=32 vs 1, alternated (HANDOVER, HANDOVER_CASE): the
+#           overlapped slot hand-over against the default, one case ~200 s (4 runs: 2 calls)
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
@@ -43,6 +45,10 @@ for ph in "${phases[@]}"; do
             echo "== determinism: run $j vs run 1 (ORK_CUDNN_SDPA=0): losses $(cmp -s /tmp/determ_1.loss /tmp/determ_$j.loss && echo identical || echo DIFFER); saved files:"
             python3 bench/stream/cmp_safetensors.py /tmp/determ_1 /tmp/determ_$j; done
           paste /tmp/determ_*.loss ;;
+  handover) # the slot hand-over A/B (docs/PERF.md, fourth session): chunked write-back vs whole record, alternated
+          for c in ${HANDOVER:-32 1 32 1}; do echo "== ORAKUL_ZERO_CHUNKS=$c"
+            ORAKUL_ZERO_CHUNKS=$c STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${HANDOVER_CASE:-seed:1280:512:24} \
+              | grep -E "^==|streaming measured"; done ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac
