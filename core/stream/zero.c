@@ -101,7 +101,8 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->fwd_end = calloc((size_t)nb + 1, sizeof *z->fwd_end);
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end && z->step_start) ? ORK_OK : ORK_E_NOMEM;
+                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end &&
+                     z->step_start) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
     /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
@@ -184,8 +185,8 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq); free(z->vis); free(z->fwd_end);
-    free(z->step_start);
+    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->fwd_end);
+    free(z->step_start); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq);
     free(z);
 }
 
@@ -201,11 +202,6 @@ void ork_zero_set_prev_norm(ork_zero *z, double norm) {
 
 static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }
 
-/* The load of the next visit into its slot. It follows the slot's write-back
- * chunk by chunk (each piece waits only for the chunk it overwrites), so the
- * two directions run together instead of one after the other; READY waits for
- * the whole write-back, since the block's gradients may lie where the old
- * record is still going out. */
 /* The H2D lane waits for slot s's last write-back, and so for every earlier one. */
 static ork_status wait_wb(ork_zero *z, int s) {
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, s)));
@@ -213,6 +209,11 @@ static ork_status wait_wb(ork_zero *z, int s) {
     return ORK_OK;
 }
 
+/* The load of the next visit into its slot. It follows the slot's write-back
+ * chunk by chunk (each piece waits only for the chunk it overwrites), so with
+ * several chunks the two directions run together instead of one after the
+ * other; READY waits for the whole write-back, since the block's gradients may
+ * lie where the old record is still going out. */
 static ork_status issue(ork_zero *z) {
     int x = z->issued, s = x % z->K, b = z->vis[x].block;
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
