@@ -163,6 +163,7 @@ static void predict(ork_stream_plan *p) {
     for (int b = 0; b < n; b++)
         if ((double)p->block_lora[b] * rec_b > rec_max) rec_max = (double)p->block_lora[b] * rec_b;
     double chunk = rec_max / ORK_ZERO_CHUNKS_DEFAULT;
+    double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* a forward visit's record bytes: the BF16 shadow, or the params */
     int tv = -1;
     for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];
@@ -172,7 +173,6 @@ static void predict(ork_stream_plan *p) {
          * resident frozen weights or not: the BF16 shadows (or the params) for
          * the forward, params + optimizer state for the visit that steps it (zero.c) */
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
-        double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* the BF16 shadow, or the params */
         double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
         /* the streamer's visits: streamed blocks only, a repeat merged even with
          * resident blocks (the final layer) between; a slot that still holds the
@@ -476,9 +476,12 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 (long long)p->block_lora[q], p->streamed[q] ? "streamed" : "resident");
 }
 
+/* What the plan needs of the host: its pinned bytes + 2 GiB for the process. */
+static size_t host_need(const ork_stream_plan *p) { return p->host_pinned + ((size_t)2 << 30); }
+
 void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *what) {
     if (!p->host_pinned || !available || !p->trainable_streamed || !p->lora_shadow) return;
-    size_t need = p->host_pinned + ((size_t)2 << 30);
+    size_t need = host_need(p);
     if (need <= available) return;
     /* the forward's BF16 shadows are a speed-up, not a need: dropped first */
     size_t sh = (size_t)p->lora_params * 2;
@@ -493,9 +496,7 @@ void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *
 
 ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what) {
     ork_stream_plan_fit_host(p, available, what);
-    if (!p->host_pinned || !available) return ORK_OK;
-    size_t need = p->host_pinned + ((size_t)2 << 30);
-    if (need <= available) return ORK_OK;
+    if (!p->host_pinned || !available || host_need(p) <= available) return ORK_OK;
     return ORK_FAIL(ORK_E_BUDGET,
                     "%s%splan: streaming pins %.1f GiB of host memory (+2 GiB for the process) but this machine has %.1f "
                     "GiB available: raise model.vram_budget_gb (fewer blocks stream), quantize the frozen weights "

@@ -80,9 +80,11 @@ static inline __attribute__((always_inline)) void philox_lanes(uint64_t ctr0, ui
     for (int l = 0; l < LANES; l++) { w[0][l] = c0[l]; w[1][l] = c1[l]; w[2][l] = c2[l]; w[3][l] = c3[l]; }
 }
 
+/* A uniform u in [0, 1) mapped to [-bound, bound), as every path here maps it. */
+static inline __attribute__((always_inline)) float sym(double u, double bound) { return (float)((2.0 * u - 1.0) * bound); }
+
 static inline __attribute__((always_inline)) float sym_of(uint32_t a, uint32_t b, double bound) {
-    double u = ((double)(int32_t)(a >> 5) * 67108864.0 + (double)(int32_t)(b >> 6)) * (1.0 / 9007199254740992.0);
-    return (float)((2.0 * u - 1.0) * bound);
+    return sym(((double)(int32_t)(a >> 5) * 67108864.0 + (double)(int32_t)(b >> 6)) * (1.0 / 9007199254740992.0), bound);
 }
 
 /* AVX2 where the CPU has it (eight 32x32->64 multiplies per instruction); the
@@ -96,7 +98,7 @@ void ork_rng_fill_sym(uint64_t seed, uint32_t stream, uint64_t u0, float *out, i
         ork_rng r;
         ork_rng_init(&r, seed, stream);
         ork_rng_restore(&r, u0 / 2 + 1, 2);
-        out[q++] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
+        out[q++] = sym(ork_rng_uniform(&r), bound);
     }
     uint64_t ctr = (u0 + (uint64_t)q) / 2;
     uint32_t w[4][LANES];
@@ -111,7 +113,7 @@ void ork_rng_fill_sym(uint64_t seed, uint32_t stream, uint64_t u0, float *out, i
         ork_rng r;
         ork_rng_init(&r, seed, stream);
         ork_rng_seek(&r, ctr);
-        for (; q < n; q++) out[q] = (float)((2.0 * ork_rng_uniform(&r) - 1.0) * bound);
+        for (; q < n; q++) out[q] = sym(ork_rng_uniform(&r), bound);
     }
 }
 

@@ -1266,9 +1266,6 @@ static ork_status make_plan(job *j, ork_device dev) {
     return ork_stream_plan_make(&in, &j->plan);
 }
 
-/* The plan's pinned host memory against this machine's available memory
- * (ORAKUL_HOST_AVAILABLE_GB overrides it, for tests and for planning another
- * machine), before anything is loaded. */
 /* MemAvailable, or ORAKUL_HOST_AVAILABLE_GB; 0 (unknown) when
  * ORAKUL_PLAN_DEVICE plans another machine without it. */
 static size_t host_available(void) {
@@ -1277,6 +1274,9 @@ static size_t host_available(void) {
     return ov && *ov ? (size_t)(atof(ov) * 1073741824.0) : ork_host_mem_available();
 }
 
+/* The plan's pinned host memory against this machine's available memory
+ * (ORAKUL_HOST_AVAILABLE_GB overrides it, for tests and for planning another
+ * machine), before anything is loaded. */
 static ork_status check_host(job *j) {
     size_t avail = host_available();
     const char *pd = getenv("ORAKUL_PLAN_DEVICE");
