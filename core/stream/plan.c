@@ -91,7 +91,8 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     int64_t g_dev = p->trainable_streamed ? 2 * lora_max : lora_all;
     p->lora = (size_t)on_dev * (size_t)pb;
     /* a zero.c slot also holds the block's BF16 shadows (written after its step) */
-    if (p->trainable_streamed && p->lora_shadow) p->lora += (size_t)on_dev * 2;
+    p->lora_shadow_dev = p->trainable_streamed && p->lora_shadow ? (size_t)on_dev * 2 : 0;
+    p->lora += p->lora_shadow_dev;
     p->grads = (size_t)g_dev * 4;
     p->opt = gib_round((double)g_dev * ob);
     p->total = p->frozen_resident + p->codec + p->slots + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
@@ -488,6 +489,9 @@ void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *
     if (need - sh > available) return; /* refused either way: check_host says so */
     p->lora_shadow = 0;
     p->host_pinned -= sh;
+    p->lora -= p->lora_shadow_dev; /* the device slots are smaller too */
+    p->total -= p->lora_shadow_dev;
+    p->lora_shadow_dev = 0;
     predict(p);
     ORK_WARN("%s%splan: %.1f GiB of host memory available: the trainable state streams without BF16 shadows "
              "for the forward pass (%.1f GiB less pinned, %.1f GB more over PCIe per step)",

@@ -252,7 +252,11 @@ static void test_refusals(void) {
             printf("\n    h2d %.6g, expected %.6g\n", p->h2d_bytes, h2d - last_lora);
         /* too little host memory for the shadows (2 B/param) but enough without:
          * they are dropped with a warning, and the forward loads the F32 params */
-        size_t pinned = p->host_pinned, shb = (size_t)np * 2;
+        size_t pinned = p->host_pinned, shb = (size_t)np * 2, total = p->total, lora = p->lora;
+        int64_t lmax = 0; /* the slots hold the largest block's shadows, one per slot */
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->block_lora[b] > lmax) lmax = p->block_lora[b];
+        size_t shdev = (size_t)lmax * (size_t)p->n_slots * 2;
         double h_before = p->h2d_bytes;
         capture();
         ork_log_set_level(ORK_LOG_WARN); /* the warning line too */
@@ -260,6 +264,8 @@ static void test_refusals(void) {
         release();
         CU_ASSERT_EQUAL(p->lora_shadow, 0);
         CU_ASSERT_EQUAL(p->host_pinned, pinned - shb);
+        CU_ASSERT_EQUAL(p->lora, lora - shdev); /* the VRAM line as it will run */
+        CU_ASSERT_EQUAL(p->total, total - shdev);
         CU_ASSERT(fabs(p->h2d_bytes - (h_before + np * 2 - (double)p->block_lora[p->n_blocks - 1] * 2)) < 1e-6 * h_before);
         CU_ASSERT_EQUAL(g_lines, 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(g_warn, "without BF16 shadows"));
