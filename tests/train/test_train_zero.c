@@ -171,7 +171,7 @@ static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed
                                       {"accumulation_refused", test_accumulation_refused},
                                       {NULL, NULL}};
 #ifdef TT_GPU
-int ork_cuda_device_count(void);
+#include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
 int main(void) {
     if (ork_cuda_device_count() <= 0) return 77;
     return ork_test_run("train_zero_cuda", NULL, NULL, cases);
