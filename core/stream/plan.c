@@ -12,10 +12,12 @@
 #define GIB 1073741824.0
 
 static const ork_device_kind kinds[] = {
-    {"h200", 803.0, 0.5, 55.0, 55.0, 141.0},
-    {"h100", 760.0, 0.5, 50.0, 50.0, 80.0},
-    {"rtx4090", 165.0, 0.5, 25.0, 25.0, 24.0},
-    {"cpu", 0.1, 0.5, 10.0, 10.0, 0.0},
+    /* duplex: the H200's pinned rate each way with both directions busy, 50.6 of
+     * 55.3 GB/s (bench/stream/pcie_ceilings.py); the other cards are taken alike */
+    {"h200", 803.0, 0.5, 55.0, 55.0, 0.915, 141.0},
+    {"h100", 760.0, 0.5, 50.0, 50.0, 0.915, 80.0},
+    {"rtx4090", 165.0, 0.5, 25.0, 25.0, 0.915, 24.0},
+    {"cpu", 0.1, 0.5, 10.0, 10.0, 0.5, 0.0}, /* one memory bus for both memcpy directions */
 };
 
 int ork_device_kind_find(const char *name, ork_device_kind *out) {
@@ -124,7 +126,10 @@ static int fits(const ork_stream_plan *p) { return p->total <= p->budget; }
 static void predict(ork_stream_plan *p) {
     int n = p->n_blocks, ft = p->first_trainable;
     double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
-    double h2d = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
+    double h2d1 = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
+    /* while the trainable state streams, the backward's write-backs share the link
+     * with its loads: both directions at the duplex rate there */
+    double duplex = p->trainable_streamed && p->dev.duplex > 0 ? p->dev.duplex : 1.0;
     int pb = p->param_bytes;
     double ob = p->opt_bytes_per_param;
     /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
@@ -147,7 +152,7 @@ static void predict(ork_stream_plan *p) {
         flops += f;
     }
     p->step_flops = flops;
-    double tc = 0, th = 0, td = 0;
+    double tc = 0, th = 0, td = 0, hb = 0, db = 0; /* seconds and bytes each way */
     for (int q = 0; q < ne; q++) tc += cmp[q];
     /* ring simulation */
     int K = p->n_slots > 0 ? p->n_slots : 2;
@@ -168,7 +173,7 @@ static void predict(ork_stream_plan *p) {
     int tv = -1;
     for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];
-        double start = now;
+        double start = now, h2d = q >= n ? h2d1 * duplex : h2d1;
         /* a new visit loads the block's streamed frozen weights and, when the
          * trainable state streams, its LoRA record — every trainable block's,
          * resident frozen weights or not: the BF16 shadows (or the params) for
@@ -191,11 +196,12 @@ static void predict(ork_stream_plan *p) {
             double le = ls + fbytes / h2d;
             if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
                 int ts = ++tv % K;
-                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
+                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / (d2h * duplex));
                 le = fmax(ts0 + tbytes / h2d, t_wb1[ts] + chunk / h2d);
             }
             copy_free = le;
             th += (fbytes + tbytes) / h2d;
+            hb += fbytes + tbytes;
             if (le > start) start = le;
         }
         now = start + cmp[q];
@@ -205,8 +211,9 @@ static void predict(ork_stream_plan *p) {
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
             double bytes = (double)p->block_lora[b] * rec_b;
             double ds = d2h_free > now ? d2h_free : now;
-            d2h_free = ds + bytes / d2h;
-            td += bytes / d2h;
+            d2h_free = ds + bytes / (d2h * duplex);
+            td += bytes / (d2h * duplex);
+            db += bytes;
             t_wb0[tv % K] = ds;
             t_wb1[tv % K] = d2h_free;
         }
@@ -220,8 +227,8 @@ static void predict(ork_stream_plan *p) {
     p->t_h2d = th;
     p->t_d2h = td;
     p->t_step = now;
-    p->h2d_bytes = th * h2d;
-    p->d2h_bytes = td * d2h;
+    p->h2d_bytes = hb;
+    p->d2h_bytes = db;
     free(blk);
     free(cmp);
 }

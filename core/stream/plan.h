@@ -44,10 +44,11 @@ typedef struct ork_device_kind {
     double mfu;      /* fraction of it a training step achieves (0.5 default) */
     double h2d_gbs;  /* pinned host->device GB/s (1e9) */
     double d2h_gbs;
+    double duplex;   /* fraction of each rate left when both directions run at once */
     double mem_gib;  /* device memory */
 } ork_device_kind;
 
-/* "h200" (803 TFLOP/s, 55/55 GB/s, 141 GiB), "rtx4090" (165, 25/25, 24),
+/* "h200" (803 TFLOP/s, 55/55 GB/s, duplex 0.915, 141 GiB), "rtx4090" (165, 25/25, 24),
  * "cpu" (0.1, memcpy 10 GB/s); 0 when unknown. */
 int ork_device_kind_find(const char *name, ork_device_kind *out);
 

@@ -105,7 +105,7 @@ typedef struct ork_zero ork_zero;
 /* Write-back chunks per slot (at most; the default), and the copy-engine
  * events K slots use. The default is the whole record: on the H200 the
  * chunked hand-over measured no faster (docs/PERF.md, "The slot hand-over"). */
-enum { ORK_ZERO_CHUNKS = 32, ORK_ZERO_CHUNKS_DEFAULT = 1 };
+enum { ORK_ZERO_CHUNKS = 32, ORK_ZERO_CHUNKS_DEFAULT = 32 };
 static inline int ork_zero_n_events(int n_slots) { return (3 + ORK_ZERO_CHUNKS) * n_slots + 1; }
 
 ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,

@@ -235,6 +235,22 @@ static void test_refusals(void) {
     CU_ASSERT(p->total <= p->budget);
     CU_ASSERT(p->d2h_bytes > 0);
     CU_ASSERT(p->host_pinned > p->lora);
+    /* the backward's loads and write-backs share the link: at the duplex rate
+     * (H200: 50.6 of 55.3 GB/s each way) they take longer than at full duplex,
+     * and the bytes do not change */
+    {
+        ork_plan_inputs in1 = in;
+        in1.dev.duplex = 1.0;
+        ork_stream_plan *p1;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in1, &p1), ORK_OK);
+        CU_ASSERT(in.dev.duplex > 0.9 && in.dev.duplex < 0.95);
+        CU_ASSERT_EQUAL(p1->h2d_bytes, p->h2d_bytes);
+        CU_ASSERT_EQUAL(p1->d2h_bytes, p->d2h_bytes);
+        CU_ASSERT(fabs(p->t_d2h - p->d2h_bytes / (in.dev.d2h_gbs * 1e9 * in.dev.duplex)) < 1e-9 * p->t_d2h);
+        CU_ASSERT(p->t_d2h > p1->t_d2h && p->t_h2d > p1->t_h2d);
+        CU_ASSERT(p->t_step > p1->t_step);
+        ork_stream_plan_free(p1);
+    }
     /* what zero.c moves: every trainable block's record, streamed frozen
      * weights or not — BF16 shadows in the forward pass, parameters + state for
      * the visit that steps the block, all three back after it (H200-measured for

@@ -67,7 +67,7 @@ static void resident(sim *r, int steps, double max_norm, int rule, double *prev)
     }
 }
 
-static int g_chunks; /* write-back chunks per slot (0: the default, 1) */
+static int g_chunks; /* write-back chunks per slot (0: ORK_ZERO_CHUNKS_DEFAULT) */
 static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
                     ork_dtype shadow) {
     const ork_backend *be = ork_cpu_backend();
@@ -203,11 +203,12 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
 }
 
 /* Without clipping, streamed == resident bitwise: both copy modes, 2..4 slots,
- * whole-record and chunked hand-overs. */
+ * whole-record and chunked hand-overs (1, 7 and 32 pieces). */
 static void bitwise_vs_resident(int shadows) {
     for (int mode = 0; mode < 2; mode++)
         for (int slots = 2; slots <= 4; slots++)
-            for (g_chunks = 0; g_chunks <= ORK_ZERO_CHUNKS; g_chunks += ORK_ZERO_CHUNKS) { /* whole records, then chunks */
+            for (int c = 0; c < 3; c++) { /* whole records, an uneven split, the most chunks */
+                g_chunks = c == 0 ? 1 : c == 1 ? 7 : ORK_ZERO_CHUNKS;
                 sim s, ref;
                 float ap[STEPS];
                 run_pair_sh(0, (ork_ce_cpu_mode)mode, slots, &s, ap, shadows);
