@@ -59,7 +59,31 @@ typedef struct ctx {
     ork_stream_plan *p;
     int *tb;      /* transformer block indices */
     size_t fixed_other;
+    int *cls;     /* [n_transformer] density class of tb[i] (0: the most FLOPs per byte) */
+    int n_cls;
 } ctx;
+
+/* A block's frozen bytes per forward FLOP: what it costs to hide its load. */
+static double density(const ork_stream_plan *p, int b) {
+    return (double)p->block_bytes[b] / (p->block_lin_flops[b] + p->block_attn_flops[b] + 1.0);
+}
+
+/* Transformer blocks grouped by density (within 2%), ascending: FLUX's double
+ * blocks carry two streams' weights for the FLOPs of one, twice a single
+ * block's bytes per FLOP. Returns the number of classes. */
+static int density_classes(const ork_stream_plan *p, const int *tb, int *cls) {
+    int nt = p->n_transformer, nc = 0;
+    for (int i = 0; i < nt; i++) cls[i] = -1;
+    for (;;) {
+        double lo = -1;
+        for (int i = 0; i < nt; i++)
+            if (cls[i] < 0 && (lo < 0 || density(p, tb[i]) < lo)) lo = density(p, tb[i]);
+        if (lo < 0) return nc;
+        for (int i = 0; i < nt; i++)
+            if (cls[i] < 0 && density(p, tb[i]) <= lo * 1.02) cls[i] = nc;
+        nc++;
+    }
+}
 
 /* Device bytes of the plan with the current p->streamed and trainable flag. */
 static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
@@ -109,18 +133,48 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->host_pinned = host;
 }
 
+static int fits(const ork_stream_plan *p) { return p->total <= p->budget; }
+
+/* m transformer blocks streamed: spread evenly over all of them, or (dense_first)
+ * the classes with the most FLOPs per byte filled first, spread evenly within each */
 static void set_streamed(ctx *c, int m) {
     ork_stream_plan *p = c->p;
+    int nt = p->n_transformer;
     memset(p->streamed, 0, (size_t)p->n_blocks);
-    int *idx = malloc(((size_t)m + 1) * sizeof *idx);
-    if (!idx) return;
-    ork_stream_spread(p->n_transformer, m, idx);
-    for (int k = 0; k < m; k++) p->streamed[c->tb[idx[k]]] = 1;
+    int *idx = malloc(((size_t)nt + 1) * sizeof *idx), *mem = malloc(((size_t)nt + 1) * sizeof *mem);
+    if (idx && mem && !p->dense_first) {
+        ork_stream_spread(nt, m, idx);
+        for (int k = 0; k < m; k++) p->streamed[c->tb[idx[k]]] = 1;
+    } else if (idx && mem) {
+        for (int k = 0, left = m; k < c->n_cls && left > 0; k++) {
+            int nm = 0;
+            for (int i = 0; i < nt; i++)
+                if (c->cls[i] == k) mem[nm++] = i;
+            int take = left < nm ? left : nm;
+            ork_stream_spread(nm, take, idx);
+            for (int q = 0; q < take; q++) p->streamed[c->tb[mem[idx[q]]]] = 1;
+            left -= take;
+        }
+    }
     free(idx);
+    free(mem);
     account(p, c->in);
 }
 
-static int fits(const ork_stream_plan *p) { return p->total <= p->budget; }
+/* AUTO under one selection: the fewest streamed blocks that fit, then the same
+ * with the trainable state streamed (when allowed). Returns m, or -1. */
+static int auto_search(ctx *c) {
+    ork_stream_plan *p = c->p;
+    p->trainable_streamed = 0;
+    for (int pass = 0; pass < (c->in->allow_trainable_streaming ? 2 : 1); pass++) {
+        p->trainable_streamed = pass;
+        for (int m = 0; m <= p->n_transformer; m++) {
+            set_streamed(c, m);
+            if (fits(p)) return m;
+        }
+    }
+    return -1;
+}
 
 /* Simulate one step's pass over the ring: returns the step time. */
 static void predict(ork_stream_plan *p) {
@@ -381,7 +435,9 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
         size_t margin = in->margin ? in->margin : (size_t)1 << 30;
         p->budget = in->device_free > margin ? in->device_free - margin : 0;
     }
-    ctx c = {in, p, tb, 0};
+    int *cls = calloc(nb, sizeof *cls);
+    if (!cls) { free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
+    ctx c = {in, p, tb, 0, cls, density_classes(p, tb, cls)};
     ork_status st = ORK_OK;
     int m = 0;
     char lead[160];
@@ -420,22 +476,30 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
             }
         }
     } else {
-        int found = 0;
-        for (m = 0; m <= p->n_transformer && !found; m++) {
-            set_streamed(&c, m);
-            found = fits(p);
-        }
-        if (!found && in->allow_trainable_streaming) {
-            p->trainable_streamed = 1;
-            for (m = 0; m <= p->n_transformer && !found; m++) {
+        /* the even spread, and — where blocks differ in FLOPs per byte — the
+         * densest blocks streamed first (their loads hide behind the most
+         * compute, the others stay resident); the faster predicted step wins */
+        p->dense_first = in->select == ORK_SELECT_DENSE && c.n_cls > 1;
+        m = auto_search(&c);
+        if (m >= 0 && c.n_cls > 1 && in->select == ORK_SELECT_PREDICT) {
+            predict(p);
+            double t_even = p->t_step;
+            int ts_even = p->trainable_streamed;
+            p->dense_first = 1;
+            int m2 = auto_search(&c);
+            if (m2 >= 0) predict(p);
+            if (m2 >= 0 && p->t_step < t_even) m = m2;
+            else {
+                p->dense_first = 0;
+                p->trainable_streamed = ts_even;
                 set_streamed(&c, m);
-                found = fits(p);
             }
         }
-        if (!found) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
-                                                             : "every transformer block streamed");
+        if (m < 0) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
+                                                            : "every transformer block streamed");
     }
     free(tb);
+    free(cls);
     if (st != ORK_OK) {
         ork_stream_plan_free(p);
         return st;
@@ -464,6 +528,7 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     fprintf(f, "  offloading %s", modes[p->mode]);
     if (p->mode == ORK_OFFLOAD_PERCENT) fprintf(f, " %.2f", p->percent);
     fprintf(f, ": %d of %d transformer blocks streamed", p->n_streamed, p->n_transformer);
+    if (p->dense_first) fprintf(f, " (the most FLOPs per byte first)");
     if (p->n_streamed) fprintf(f, ", ring of %d slots x %s", p->n_slots, mib((double)p->slot_bytes, a, sizeof a));
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");

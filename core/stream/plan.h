@@ -19,7 +19,10 @@
  * streamed set is spread evenly: block k of m sits at index
  * floor((2k + 1) n / 2m) among the n transformer blocks. NONE streams
  * nothing; PERCENT streams round(percent x n) (ai-toolkit's
- * layer_offloading_transformer_percent); AUTO the fewest that fit. A plan
+ * layer_offloading_transformer_percent); AUTO the fewest that fit. Where
+ * blocks differ in frozen bytes per FLOP (FLUX's double blocks: twice a single
+ * block's), AUTO also plans the densest class first (spread evenly within
+ * each class) and keeps whichever predicts the faster step. A plan
  * that does not fit fails with ONE line naming what to change.
  *
  * Time. Per block, forward FLOPs from shapes (2 x tokens x numel per linear,
@@ -58,6 +61,12 @@ typedef enum ork_offload_mode {
     ORK_OFFLOAD_AUTO = 2,
 } ork_offload_mode;
 
+typedef enum ork_stream_select {
+    ORK_SELECT_PREDICT = 0, /* both below, the faster predicted step */
+    ORK_SELECT_EVEN = 1,    /* spread evenly over all transformer blocks */
+    ORK_SELECT_DENSE = 2,   /* the most FLOPs per frozen byte first, spread evenly within each class */
+} ork_stream_select;
+
 typedef struct ork_plan_inputs {
     const ork_model_info *info;
     ork_device_kind dev;
@@ -68,6 +77,7 @@ typedef struct ork_plan_inputs {
     double percent;              /* PERCENT: fraction of the transformer blocks, 0..1 */
     int n_slots;                 /* 0: 2 */
     int allow_trainable_streaming; /* may the plan stream LoRA params + optimizer state (ZeRO-Offload per block) */
+    ork_stream_select select;      /* AUTO's streamed set: by predicted step (default), even, or densest first */
     /* storage of frozen weights */
     int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
     int bias_bytes;              /* 0: max(weight_bytes, 2) */
@@ -95,6 +105,7 @@ typedef struct ork_stream_plan {
     double percent;
     int n_blocks, n_transformer, n_streamed, n_slots, first_trainable;
     int trainable_streamed;      /* LoRA params + optimizer state stream per block */
+    int dense_first;             /* AUTO: blocks with the most FLOPs per byte stream first (predicted faster) */
     int param_bytes;             /* the inputs' (0: 4), for the step prediction */
     double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
     int64_t lora_params;         /* all blocks' trainable parameters */

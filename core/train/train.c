@@ -1249,6 +1249,14 @@ static ork_status make_plan(job *j, ork_device dev) {
     /* a budget without a fixed percent: the trainable state may stream too
      * (ZeRO-Offload per block, docs/streaming.md §4) when nothing else fits */
     in.allow_trainable_streaming = in.mode == ORK_OFFLOAD_AUTO;
+    /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
+     * unset, the plan keeps whichever predicts the faster step */
+    const char *sel = getenv("ORAKUL_STREAM_SELECT");
+    if (sel && *sel) {
+        if (!strcmp(sel, "even")) in.select = ORK_SELECT_EVEN;
+        else if (!strcmp(sel, "dense")) in.select = ORK_SELECT_DENSE;
+        else return ORK_FAIL(ORK_E_CONFIG, "ORAKUL_STREAM_SELECT=%s: expected even or dense", sel);
+    }
     in.weight_bytes = dev == ORK_DEV_CPU ? 4 : 2;
     ork_quant_layout ql;
     if (j->quant && j->qvt->layout(j->quant, 1, 128, &ql) == ORK_OK) { /* a quantized linear row: bytes + scales */
@@ -1388,8 +1396,9 @@ static ork_status setup(job *j) {
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
         ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0};
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
-        ORK_INFO("streaming %d of %d blocks through %d device slots (plan: %.2f GB over PCIe per step)",
-                 j->plan->n_streamed, j->info.n_blocks, j->plan->n_slots, j->plan->h2d_bytes / 1e9);
+        ORK_INFO("streaming %d of %d blocks%s through %d device slots (plan: %.2f GB over PCIe per step)",
+                 j->plan->n_streamed, j->info.n_blocks, j->plan->dense_first ? ", the most FLOPs per byte first," : "",
+                 j->plan->n_slots, j->plan->h2d_bytes / 1e9);
     } else {
         if (zero_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, zero_events, &j->ce));
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));

@@ -167,9 +167,11 @@ static void test_auto(void) {
     double budgets[4] = {40, 24, 16, 12};
     for (int k = 0; k < 4; k++) {
         ork_plan_inputs in = flux_inputs(budgets[k], ORK_OFFLOAD_AUTO, 0);
+        in.select = ORK_SELECT_EVEN; /* the percent plans below spread evenly too */
         ork_stream_plan *p;
         CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
         CU_ASSERT(p->total <= p->budget);
+        CU_ASSERT_EQUAL(p->dense_first, 0);
         CU_ASSERT(p->n_streamed >= prev); /* less memory, more streamed */
         if (p->n_streamed > 0) { /* the fewest: one block fewer would not fit */
             ork_plan_inputs in2 = flux_inputs(budgets[k], ORK_OFFLOAD_PERCENT, (p->n_streamed - 1) / 57.0);
@@ -184,6 +186,53 @@ static void test_auto(void) {
         ork_stream_plan_free(p);
     }
     CU_ASSERT(prev > 30);
+}
+
+static double block_density(const ork_stream_plan *p, int b) {
+    return (double)p->block_bytes[b] / (p->block_lin_flops[b] + p->block_attn_flops[b] + 1.0);
+}
+
+/* AUTO's selection: densest first streams every single block (half a double
+ * block's bytes for the same FLOPs) before any double block, spread evenly
+ * within each; by default the plan keeps the faster prediction of the two */
+static void test_auto_dense_first(void) {
+    fx_init(&g_fx);
+    double budgets[3] = {24, 16, 12};
+    int dense_won = 0;
+    for (int k = 0; k < 3; k++) {
+        ork_stream_plan *pe, *pd, *pp;
+        ork_plan_inputs in = flux_inputs(budgets[k], ORK_OFFLOAD_AUTO, 0);
+        in.allow_trainable_streaming = 1;
+        in.select = ORK_SELECT_EVEN;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &pe), ORK_OK);
+        in.select = ORK_SELECT_DENSE;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &pd), ORK_OK);
+        in.select = ORK_SELECT_PREDICT;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &pp), ORK_OK);
+        CU_ASSERT(pd->dense_first && pd->total <= pd->budget);
+        int sgl_resident = 0, dbl_streamed = 0;
+        for (int s = 0; s < pd->n_blocks; s++)
+            for (int r = 0; r < pd->n_blocks; r++)
+                if (pd->transformer[s] && pd->transformer[r] && pd->streamed[s] && !pd->streamed[r])
+                    CU_ASSERT(block_density(pd, s) <= block_density(pd, r) * 1.02);
+        for (int b = 0; b < pd->n_blocks; b++) {
+            if (!pd->transformer[b]) continue;
+            int dbl = strstr(pd->info->block_names[b], "double_blocks.") != NULL;
+            sgl_resident += !dbl && !pd->streamed[b];
+            dbl_streamed += dbl && pd->streamed[b];
+        }
+        CU_ASSERT(!(sgl_resident && dbl_streamed)); /* doubles only once every single streams */
+        CU_ASSERT(pd->n_streamed >= pe->n_streamed); /* smaller blocks: as many or more for the same bytes */
+        /* the default is the faster of the two, and is one of them */
+        CU_ASSERT(pp->t_step <= fmin(pe->t_step, pd->t_step) + 1e-12);
+        CU_ASSERT(pp->dense_first == (pd->t_step < pe->t_step));
+        CU_ASSERT_EQUAL(pp->n_streamed, pp->dense_first ? pd->n_streamed : pe->n_streamed);
+        dense_won += pp->dense_first;
+        ork_stream_plan_free(pe);
+        ork_stream_plan_free(pd);
+        ork_stream_plan_free(pp);
+    }
+    (void)dense_won;
 }
 
 static void test_refusals(void) {
@@ -368,6 +417,7 @@ static const ork_test_case cases[] = {
     {"FLOPs and budget split (FLUX.1-dev)", test_flops_and_split},
     {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
     {"auto: fewest streamed that fit", test_auto},
+    {"auto: densest blocks first, the faster prediction kept", test_auto_dense_first},
     {"refusals: one line saying what to change", test_refusals},
     {"printable plan", test_print},
     {"host memory: refused with one line when the pinned arenas do not fit", test_host_memory},
