@@ -12,6 +12,8 @@
 #           state clips with the previous step's norm) (issue #8 §5)
 #   handover ORAKUL_ZERO_CHUNKS=32 vs 1, alternated (HANDOVER, HANDOVER_CASE): the
 #           overlapped slot hand-over against the default, one case ~200 s (4 runs: 2 calls)
+#   select  ORAKUL_STREAM_SELECT=even vs dense (SELECT, SELECT_CASE; default the r1280 1024²
+#           seed): the plan's densest-blocks-first selection against the even spread
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
@@ -49,6 +51,10 @@ for ph in "${phases[@]}"; do
           for c in ${HANDOVER:-32 1 32 1}; do echo "== ORAKUL_ZERO_CHUNKS=$c"
             ORAKUL_ZERO_CHUNKS=$c STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${HANDOVER_CASE:-seed:1280:512:24} \
               | grep -E "^==|streaming measured"; done ;;
+  select) # the streamed-set A/B (docs/PERF.md, fifth session): even spread vs densest blocks first
+          for sel in ${SELECT:-even dense}; do echo "== ORAKUL_STREAM_SELECT=$sel"
+            ORAKUL_STREAM_SELECT=$sel STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${SELECT_CASE:-seed:1280:1024:24} \
+              | grep -E "^==|streaming"; done ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac
