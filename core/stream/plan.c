@@ -481,18 +481,21 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
          * compute, the others stay resident); the faster predicted step wins */
         p->dense_first = in->select == ORK_SELECT_DENSE && c.n_cls > 1;
         m = auto_search(&c);
-        if (m >= 0 && c.n_cls > 1 && in->select == ORK_SELECT_PREDICT) {
-            predict(p);
-            double t_even = p->t_step;
+        if (c.n_cls > 1 && in->select == ORK_SELECT_PREDICT) {
+            double t_even = INFINITY;
             int ts_even = p->trainable_streamed;
+            if (m >= 0) {
+                predict(p);
+                t_even = p->t_step;
+            }
             p->dense_first = 1;
             int m2 = auto_search(&c);
             if (m2 >= 0) predict(p);
             if (m2 >= 0 && p->t_step < t_even) m = m2;
-            else {
+            else { /* the even plan back — or, when neither fits, its last try for the refusal */
                 p->dense_first = 0;
                 p->trainable_streamed = ts_even;
-                set_streamed(&c, m);
+                set_streamed(&c, m >= 0 ? m : p->n_transformer);
             }
         }
         if (m < 0) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"

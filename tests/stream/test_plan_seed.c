@@ -8,6 +8,7 @@
 #include "ork_test.h"
 
 #include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -108,6 +109,66 @@ static void seed_plan_fits(void) {
     free(err);
 }
 
+/* runs `orakul plan` on the copied seed config with env; returns the exit code */
+static int plan_with(const char *env, char **out, char **err) {
+    char cmd[6 * PATH_MAX], cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
+    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
+    snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
+    snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
+    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=125 %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env,
+             ORK_CLI_EXE, cfg, outf, errf);
+    int st = system(cmd);
+    *out = slurp(outf);
+    *err = slurp(errf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ORAKUL_STREAM_SELECT=dense: the single blocks stream first, every double
+ * block stays resident (the 24 GiB plan streams fewer than the 48 single
+ * blocks); a bad value, or a bad ORAKUL_PLAN_MFU, is one error line and exit 2;
+ * ORAKUL_PLAN_MFU lowers the assumed MFU and lengthens the predicted compute */
+static void seed_plan_select_and_mfu(void) {
+    char *out, *err;
+    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_STREAM_SELECT=dense", &out, &err), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "(the most FLOPs per byte first)"));
+    int dbl_streamed = 0, sgl_streamed = 0;
+    for (const char *l = out; (l = strstr(l, "_blocks.")) != NULL; l++) {
+        const char *eol = strchr(l, '\n');
+        int streamed = eol && (size_t)(eol - l) > 9 && !strncmp(eol - 8, "streamed", 8);
+        if (l - out >= 6 && !strncmp(l - 6, "double", 6)) dbl_streamed += streamed;
+        if (l - out >= 6 && !strncmp(l - 6, "single", 6)) sgl_streamed += streamed;
+    }
+    CU_ASSERT_EQUAL(dbl_streamed, 0);
+    CU_ASSERT(sgl_streamed > 30 && sgl_streamed <= 48);
+    char *p = strstr(out, "predicted step: "), *q;
+    double t_dense_c = 0;
+    CU_ASSERT_FATAL(p && (q = strstr(p, "compute ")) && sscanf(q + 8, "%lf", &t_dense_c) == 1);
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_STREAM_SELECT=dense ORAKUL_PLAN_MFU=0.25", &out, &err), 0);
+    double t_c = 0;
+    CU_ASSERT_FATAL(out && (p = strstr(out, "predicted step: ")) && (q = strstr(p, "compute ")) && sscanf(q + 8, "%lf", &t_c) == 1);
+    CU_ASSERT(fabs(t_c - 2 * t_dense_c) < 0.002 * t_c); /* half the MFU, twice the compute */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "x 0.25"));
+    free(out);
+    free(err);
+    const char *bad[2][2] = {{"ORAKUL_STREAM_SELECT=sparse", "ORAKUL_STREAM_SELECT=sparse: expected even or dense"},
+                             {"ORAKUL_PLAN_MFU=1.5", "ORAKUL_PLAN_MFU=1.5: not a fraction in (0, 1]"}};
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(plan_with(bad[k][0], &out, &err), 2);
+        CU_ASSERT_FATAL(err != NULL);
+        const char *line = strstr(err, "error: ");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+        CU_ASSERT_PTR_NOT_NULL(strstr(line, bad[k][1]));
+        CU_ASSERT_PTR_NULL(strstr(line + 7, "error: ")); /* one line */
+        free(out);
+        free(err);
+    }
+}
+
 static const ork_test_case cases[] = {
-    {"seed_plan_fits_24gb_with_trainable_streaming; refused on a 64 GB host", seed_plan_fits}, {NULL, NULL}};
+    {"seed_plan_fits_24gb_with_trainable_streaming; refused on a 64 GB host", seed_plan_fits},
+    {"ORAKUL_STREAM_SELECT and ORAKUL_PLAN_MFU: densest first, the MFU, bad values refused", seed_plan_select_and_mfu},
+    {NULL, NULL}};
 ORK_TEST_MAIN("stream_plan_seed", setup, teardown, cases)
