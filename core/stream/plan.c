@@ -59,28 +59,28 @@ typedef struct ctx {
     ork_stream_plan *p;
     int *tb;      /* transformer block indices */
     size_t fixed_other;
-    int *cls;     /* [n_transformer] density class of tb[i] (0: the most FLOPs per byte) */
+    int *cls;     /* [n_transformer] bytes-per-FLOP class of tb[i] (0: the most FLOPs per byte) */
     int n_cls;
 } ctx;
 
 /* A block's frozen bytes per forward FLOP: what it costs to hide its load. */
-static double density(const ork_stream_plan *p, int b) {
+static double bytes_per_flop(const ork_stream_plan *p, int b) {
     return (double)p->block_bytes[b] / (p->block_lin_flops[b] + p->block_attn_flops[b] + 1.0);
 }
 
-/* Transformer blocks grouped by density (within 2%), ascending: FLUX's double
+/* Transformer blocks grouped by bytes per FLOP (within 2%), ascending: FLUX's double
  * blocks carry two streams' weights for the FLOPs of one, twice a single
  * block's bytes per FLOP. Returns the number of classes. */
-static int density_classes(const ork_stream_plan *p, const int *tb, int *cls) {
+static int cost_classes(const ork_stream_plan *p, const int *tb, int *cls) {
     int nt = p->n_transformer, nc = 0;
     for (int i = 0; i < nt; i++) cls[i] = -1;
     for (;;) {
         double lo = -1;
         for (int i = 0; i < nt; i++)
-            if (cls[i] < 0 && (lo < 0 || density(p, tb[i]) < lo)) lo = density(p, tb[i]);
+            if (cls[i] < 0 && (lo < 0 || bytes_per_flop(p, tb[i]) < lo)) lo = bytes_per_flop(p, tb[i]);
         if (lo < 0) return nc;
         for (int i = 0; i < nt; i++)
-            if (cls[i] < 0 && density(p, tb[i]) <= lo * 1.02) cls[i] = nc;
+            if (cls[i] < 0 && bytes_per_flop(p, tb[i]) <= lo * 1.02) cls[i] = nc;
         nc++;
     }
 }
@@ -437,7 +437,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     }
     int *cls = calloc(nb, sizeof *cls);
     if (!cls) { free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
-    ctx c = {in, p, tb, 0, cls, density_classes(p, tb, cls)};
+    ctx c = {in, p, tb, 0, cls, cost_classes(p, tb, cls)};
     ork_status st = ORK_OK;
     int m = 0;
     char lead[160];

@@ -188,7 +188,7 @@ static void test_auto(void) {
     CU_ASSERT(prev > 30);
 }
 
-static double block_density(const ork_stream_plan *p, int b) {
+static double block_bytes_per_flop(const ork_stream_plan *p, int b) {
     return (double)p->block_bytes[b] / (p->block_lin_flops[b] + p->block_attn_flops[b] + 1.0);
 }
 
@@ -214,7 +214,7 @@ static void test_auto_dense_first(void) {
         for (int s = 0; s < pd->n_blocks; s++)
             for (int r = 0; r < pd->n_blocks; r++)
                 if (pd->transformer[s] && pd->transformer[r] && pd->streamed[s] && !pd->streamed[r])
-                    CU_ASSERT(block_density(pd, s) <= block_density(pd, r) * 1.02);
+                    CU_ASSERT(block_bytes_per_flop(pd, s) <= block_bytes_per_flop(pd, r) * 1.02);
         for (int b = 0; b < pd->n_blocks; b++) {
             if (!pd->transformer[b]) continue;
             int dbl = strstr(pd->info->block_names[b], "double_blocks.") != NULL;
