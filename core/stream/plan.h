@@ -22,7 +22,8 @@
  * layer_offloading_transformer_percent); AUTO the fewest that fit. Where
  * blocks differ in frozen bytes per FLOP (FLUX's double blocks: twice a single
  * block's), AUTO also plans the densest class first (spread evenly within
- * each class) and keeps whichever predicts the faster step. A plan
+ * each class) and keeps it when it predicts a step shorter by more than
+ * ORK_SELECT_MARGIN. A plan
  * that does not fit fails with ONE line naming what to change.
  *
  * Time. Per block, forward FLOPs from shapes (2 x tokens x numel per linear,
@@ -61,8 +62,12 @@ typedef enum ork_offload_mode {
     ORK_OFFLOAD_AUTO = 2,
 } ork_offload_mode;
 
+/* AUTO leaves the even spread for densest first only when that predicts a step
+ * shorter by more than this fraction */
+#define ORK_SELECT_MARGIN 0.02
+
 typedef enum ork_stream_select {
-    ORK_SELECT_PREDICT = 0, /* both below, the faster predicted step */
+    ORK_SELECT_PREDICT = 0, /* both below: densest first when predicted faster by > ORK_SELECT_MARGIN */
     ORK_SELECT_EVEN = 1,    /* spread evenly over all transformer blocks */
     ORK_SELECT_DENSE = 2,   /* the most FLOPs per frozen byte first, spread evenly within each class */
 } ork_stream_select;
