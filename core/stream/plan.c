@@ -141,8 +141,8 @@ static void set_streamed(ctx *c, int m) {
     ork_stream_plan *p = c->p;
     int nt = p->n_transformer;
     memset(p->streamed, 0, (size_t)p->n_blocks);
-    int *idx = malloc(((size_t)nt + 1) * sizeof *idx), *mem = malloc(((size_t)nt + 1) * sizeof *mem);
-    if (idx && mem && !p->dense_first) {
+    int *idx = malloc(((size_t)nt + 1) * sizeof *idx), *mem = p->dense_first ? malloc(((size_t)nt + 1) * sizeof *mem) : NULL;
+    if (idx && !p->dense_first) {
         ork_stream_spread(nt, m, idx);
         for (int k = 0; k < m; k++) p->streamed[c->tb[idx[k]]] = 1;
     } else if (idx && mem) {
@@ -180,10 +180,11 @@ static int auto_search(ctx *c) {
 static void predict(ork_stream_plan *p) {
     int n = p->n_blocks, ft = p->first_trainable;
     double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
-    double h2d1 = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9;
     /* while the trainable state streams, the backward's write-backs share the link
-     * with its loads: both directions at the duplex rate there */
+     * with its loads: both directions at the duplex rate there (write-backs
+     * happen only in the backward) */
     double duplex = p->trainable_streamed && p->dev.duplex > 0 ? p->dev.duplex : 1.0;
+    double h2d1 = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9 * duplex;
     int pb = p->param_bytes;
     double ob = p->opt_bytes_per_param;
     /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
@@ -250,7 +251,7 @@ static void predict(ork_stream_plan *p) {
             double le = ls + fbytes / h2d;
             if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
                 int ts = ++tv % K;
-                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / (d2h * duplex));
+                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
                 le = fmax(ts0 + tbytes / h2d, t_wb1[ts] + chunk / h2d);
             }
             copy_free = le;
@@ -265,8 +266,8 @@ static void predict(ork_stream_plan *p) {
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
             double bytes = (double)p->block_lora[b] * rec_b;
             double ds = d2h_free > now ? d2h_free : now;
-            d2h_free = ds + bytes / (d2h * duplex);
-            td += bytes / (d2h * duplex);
+            d2h_free = ds + bytes / d2h;
+            td += bytes / d2h;
             db += bytes;
             t_wb0[tv % K] = ds;
             t_wb1[tv % K] = d2h_free;

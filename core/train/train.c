@@ -1214,7 +1214,7 @@ static ork_status make_plan(job *j, ork_device dev) {
     }
     if (!ork_device_kind_find(kind, &in.dev)) return ORK_FAIL(ORK_E_INTERNAL, "no device kind '%s'", kind);
     /* ORAKUL_PLAN_MFU: the fraction of the card's bf16 peak a step achieves, for
-     * the prediction only (0.5 by default; the H200 runs measure 0.40-0.43) */
+     * the prediction only (0.5 by default; the H200 resident runs measure 0.40-0.52) */
     const char *mf = getenv("ORAKUL_PLAN_MFU");
     if (mf && *mf) {
         char *end;
@@ -1250,7 +1250,7 @@ static ork_status make_plan(job *j, ork_device dev) {
      * (ZeRO-Offload per block, docs/streaming.md §4) when nothing else fits */
     in.allow_trainable_streaming = in.mode == ORK_OFFLOAD_AUTO;
     /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
-     * unset, the plan keeps whichever predicts the faster step */
+     * unset, densest first when predicted faster by more than ORK_SELECT_MARGIN */
     const char *sel = getenv("ORAKUL_STREAM_SELECT");
     if (sel && *sel) {
         if (!strcmp(sel, "even")) in.select = ORK_SELECT_EVEN;

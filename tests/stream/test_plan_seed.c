@@ -14,16 +14,6 @@
 
 static char g_tmp[256];
 
-static int setup(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-plan-seed-XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : 1;
-}
-static int teardown(void) {
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : 1;
-}
-
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -37,31 +27,54 @@ static char *slurp(const char *path) {
     return b;
 }
 
-static void seed_plan_fits(void) {
-    char src[PATH_MAX], cfg[PATH_MAX], ds[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
+/* The seed's config copied to g_tmp/seed.yaml with its dataset folder pointed
+ * at the repository's assets/photos; 0 on success. */
+static int copy_seed_config(void) {
+    char src[PATH_MAX], cfg[PATH_MAX], ds[PATH_MAX];
     snprintf(src, sizeof src, "%s/configs/seed_flux2_dev_r1280_24gb.yaml", ORK_SOURCE_DIR);
     snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
     snprintf(ds, sizeof ds, "%s/assets/photos", ORK_SOURCE_DIR);
+    char *y = slurp(src), *at = y ? strstr(y, "/tmp/seedds") : NULL;
+    FILE *f = at ? fopen(cfg, "w") : NULL;
+    if (f) {
+        fprintf(f, "%.*s%s%s", (int)(at - y), y, ds, at + strlen("/tmp/seedds"));
+        fclose(f);
+    }
+    free(y);
+    return f ? 0 : 1;
+}
+
+static int setup(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-plan-seed-XXXXXX");
+    return mkdtemp(g_tmp) ? copy_seed_config() : 1;
+}
+static int teardown(void) {
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+/* runs `orakul plan` on the copied seed config with env (ORAKUL_HOST_AVAILABLE_GB=
+ * ... and the like); returns the exit code, *out and *err the two streams */
+static int plan_with(const char *env, char **out, char **err) {
+    char cmd[6 * PATH_MAX], cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
+    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
     snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
     snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
-    char *y = slurp(src);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-    char *at = strstr(y, "/tmp/seedds");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
-    FILE *f = fopen(cfg, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fprintf(f, "%.*s%s%s", (int)(at - y), y, ds, at + strlen("/tmp/seedds"));
-    fclose(f);
-    free(y);
-    char cmd[6 * PATH_MAX];
-    /* the plan is for a machine with 128 GB of RAM (it pins ~77 GiB) */
-    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=125 '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
-             cfg, outf, errf);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env, ORK_CLI_EXE, cfg, outf, errf);
     int st = system(cmd);
-    char *out = slurp(outf), *err = slurp(errf);
+    *out = slurp(outf);
+    *err = slurp(errf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void seed_plan_fits(void) {
+    char *out, *err;
+    /* the plan is for a machine with 128 GB of RAM (it pins ~77 GiB) */
+    int rc = plan_with("ORAKUL_HOST_AVAILABLE_GB=125", &out, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fprintf(stderr, "stderr:\n%s\n", err ? err : "");
+    CU_ASSERT(rc == 0);
+    if (rc != 0) fprintf(stderr, "stderr:\n%s\n", err ? err : "");
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "trainable state streamed per block"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "BF16 shadows of the LoRA parameters")); /* bf16 activations on CUDA */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "VRAM budget 24.00 GiB"));
@@ -79,11 +92,8 @@ static void seed_plan_fits(void) {
     free(err);
     /* on a 64 GB machine the same plan is refused before anything loads: exit 2,
      * one line naming the config and what to change */
-    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=60 '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
-             cfg, outf, errf);
-    st = system(cmd);
-    err = slurp(errf);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    rc = plan_with("ORAKUL_HOST_AVAILABLE_GB=60", &out, &err);
+    CU_ASSERT(rc == 2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(err);
     const char *line = strstr(err, "error: ");
     CU_ASSERT_PTR_NOT_NULL_FATAL(line);
@@ -91,36 +101,19 @@ static void seed_plan_fits(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "60.0 GiB available"));
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "vram_budget_gb"));
     CU_ASSERT_PTR_NULL(strstr(line + 7, "error: ")); /* one line */
+    free(out);
     free(err);
     /* on a 72 GB machine (70 GiB available) the plan drops the forward pass's BF16
      * shadows (77 GiB pinned with them, 63 without): exit 0, one warning, and the
      * printed plan is the one that runs */
-    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=70 '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
-             cfg, outf, errf);
-    st = system(cmd);
-    out = slurp(outf);
-    err = slurp(errf);
+    rc = plan_with("ORAKUL_HOST_AVAILABLE_GB=70", &out, &err);
     CU_ASSERT_FATAL(out && err);
-    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT(rc == 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "without BF16 shadows"));
     CU_ASSERT_PTR_NULL(strstr(out, "BF16 shadows"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "trainable state streamed per block"));
     free(out);
     free(err);
-}
-
-/* runs `orakul plan` on the copied seed config with env; returns the exit code */
-static int plan_with(const char *env, char **out, char **err) {
-    char cmd[6 * PATH_MAX], cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
-    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
-    snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
-    snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
-    snprintf(cmd, sizeof cmd, "cd '%s' && ORAKUL_HOST_AVAILABLE_GB=125 %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env,
-             ORK_CLI_EXE, cfg, outf, errf);
-    int st = system(cmd);
-    *out = slurp(outf);
-    *err = slurp(errf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* ORAKUL_STREAM_SELECT=dense: the single blocks stream first, every double
@@ -129,7 +122,7 @@ static int plan_with(const char *env, char **out, char **err) {
  * ORAKUL_PLAN_MFU lowers the assumed MFU and lengthens the predicted compute */
 static void seed_plan_select_and_mfu(void) {
     char *out, *err;
-    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_STREAM_SELECT=dense", &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_STREAM_SELECT=dense", &out, &err), 0);
     CU_ASSERT_FATAL(out != NULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "(the most FLOPs per byte first)"));
     int dbl_streamed = 0, sgl_streamed = 0;
@@ -146,15 +139,15 @@ static void seed_plan_select_and_mfu(void) {
     CU_ASSERT_FATAL(p && (q = strstr(p, "compute ")) && sscanf(q + 8, "%lf", &t_dense_c) == 1);
     free(out);
     free(err);
-    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_STREAM_SELECT=dense ORAKUL_PLAN_MFU=0.25", &out, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_with("ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_STREAM_SELECT=dense ORAKUL_PLAN_MFU=0.25", &out, &err), 0);
     double t_c = 0;
     CU_ASSERT_FATAL(out && (p = strstr(out, "predicted step: ")) && (q = strstr(p, "compute ")) && sscanf(q + 8, "%lf", &t_c) == 1);
     CU_ASSERT(fabs(t_c - 2 * t_dense_c) < 0.002 * t_c); /* half the MFU, twice the compute */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "x 0.25"));
     free(out);
     free(err);
-    const char *bad[2][2] = {{"ORAKUL_STREAM_SELECT=sparse", "ORAKUL_STREAM_SELECT=sparse: expected even or dense"},
-                             {"ORAKUL_PLAN_MFU=1.5", "ORAKUL_PLAN_MFU=1.5: not a fraction in (0, 1]"}};
+    const char *bad[2][2] = {{"ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_STREAM_SELECT=sparse", "ORAKUL_STREAM_SELECT=sparse: expected even or dense"},
+                             {"ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_PLAN_MFU=1.5", "ORAKUL_PLAN_MFU=1.5: not a fraction in (0, 1]"}};
     for (int k = 0; k < 2; k++) {
         CU_ASSERT_EQUAL(plan_with(bad[k][0], &out, &err), 2);
         CU_ASSERT_FATAL(err != NULL);
