@@ -217,7 +217,7 @@ static void predict(ork_stream_plan *p) {
     double copy_free = 0, d2h_free = 0, now = 0;
     int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
     /* zero.c's slots: free of compute, and the last write-back out of each; a
-     * load into a slot follows that write-back chunk by chunk (by default one chunk: after it) */
+     * load into a slot follows that write-back chunk by chunk (ORK_ZERO_CHUNKS_DEFAULT pieces) */
     double *t_free = calloc((size_t)K, sizeof *t_free), *t_wb0 = calloc((size_t)K, sizeof *t_wb0),
            *t_wb1 = calloc((size_t)K, sizeof *t_wb1);
     double rec_max = 0, rec_b = pb + ob + (p->lora_shadow ? 2 : 0);
