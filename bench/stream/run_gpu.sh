@@ -8,7 +8,8 @@
 #   seed:<rank>:<res>:<budget> FLUX.2-dev size, fp8 E5M2, AdamW-8bit, alpha 64 (the seed's run)
 #   qloss:<qtype>             200 steps at FLUX width, qtype none|fp8_e4m3|fp8_e5m2 (issue #6 §5)
 # Budget 0 = no budget (the resident baseline on the 141 GB card).
-# Carry .gpu-deps and .carry (torch_flux_ref.py, taef1/). Env: STEPS (default 4).
+# Carry .gpu-deps and .carry (torch_flux_ref.py, taef1/). Env: STEPS (default 4);
+# WEIGHT_DTYPE (seed cases: network.weight_dtype, fp32 masters by default, bf16 as the seed).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; root=$PWD
 bash bench/train/run_gpu.sh build | tail -1
@@ -34,8 +35,8 @@ for c in "$@"; do
       name="flux1-dev r128 1024² budget $a ${q:-bf16}"; log="$OUT/f1_b$a${q:+_$q}.log" ;;
   seed) y=/tmp/seed_${a}_${b}_${d}.yaml
       sed -e "s#@RANK@#$a#g" -e "s#@RES@#$b#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds$b#" -e "s#@STEPS@#${STEPS:-4}#" -e "s#@BUDGET@#$d#g" \
-          bench/stream/flux2_dev.yaml.in > $y
-      name="flux2-dev fp8e5m2 r$a $b² budget $d"; log="$OUT/seed_r${a}_${b}_b$d.log" ;;
+          -e "s#linear_alpha: 64}#linear_alpha: 64, weight_dtype: ${WEIGHT_DTYPE:-fp32}}#" bench/stream/flux2_dev.yaml.in > $y
+      w=${WEIGHT_DTYPE:+ ${WEIGHT_DTYPE} LoRA}; name="flux2-dev fp8e5m2 r$a $b² budget $d$w"; log="$OUT/seed_r${a}_${b}_b$d${WEIGHT_DTYPE:+_$WEIGHT_DTYPE}.log" ;;
   qloss) q=$a; y=/tmp/qloss_$q.yaml; mkdir -p /tmp/ork-bench/photos; cp assets/photos/*.png assets/photos/*.jpg /tmp/ork-bench/photos/ 2>/dev/null
       sed -e "s#@QTYPE@#$q#g" -e "s#@QUANTIZE@#$([ $q = none ] && echo false || echo true)#" -e "s#@OUT@#$out#" \
           -e "s#@DS@#/tmp/ork-bench/photos#" -e "s#@TAEF1@#$root/.carry/taef1#" bench/quant/loss_flux_width.yaml.in > $y

@@ -357,7 +357,12 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     }
     /* 3. clip with the previous step's factor, then step this block only */
     ork_opt_param ps[64], *pp = l - f <= 64 ? ps : calloc((size_t)(l - f), sizeof *pp);
-    if (!pp) return ORK_E_NOMEM;
+    int32_t id[64], *ip = l - f <= 64 ? id : calloc((size_t)(l - f), sizeof *ip);
+    if (!pp || !ip) {
+        if (pp != ps) free(pp);
+        if (ip != id) free(ip);
+        return ORK_E_NOMEM;
+    }
     ork_status st = ORK_OK;
     for (int t = f; t < l && st == ORK_OK; t++) {
         int i = z->order_p[t];
@@ -365,9 +370,11 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
         float *g = (float *)(slot + p->grad_offset);
         if (z->clip != 1.0f) st = z->be->axpby(z->k, p->numel, z->clip, g, ORK_F32, 0.0f, g, ORK_F32);
         pp[t - f] = (ork_opt_param){"", p->dtype, p->numel, slot + p->data_offset, g, slot + p->state_offset};
+        ip[t - f] = (int32_t)i;
     }
-    if (st == ORK_OK) st = z->o.step(z->o.step_ctx, b, pp, l - f);
+    if (st == ORK_OK) st = z->o.step(z->o.step_ctx, b, pp, ip, l - f);
     if (pp != ps) free(pp);
+    if (ip != id) free(ip);
     ORK_TRY(st);
     /* 3b. the shadows of the new values, cast as the linear op casts them */
     for (int t = f; t < l; t++) {

@@ -81,8 +81,9 @@ typedef struct ork_zero_layout {
 } ork_zero_layout;
 
 /* The optimizer step on n parameters of one block (device pointers in the
- * slot; grads already clip-scaled): the caller fills lr, step number, stream. */
-typedef ork_status (*ork_zero_step_fn)(void *ctx, int block, ork_opt_param *ps, int n);
+ * slot; grads already clip-scaled; ids[k]: ps[k]'s index among all the
+ * parameters): the caller fills lr, step number, stream. */
+typedef ork_status (*ork_zero_step_fn)(void *ctx, int block, ork_opt_param *ps, const int32_t *ids, int n);
 
 typedef struct ork_zero_opts {
     int n_blocks;

@@ -675,11 +675,11 @@ static ork_status setup_optimizer(job *j) {
 
 /* The per-block optimizer step the runtime calls at grads_ready (grads already
  * scaled by the previous step's clip factor). */
-static ork_status zero_step_cb(void *ctx, int block, ork_opt_param *ps, int n) {
+static ork_status zero_step_cb(void *ctx, int block, ork_opt_param *ps, const int32_t *ids, int n) {
     job *j = ctx;
     (void)block;
     ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = j->cur_step, .lr = j->cur_lr, .grad_scale = 1.0f,
-                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed};
+                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids};
     return n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
 }
 
@@ -850,12 +850,19 @@ static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_sca
             if (gr) ORK_TRY(j->be->axpby(&j->g->k, ork_tensor_numel(gr), grad_scale, ork_tensor_data(gr), gr->dtype,
                                          0.0f, ork_tensor_data(gr), gr->dtype));
         }
-    ork_opt_param *ps = calloc(j->n_params > 0 ? (size_t)j->n_params : 1, sizeof *ps);
-    if (!ps) return ORK_E_NOMEM;
+    size_t cap = j->n_params > 0 ? (size_t)j->n_params : 1;
+    ork_opt_param *ps = calloc(cap, sizeof *ps);
+    int32_t *ids = calloc(cap, sizeof *ids); /* keys per-parameter randomness, as a streamed block's step does */
+    if (!ps || !ids) {
+        free(ps);
+        free(ids);
+        return ORK_E_NOMEM;
+    }
     int n = 0;
     for (int i = 0; i < j->n_params; i++) {
         ork_tensor *t = j->pt[i];
         if (!t->grad) continue; /* no gradient reached it this step */
+        ids[n] = (int32_t)i;
         ps[n].name = "";
         ps[n].dtype = t->dtype;
         ps[n].numel = ork_tensor_numel(t);
@@ -865,9 +872,10 @@ static ork_status optimizer_step(job *j, int64_t step, double lr, float grad_sca
         n++;
     }
     ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = step, .lr = lr, .grad_scale = 1.0f,
-                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed};
+                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids};
     ork_status s = n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
     free(ps);
+    free(ids);
     return s;
 }
 

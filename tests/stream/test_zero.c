@@ -34,9 +34,15 @@ static void sgd(float *w, float *m, const float *g, int64_t n, float scale) {
     }
 }
 
-static ork_status step_cb(void *ctx, int block, ork_opt_param *ps, int n) {
-    (void)ctx; (void)block;
-    for (int q = 0; q < n; q++) sgd(ps[q].data, ps[q].state, ps[q].grad, ps[q].numel, 1.0f);
+/* ids: each parameter's run-wide index (the optimizer keys its rounding on it),
+ * so each must name a parameter of this block with this size */
+static ork_status step_cb(void *ctx, int block, ork_opt_param *ps, const int32_t *ids, int n) {
+    (void)ctx;
+    for (int q = 0; q < n; q++) {
+        if (ids[q] < 0 || ids[q] >= NP || p_block[ids[q]] != block || p_numel[ids[q]] != ps[q].numel)
+            return ORK_E_INTERNAL;
+        sgd(ps[q].data, ps[q].state, ps[q].grad, ps[q].numel, 1.0f);
+    }
     return ORK_OK;
 }
 

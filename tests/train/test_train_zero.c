@@ -15,8 +15,9 @@
  * the check that the shadows round as the linear op's own cast. */
 #include "train_test_util.h"
 
-/* The template's config with max_grad_norm and gradient_accumulation_steps set. */
-static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, int accum) {
+/* The template's config with max_grad_norm and gradient_accumulation_steps set,
+ * and network.weight_dtype when `wdt` is not NULL. */
+static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt) {
     if (tt_write_config(path, c) != 0) return -1;
     char *t = tt_read_all(path, NULL);
     if (!t) return -1;
@@ -28,6 +29,8 @@ static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, in
             o += (size_t)tt_fmt(out + o, cap - o, "        max_grad_norm: %s\n", max_norm);
         else if (strstr(line, "gradient_accumulation_steps:"))
             o += (size_t)tt_fmt(out + o, cap - o, "        gradient_accumulation_steps: %d\n", accum);
+        else if (wdt && strstr(line, "linear_alpha:"))
+            o += (size_t)tt_fmt(out + o, cap - o, "%s\n        weight_dtype: %s\n", line, wdt);
 #ifdef TT_GPU
         else if (strstr(line, "device: cpu"))
             o += (size_t)tt_fmt(out + o, cap - o, "      device: cuda:0\n");
@@ -40,9 +43,13 @@ static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, in
     free(out);
     return r;
 }
+static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, int accum) {
+    return write_cfg_w(path, c, max_norm, accum, NULL);
+}
 
-/* Run one config, streamed or resident; 0 on exit 0 (and, streamed, the log says so). */
-static int run(const char *cfg, const char *log, int streamed) {
+/* Run one config, streamed or resident; 0 on exit 0 (and, streamed, the log says so).
+ * `bf16_params`: the LoRA parameters are BF16 themselves, so no shadows. */
+static int run_w(const char *cfg, const char *log, int streamed, int bf16_params) {
     if (streamed) setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
     else unsetenv("ORAKUL_STREAM_TRAINABLES");
     int rc = tt_run(cfg, log, 150);
@@ -55,13 +62,16 @@ static int run(const char *cfg, const char *log, int streamed) {
     }
 #ifdef TT_GPU
     /* BF16 activations: the forward visits read BF16 shadows (stream/zero.h) */
-    if (rc == 0 && streamed && !tt_file_has(e, "BF16 shadows for the forward")) {
-        printf("  %s: streamed without BF16 shadows on CUDA\n", log);
+    if (rc == 0 && streamed && (!bf16_params) != (tt_file_has(e, "BF16 shadows for the forward") != 0)) {
+        printf("  %s: streamed %s BF16 shadows on CUDA\n", log, bf16_params ? "with" : "without");
         return -1;
     }
+#else
+    (void)bf16_params;
 #endif
     return rc;
 }
+static int run(const char *cfg, const char *log, int streamed) { return run_w(cfg, log, streamed, 0); }
 
 static int same_losses(const char *la, int from, const char *lb, int n) {
     static tt_losses A, B;
@@ -85,7 +95,8 @@ static int same_file(const char *oa, const char *ob, const char *leaf) {
     return tt_same_bytes(p, q);
 }
 
-static void test_streamed_equals_resident(void) {
+/* Streamed == resident, 4 steps, no clipping; `wdt`: network.weight_dtype (NULL: F32). */
+static void equals_resident_case(const char *wdt) {
     char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
     CU_ASSERT_FATAL(tt_setup("zero", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
@@ -98,16 +109,21 @@ static void test_streamed_equals_resident(void) {
     c.save_every = 2;
     c.keep = 4;
     c.dtype = "float32";
-    CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
+    CU_ASSERT_FATAL(write_cfg_w(ca, &c, "0", 1, wdt) == 0);
     c.out = ob;
-    CU_ASSERT_FATAL(write_cfg(cb, &c, "0", 1) == 0);
-    CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
-    CU_ASSERT_FATAL(run(cb, ob, 1) == 0);
+    CU_ASSERT_FATAL(write_cfg_w(cb, &c, "0", 1, wdt) == 0);
+    int bf16 = wdt != NULL && strstr(wdt, "bf") != NULL;
+    CU_ASSERT_FATAL(run_w(ca, oa, 0, bf16) == 0);
+    CU_ASSERT_FATAL(run_w(cb, ob, 1, bf16) == 0);
     CU_ASSERT(same_losses(oa, 0, ob, 4));
     CU_ASSERT(same_file(oa, ob, "000000002"));
     CU_ASSERT(same_file(oa, ob, "000000004"));
     tt_rm_rf(root);
 }
+static void test_streamed_equals_resident(void) { equals_resident_case(NULL); }
+/* BF16 LoRA parameters updated with stochastic rounding (NUMERICS.md §4): the
+ * per-block step must draw the same random bits per element as the whole step. */
+static void test_streamed_equals_resident_bf16(void) { equals_resident_case("bf16"); }
 
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
@@ -166,6 +182,7 @@ static void test_accumulation_refused(void) {
 }
 
 static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed_equals_resident},
+                                      {"streamed_equals_resident_bf16", test_streamed_equals_resident_bf16},
                                       {"streamed_resume", test_streamed_resume},
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},

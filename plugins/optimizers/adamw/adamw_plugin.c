@@ -97,7 +97,9 @@ static ork_status opt_step(void *self, const ork_opt_step *s, ork_opt_param *ps,
     for (int i = 0; i < n; i++) {
         ork_opt_param *p = &ps[i];
         ork_status st;
-        hp.seed = s->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(i + 1));
+        /* keyed on the parameter's run-wide index: a streamed block's step draws what the whole step draws */
+        uint64_t id = s->param_ids ? (uint64_t)s->param_ids[i] : (uint64_t)i;
+        hp.seed = s->seed ^ (0x9E3779B97F4A7C15ull * (id + 1));
         if (s->device == ORK_DEV_CPU) {
             st = o->eight_bit ? ork_adamw8bit_step_cpu(&o->maps, &hp, s->step, p->data, p->dtype, p->grad, ORK_F32,
                                                        p->state, p->numel)

@@ -33,6 +33,11 @@ typedef struct ork_opt_step {
     ork_device device;
     void *stream;       /* cudaStream_t on ORK_DEV_CUDA, else NULL */
     uint64_t seed;      /* for stochastic rounding of BF16 parameters */
+    /* ABI 1.1: [n] each parameter's index among all trainable tensors (stable
+     * for the run), so randomness keyed per parameter is the same whether the
+     * core steps every parameter in one call or one streamed block's at a time
+     * (stream/zero.h); NULL: 0..n-1. */
+    const int32_t *param_ids;
 } ork_opt_step;
 
 typedef struct ork_optimizer_vtable {
