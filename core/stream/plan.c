@@ -336,6 +336,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     }
     int B = in->batch > 0 ? in->batch : 1, ab = in->act_bytes > 0 ? in->act_bytes : 2;
     int wb = in->weight_bytes > 0 ? in->weight_bytes : 2, bb = in->bias_bytes > 0 ? in->bias_bytes : (wb > 2 ? wb : 2);
+    p->weight_bytes = wb;
     int64_t N = in->img_tokens, T = in->txt_tokens, L = N + T;
     /* per block: packed frozen bytes, LoRA params, FLOPs; the hidden width */
     int64_t hidden = in->hidden;
@@ -576,15 +577,30 @@ void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *
              what ? what : "", what ? ": " : "", (double)available / GIB, (double)sh / GIB, (double)sh / 1e9);
 }
 
+/* Host bytes a streamed trainable state with F32 parameters would not pin with
+ * BF16 ones (network.weight_dtype: bf16): 2 per parameter, and the shadows. */
+static size_t bf16_param_saving(const ork_stream_plan *p) {
+    if (!p->trainable_streamed || p->param_bytes != 4) return 0;
+    return (size_t)p->lora_params * 2 + (p->lora_shadow ? (size_t)p->lora_params * 2 : 0);
+}
+
 ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, const char *what) {
     ork_stream_plan_fit_host(p, available, what);
     if (!p->host_pinned || !available || host_need(p) <= available) return ORK_OK;
+    /* the changes that apply to this plan, the one that alone makes it fit first */
+    char bf[160] = "", q[96] = "", r[80] = "";
+    size_t sv = bf16_param_saving(p);
+    int bf_fits = sv && host_need(p) - sv <= available;
+    if (sv)
+        snprintf(bf, sizeof bf, "set network.weight_dtype: bf16 (BF16 LoRA weights with stochastic rounding, as the "
+                 "seed trains: %.1f GiB less of trainable state%s), ", (double)sv / GIB, bf_fits ? ", enough" : "");
+    if (p->weight_bytes > 1) snprintf(q, sizeof q, "quantize the frozen weights (model.quantize: true stores 1 byte each), ");
+    if (p->trainable_streamed) snprintf(r, sizeof r, "lower network.linear (the streamed trainable state), ");
     return ORK_FAIL(ORK_E_BUDGET,
                     "%s%splan: streaming pins %.1f GiB of host memory (+2 GiB for the process) but this machine has %.1f "
-                    "GiB available: raise model.vram_budget_gb (fewer blocks stream), quantize the frozen weights "
-                    "(model.quantize: true halves them), lower network.linear (the streamed trainable state), or "
-                    "use a machine with more RAM",
-                    what ? what : "", what ? ": " : "", (double)p->host_pinned / GIB, (double)available / GIB);
+                    "GiB available: %sraise model.vram_budget_gb (fewer blocks stream), %s%s%sor use a machine with more RAM",
+                    what ? what : "", what ? ": " : "", (double)p->host_pinned / GIB, (double)available / GIB,
+                    bf_fits ? bf : "", q, r, bf_fits ? "" : bf);
 }
 
 size_t ork_host_mem_available(void) {

@@ -112,6 +112,7 @@ typedef struct ork_stream_plan {
     int trainable_streamed;      /* LoRA params + optimizer state stream per block */
     int dense_first;             /* AUTO: blocks with the most FLOPs per byte stream first (predicted faster) */
     int param_bytes;             /* the inputs' (0: 4), for the step prediction */
+    int weight_bytes;            /* the inputs' (0: 2): the host refusal says whether quantizing helps */
     double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
     int64_t lora_params;         /* all blocks' trainable parameters */
     int lora_shadow;             /* streamed F32 LoRA params keep BF16 shadows for the forward (BF16 activations) */

@@ -378,6 +378,13 @@ static void test_host_memory(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "host memory"));
     CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "vram_budget_gb"));
     CU_ASSERT_PTR_NULL(strchr(g_last, '\n'));
+    /* only the changes that apply: BF16 frozen weights can be quantized; the
+     * trainable state is resident here, so neither its dtype nor the rank is
+     * named (test_plan_seed: the streamed seed's line names both) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "model.quantize: true"));
+    CU_ASSERT_EQUAL(p->trainable_streamed, 0);
+    CU_ASSERT_PTR_NULL(strstr(g_last, "weight_dtype"));
+    CU_ASSERT_PTR_NULL(strstr(g_last, "network.linear"));
     /* a resident plan pins nothing and is never refused for host memory */
     ork_stream_plan_free(p);
     in = flux_inputs(80, ORK_OFFLOAD_AUTO, 0);

@@ -28,20 +28,26 @@ static char *slurp(const char *path) {
 }
 
 /* The seed's config copied to g_tmp/seed.yaml with its dataset folder pointed
- * at the repository's assets/photos; 0 on success. */
+ * at the repository's assets/photos, and to g_tmp/seed_bf16.yaml with
+ * network.weight_dtype: bf16 as well; 0 on success. */
 static int copy_seed_config(void) {
+    static const char net[] = "linear_alpha: 64}";
     char src[PATH_MAX], cfg[PATH_MAX], ds[PATH_MAX];
     snprintf(src, sizeof src, "%s/configs/seed_flux2_dev_r1280_24gb.yaml", ORK_SOURCE_DIR);
-    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
     snprintf(ds, sizeof ds, "%s/assets/photos", ORK_SOURCE_DIR);
-    char *y = slurp(src), *at = y ? strstr(y, "/tmp/seedds") : NULL;
-    FILE *f = at ? fopen(cfg, "w") : NULL;
-    if (f) {
-        fprintf(f, "%.*s%s%s", (int)(at - y), y, ds, at + strlen("/tmp/seedds"));
-        fclose(f);
+    char *y = slurp(src), *at = y ? strstr(y, "/tmp/seedds") : NULL, *nw = y ? strstr(y, net) : NULL;
+    int ok = at && nw && nw < at;
+    for (int v = 0; v < 2 && ok; v++) {
+        snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, v ? "seed_bf16.yaml" : "seed.yaml");
+        FILE *f = fopen(cfg, "w");
+        if (!f) { ok = 0; break; }
+        const char *after = nw + strlen(net) - 1; /* the closing brace */
+        fprintf(f, "%.*s%s%.*s%s%s", (int)(after - y), y, v ? ", weight_dtype: bf16" : "", (int)(at - after), after,
+                ds, at + strlen("/tmp/seedds"));
+        ok = fclose(f) == 0;
     }
     free(y);
-    return f ? 0 : 1;
+    return ok ? 0 : 1;
 }
 
 static int setup(void) {
@@ -54,11 +60,11 @@ static int teardown(void) {
     return system(cmd) == 0 ? 0 : 1;
 }
 
-/* runs `orakul plan` on the copied seed config with env (ORAKUL_HOST_AVAILABLE_GB=
+/* runs `orakul plan` on a copied config (g_tmp/<name>) with env (ORAKUL_HOST_AVAILABLE_GB=
  * ... and the like); returns the exit code, *out and *err the two streams */
-static int plan_with(const char *env, char **out, char **err) {
+static int plan_with_config(const char *env, const char *name, char **out, char **err) {
     char cmd[6 * PATH_MAX], cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
-    snprintf(cfg, sizeof cfg, "%s/seed.yaml", g_tmp);
+    snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, name);
     snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
     snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
     snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env, ORK_CLI_EXE, cfg, outf, errf);
@@ -67,6 +73,7 @@ static int plan_with(const char *env, char **out, char **err) {
     *err = slurp(errf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+static int plan_with(const char *env, char **out, char **err) { return plan_with_config(env, "seed.yaml", out, err); }
 
 static void seed_plan_fits(void) {
     char *out, *err;
@@ -101,6 +108,25 @@ static void seed_plan_fits(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "60.0 GiB available"));
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "vram_budget_gb"));
     CU_ASSERT_PTR_NULL(strstr(line + 7, "error: ")); /* one line */
+    /* what to change, for this plan: BF16 LoRA weights alone would fit (named
+     * first, "enough"); the frozen weights are FP8 already (not named) */
+    const char *bf = strstr(line, "set network.weight_dtype: bf16"), *bud = strstr(line, "raise model.vram_budget_gb");
+    CU_ASSERT(bf != NULL && bud != NULL && bf < bud);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "less of trainable state, enough)"));
+    CU_ASSERT_PTR_NULL(strstr(line, "model.quantize"));
+    free(out);
+    free(err);
+    /* ... and it does: the seed's own numerics (BF16 LoRA weights) on the same
+     * 64 GB machine plan with no BF16 shadows and pin under 60 GiB */
+    rc = plan_with_config("ORAKUL_HOST_AVAILABLE_GB=60", "seed_bf16.yaml", &out, &err);
+    CU_ASSERT_FATAL(out && err);
+    CU_ASSERT(rc == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "trainable state streamed per block"));
+    CU_ASSERT_PTR_NULL(strstr(out, "BF16 shadows"));
+    const char *h = strstr(out, "  host: ");
+    double gib = 0;
+    CU_ASSERT_FATAL(h && sscanf(h + 8, "%lf", &gib) == 1);
+    CU_ASSERT(gib > 30 && gib < 58);
     free(out);
     free(err);
     /* on a 72 GB machine (70 GiB available) the plan drops the forward pass's BF16
