@@ -208,7 +208,11 @@ static void predict(ork_stream_plan *p) {
     }
     p->step_flops = flops;
     double tc = 0, th = 0, td = 0, hb = 0, db = 0; /* seconds and bytes each way */
-    for (int q = 0; q < ne; q++) tc += cmp[q];
+    double pc[2] = {0, 0}, ph[2] = {0, 0}, pd[2] = {0, 0}, fwd_end = 0; /* per pass: [0] forward, [1] backward */
+    for (int q = 0; q < ne; q++) {
+        tc += cmp[q];
+        pc[q >= n] += cmp[q];
+    }
     /* ring simulation */
     int K = p->n_slots > 0 ? p->n_slots : 2;
     double *slot_free = calloc((size_t)K, sizeof *slot_free);
@@ -256,6 +260,7 @@ static void predict(ork_stream_plan *p) {
             }
             copy_free = le;
             th += (fbytes + tbytes) / h2d;
+            ph[q >= n] += (fbytes + tbytes) / h2d;
             hb += fbytes + tbytes;
             if (le > start) start = le;
         }
@@ -268,13 +273,22 @@ static void predict(ork_stream_plan *p) {
             double ds = d2h_free > now ? d2h_free : now;
             d2h_free = ds + bytes / d2h;
             td += bytes / d2h;
+            pd[1] += bytes / d2h;
             db += bytes;
             t_wb0[tv % K] = ds;
             t_wb1[tv % K] = d2h_free;
         }
         prev_blk = b;
+        if (q == n - 1) fwd_end = now;
     }
     if (d2h_free > now) now = d2h_free;
+    for (int k = 0; k < 2; k++) {
+        p->pass_compute[k] = pc[k];
+        p->pass_h2d[k] = ph[k];
+        p->pass_d2h[k] = pd[k];
+    }
+    p->pass_wall[0] = fwd_end;
+    p->pass_wall[1] = now - fwd_end;
     free(slot_free);
     free(held);
     free(t_free); free(t_wb0); free(t_wb1);
@@ -549,6 +563,19 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     fprintf(f, "  predicted step: %.3f s (compute %.3f s for %.1f TFLOP, H2D %.3f s, D2H %.3f s; overlap %.0f%%)\n", p->t_step,
             p->t_compute, p->step_flops / 1e12, p->t_h2d, p->t_d2h,
             p->t_step > 0 ? 100.0 * fmax(p->t_compute, fmax(p->t_h2d, p->t_d2h)) / p->t_step : 100.0);
+    /* per pass, and the term that bounds each: what a faster card, link or
+     * budget would buy (the forward pass often waits on the link while the
+     * backward waits on compute: then neither alone sets the step) */
+    static const char *pass[2] = {"forward", "backward"};
+    fprintf(f, "  per pass:");
+    for (int k = 0; k < 2; k++) {
+        double c = p->pass_compute[k], h = p->pass_h2d[k], dd = p->pass_d2h[k];
+        const char *bound = c >= h && c >= dd ? "compute" : h >= dd ? "H2D" : "D2H";
+        fprintf(f, "%s %s %.3f s (compute %.3f s, H2D %.3f s", k ? ";" : "", pass[k], p->pass_wall[k], c, h);
+        if (k) fprintf(f, ", D2H %.3f s", dd);
+        fprintf(f, "; bound by %s)", bound);
+    }
+    fprintf(f, "\n");
     fprintf(f, "  %-4s %-22s %12s %10s %12s  %s\n", "#", "block", "frozen", "GFLOP", "LoRA params", "where");
     for (int q = 0; q < p->n_blocks; q++)
         fprintf(f, "  %-4d %-22s %12s %10.1f %12lld  %s\n", q, p->info->block_names ? p->info->block_names[q] : "?",

@@ -133,6 +133,9 @@ typedef struct ork_stream_plan {
     double h2d_bytes, d2h_bytes; /* per optimizer step (one micro-batch) */
     /* time (s) */
     double t_compute, t_h2d, t_d2h, t_step;
+    /* the same per pass ([0] forward, [1] backward; D2H only in the backward) and
+     * each pass's simulated wall time: which term bounds the step, where */
+    double pass_compute[2], pass_h2d[2], pass_d2h[2], pass_wall[2];
     double step_flops;
 } ork_stream_plan;
 

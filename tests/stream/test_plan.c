@@ -157,6 +157,14 @@ static void test_percent_honoured(void) {
         CU_ASSERT_EQUAL(p->d2h_bytes, 0);
         double lo = fmax(p->t_compute, p->t_h2d);
         CU_ASSERT(p->t_step >= lo - 1e-9 && p->t_step <= p->t_compute + p->t_h2d + 1e-9);
+        /* per pass: the parts add up to the step's, each pass lasts at least
+         * its own compute and its own loads, and nothing goes out in the forward */
+        CU_ASSERT(fabs(p->pass_compute[0] + p->pass_compute[1] - p->t_compute) < 1e-9);
+        CU_ASSERT(fabs(p->pass_h2d[0] + p->pass_h2d[1] - p->t_h2d) < 1e-9);
+        CU_ASSERT(fabs(p->pass_wall[0] + p->pass_wall[1] - p->t_step) < 1e-9);
+        CU_ASSERT_EQUAL(p->pass_d2h[0], 0);
+        for (int k2 = 0; k2 < 2; k2++)
+            CU_ASSERT(p->pass_wall[k2] >= fmax(p->pass_compute[k2], p->pass_h2d[k2]) - 1e-9);
         ork_stream_plan_free(p);
     }
 }
@@ -411,15 +419,33 @@ static void test_print(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "predicted step"));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "single_blocks.37"));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "streamed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "per pass: forward "));
     int lines = 0;
     for (char *c = buf; *c; c++) lines += *c == '\n';
-    CU_ASSERT_EQUAL(lines, 7 + 59);
+    CU_ASSERT_EQUAL(lines, 8 + 59);
     if (getenv("ORK_PRINT_PLAN")) fputs(buf, stdout);
     free(buf);
+    ork_stream_plan_free(p);
+    /* the term that bounds each pass follows the device: an endless link leaves
+     * compute, endless compute leaves the loads */
+    for (int k = 0; k < 2; k++) {
+        in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
+        if (k) in.dev.tflops = 1e9;
+        else in.dev.h2d_gbs = in.dev.d2h_gbs = 1e9;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+        CU_ASSERT_FATAL(p->n_streamed > 0);
+        f = open_memstream(&buf, &len);
+        ork_stream_plan_print(p, f);
+        fclose(f);
+        const char *want = k ? "bound by H2D); backward" : "bound by compute); backward";
+        CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(buf, k ? "D2H 0.000 s; bound by H2D)" : "D2H 0.000 s; bound by compute)"));
+        free(buf);
+        ork_stream_plan_free(p);
+    }
     ork_device_kind k;
     CU_ASSERT(ork_device_kind_find("h200", &k) && k.h2d_gbs == 55.0);
     CU_ASSERT(!ork_device_kind_find("tpu", &k));
-    ork_stream_plan_free(p);
 }
 
 static const ork_test_case cases[] = {
