@@ -122,6 +122,8 @@ typedef struct ork_model_config {
     double layer_offloading_transformer_percent; /* 1.0 */
     const char *vae_path;      /* NULL: the VAE of name_or_path */
     double vram_budget_gb;     /* 0: the whole device (orakul) */
+    const char *stream_trainable_state; /* orakul: "auto" (when the plan needs it), "always"
+                                         * with a budget, "never" (docs/streaming.md §4) */
     /* model_kwargs, quantize_kwargs: component keys */
 } ork_model_config;
 

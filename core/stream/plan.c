@@ -165,8 +165,9 @@ static void set_streamed(ctx *c, int m) {
  * with the trainable state streamed (when allowed). Returns m, or -1. */
 static int auto_search(ctx *c) {
     ork_stream_plan *p = c->p;
-    p->trainable_streamed = 0;
-    for (int pass = 0; pass < (c->in->allow_trainable_streaming ? 2 : 1); pass++) {
+    int from = c->in->allow_trainable_streaming >= 2 ? 1 : 0, to = c->in->allow_trainable_streaming ? 2 : 1;
+    p->trainable_streamed = from;
+    for (int pass = from; pass < to; pass++) {
         p->trainable_streamed = pass;
         for (int m = 0; m <= p->n_transformer; m++) {
             set_streamed(c, m);
@@ -308,6 +309,36 @@ static const char *mib(double b, char *buf, size_t n) {
     return buf;
 }
 
+/* AUTO: the even spread, and — where blocks differ in FLOPs per byte — the
+ * densest blocks streamed first (their loads hide behind the most compute, the
+ * others stay resident); densest first only when its predicted step is
+ * shorter by more than the margin (the model's error on the H200 runs is a
+ * few percent: noise does not move a plan). Leaves the plan set; returns m,
+ * or -1 (then the plan is the even spread's last try, for the refusal). */
+static int auto_choose(ctx *c) {
+    ork_stream_plan *p = c->p;
+    const ork_plan_inputs *in = c->in;
+    p->dense_first = in->select == ORK_SELECT_DENSE && c->n_cls > 1;
+    int m = auto_search(c);
+    if (c->n_cls > 1 && in->select == ORK_SELECT_PREDICT) {
+        double t_even = INFINITY;
+        int ts_even = p->trainable_streamed;
+        if (m >= 0) {
+            predict(p);
+            t_even = p->t_step;
+        }
+        p->dense_first = 1;
+        int m2 = auto_search(c);
+        if (m2 >= 0) predict(p);
+        if (m2 >= 0 && p->t_step < t_even * (1.0 - ORK_SELECT_MARGIN)) m = m2;
+        else { /* the even plan back — or, when neither fits, its last try for the refusal */
+            p->dense_first = 0;
+            p->trainable_streamed = ts_even;
+            set_streamed(c, m >= 0 ? m : p->n_transformer);
+        }
+    }
+    return m;
+}
 /* ONE line: what does not fit and what to change. */
 static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
     char a[32], b[32], c1[32], c2[32], c3[32];
@@ -316,7 +347,7 @@ static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, co
     const char *fix;
     if (act >= tr && act >= fr) fix = "lower the resolution (datasets[].resolution) or train.batch_size";
     else if (tr >= fr) fix = in->allow_trainable_streaming ? "lower network.linear (the rank) or use optimizer adamw8bit"
-                                                           : "lower network.linear (the rank), use optimizer adamw8bit, or let the trainable state stream (layer_offloading: auto)";
+                                                           : "lower network.linear (the rank), use optimizer adamw8bit, or let the trainable state stream (model.vram_budget_gb without layer_offloading, model.stream_trainable_state: auto)";
     else fix = "quantize the base model (model.quantize: true)";
     return ORK_FAIL(ORK_E_BUDGET, "plan: %s needs %s of VRAM but the budget is %s (activations %s, LoRA+grads+optimizer %s, frozen weights %s): %s, or raise model.vram_budget_gb",
                     lead, mib((double)p->total, a, sizeof a), mib((double)p->budget, b, sizeof b), mib(act, c1, sizeof c1),
@@ -492,29 +523,24 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
             }
         }
     } else {
-        /* the even spread, and — where blocks differ in FLOPs per byte — the
-         * densest blocks streamed first (their loads hide behind the most
-         * compute, the others stay resident); densest first only when its
-         * predicted step is shorter by more than the margin (the model's
-         * error on the H200 runs is a few percent: noise does not move a plan) */
-        p->dense_first = in->select == ORK_SELECT_DENSE && c.n_cls > 1;
-        m = auto_search(&c);
-        if (c.n_cls > 1 && in->select == ORK_SELECT_PREDICT) {
-            double t_even = INFINITY;
-            int ts_even = p->trainable_streamed;
-            if (m >= 0) {
+        m = auto_choose(&c);
+        /* what streaming the trainable state from the start would predict (it
+         * frees the LoRA, gradients and optimizer state for frozen blocks:
+         * fewer loads in a forward pass that waits on the link); said, never
+         * taken: it clips with the previous step's norm (docs/streaming.md §4) */
+        if (m >= 0 && p->n_streamed > 0 && in->suggest_trainable_streaming && in->allow_trainable_streaming == 1 &&
+            !p->trainable_streamed) {
+            ork_plan_inputs alt = *in;
+            alt.allow_trainable_streaming = 2;
+            c.in = &alt;
+            double t_alt = 0;
+            if (auto_choose(&c) >= 0) {
                 predict(p);
-                t_even = p->t_step;
+                t_alt = p->t_step;
             }
-            p->dense_first = 1;
-            int m2 = auto_search(&c);
-            if (m2 >= 0) predict(p);
-            if (m2 >= 0 && p->t_step < t_even * (1.0 - ORK_SELECT_MARGIN)) m = m2;
-            else { /* the even plan back — or, when neither fits, its last try for the refusal */
-                p->dense_first = 0;
-                p->trainable_streamed = ts_even;
-                set_streamed(&c, m >= 0 ? m : p->n_transformer);
-            }
+            c.in = in;
+            m = auto_choose(&c); /* the plan chosen above, again */
+            p->t_step_trainable = t_alt;
         }
         if (m < 0) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
                                                             : "every transformer block streamed");
@@ -539,6 +565,15 @@ void ork_stream_plan_free(ork_stream_plan *p) {
     free(p->block_lin_flops);
     free(p->block_attn_flops);
     free(p);
+}
+
+int ork_stream_plan_trainable_hint(const ork_stream_plan *p, char *buf, size_t n) {
+    double t = p->t_step_trainable;
+    if (!(t > 0 && p->t_step > 0 && t < p->t_step * (1.0 - ORK_SELECT_MARGIN))) return 0;
+    snprintf(buf, n, "streaming the trainable state too is predicted %.0f%% faster (%.3f s against %.3f s per step: its "
+             "VRAM goes to frozen blocks): set model.stream_trainable_state: always (gradient clipping then uses the "
+             "previous step's norm, docs/streaming.md)", 100.0 * (1.0 - t / p->t_step), t, p->t_step);
+    return 1;
 }
 
 void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
@@ -576,6 +611,8 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
         fprintf(f, "; bound by %s)", bound);
     }
     fprintf(f, "\n");
+    char hint[400];
+    if (ork_stream_plan_trainable_hint(p, hint, sizeof hint)) fprintf(f, "  faster: %s\n", hint);
     fprintf(f, "  %-4s %-22s %12s %10s %12s  %s\n", "#", "block", "frozen", "GFLOP", "LoRA params", "where");
     for (int q = 0; q < p->n_blocks; q++)
         fprintf(f, "  %-4d %-22s %12s %10.1f %12lld  %s\n", q, p->info->block_names ? p->info->block_names[q] : "?",

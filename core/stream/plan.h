@@ -81,7 +81,11 @@ typedef struct ork_plan_inputs {
     ork_offload_mode mode;
     double percent;              /* PERCENT: fraction of the transformer blocks, 0..1 */
     int n_slots;                 /* 0: 2 */
-    int allow_trainable_streaming; /* may the plan stream LoRA params + optimizer state (ZeRO-Offload per block) */
+    int allow_trainable_streaming; /* AUTO may stream LoRA params + optimizer state (ZeRO-Offload per block)
+                                    * when nothing else fits: 1; from the start (model.stream_trainable_state:
+                                    * always): 2; never: 0 */
+    int suggest_trainable_streaming; /* AUTO with 1 above: also predict the plan that streams the trainable
+                                      * state from the start and keep its step time (t_step_trainable) */
     ork_stream_select select;      /* AUTO's streamed set: by predicted step (default), even, or densest first */
     /* storage of frozen weights */
     int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
@@ -136,6 +140,9 @@ typedef struct ork_stream_plan {
     /* the same per pass ([0] forward, [1] backward; D2H only in the backward) and
      * each pass's simulated wall time: which term bounds the step, where */
     double pass_compute[2], pass_h2d[2], pass_d2h[2], pass_wall[2];
+    /* suggest_trainable_streaming: the predicted step of the same AUTO plan
+     * with the trainable state streamed from the start; 0 when not predicted */
+    double t_step_trainable;
     double step_flops;
 } ork_stream_plan;
 
@@ -160,6 +167,10 @@ size_t ork_host_mem_available(void);
 /* The printable plan: summary, VRAM split, host memory, PCIe bytes per step
  * each way, predicted step time, then one line per block. */
 void ork_stream_plan_print(const ork_stream_plan *p, FILE *f);
+
+/* When t_step_trainable beats the plan's step by more than ORK_SELECT_MARGIN:
+ * 1, and buf holds one sentence saying so and what to set; else 0. */
+int ork_stream_plan_trainable_hint(const ork_stream_plan *p, char *buf, size_t n);
 
 /* Block indices streamed for m of the n transformer blocks, evenly spread
  * (exposed for tests): idx[k] = floor((2k + 1) n / 2m), k < m. */

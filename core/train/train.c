@@ -1255,8 +1255,22 @@ static ork_status make_plan(job *j, ork_device dev) {
         in.mode = mc->vram_budget_gb > 0 ? ORK_OFFLOAD_AUTO : ORK_OFFLOAD_NONE;
     }
     /* a budget without a fixed percent: the trainable state may stream too
-     * (ZeRO-Offload per block, docs/streaming.md §4) when nothing else fits */
-    in.allow_trainable_streaming = in.mode == ORK_OFFLOAD_AUTO;
+     * (ZeRO-Offload per block, docs/streaming.md §4) when nothing else fits,
+     * from the start with model.stream_trainable_state: always, or never */
+    const char *sts = mc->stream_trainable_state ? mc->stream_trainable_state : "auto";
+    in.allow_trainable_streaming = in.mode != ORK_OFFLOAD_AUTO ? 0 : !strcmp(sts, "always") ? 2 : !strcmp(sts, "never") ? 0 : 1;
+    if (!strcmp(sts, "always") && in.mode != ORK_OFFLOAD_AUTO) {
+        ork_loc at;
+        const char *why = mc->layer_offloading ? "model.layer_offloading fixes the streamed share instead"
+                                               : "it needs model.vram_budget_gb (the planner's auto mode)";
+        if (ork_config_where(j->cfg, "model.stream_trainable_state", &at) && at.line > 0)
+            return ork_config_fail_at(&at, ORK_E_CONFIG, "model.stream_trainable_state always: %s", why);
+        return ORK_FAIL(ORK_E_CONFIG, "%s: model.stream_trainable_state always: %s", ork_config_file(j->cfg), why);
+    }
+    /* the plan also predicts the trainable state streamed from the start, to say
+     * when that would be faster — where this run could take it */
+    in.suggest_trainable_streaming = in.allow_trainable_streaming == 1 && j->p->train.gradient_accumulation_steps <= 1 &&
+                                     j->p->train.gradient_checkpointing && !j->dist;
     /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
      * unset, densest first when predicted faster by more than ORK_SELECT_MARGIN */
     const char *sel = getenv("ORAKUL_STREAM_SELECT");
@@ -1407,6 +1421,8 @@ static ork_status setup(job *j) {
         ORK_INFO("streaming %d of %d blocks%s through %d device slots (plan: %.2f GB over PCIe per step)",
                  j->plan->n_streamed, j->info.n_blocks, j->plan->dense_first ? ", the most FLOPs per byte first," : "",
                  j->plan->n_slots, j->plan->h2d_bytes / 1e9);
+        char hint[400];
+        if (ork_stream_plan_trainable_hint(j->plan, hint, sizeof hint)) ORK_INFO("plan: %s", hint);
     } else {
         if (zero_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, zero_events, &j->ce));
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));

@@ -246,6 +246,55 @@ static void test_auto_dense_first(void) {
     CU_ASSERT_EQUAL(dense_won, 1); /* FLUX.1-dev 1024²: only at 12 GiB is it predicted > 2% faster */
 }
 
+/* AUTO with suggest_trainable_streaming: the chosen plan is the one chosen
+ * without it (the prediction of the other plan leaves no trace), the predicted
+ * step with the trainable state streamed from the start is what
+ * allow_trainable_streaming 2 (stream_trainable_state: always) plans, and at
+ * FLUX.1-dev 16 GiB rank 128 — forward-transfer-bound — it is faster by more
+ * than the margin, so the plan says so; at 80 GiB nothing streams, nothing is
+ * suggested. */
+static void test_trainable_suggestion(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
+    in.lora_rank = 128;
+    in.allow_trainable_streaming = 1;
+    ork_stream_plan *a, *b, *c;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &a), ORK_OK);
+    in.suggest_trainable_streaming = 1;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &b), ORK_OK);
+    in.suggest_trainable_streaming = 0;
+    in.allow_trainable_streaming = 2;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &c), ORK_OK);
+    CU_ASSERT_EQUAL(a->trainable_streamed, 0);
+    CU_ASSERT_EQUAL(b->trainable_streamed, 0);
+    CU_ASSERT_EQUAL(c->trainable_streamed, 1);
+    CU_ASSERT_EQUAL(a->n_streamed, b->n_streamed);
+    CU_ASSERT_EQUAL(a->dense_first, b->dense_first);
+    CU_ASSERT(memcmp(a->streamed, b->streamed, (size_t)a->n_blocks) == 0);
+    CU_ASSERT_EQUAL(a->t_step, b->t_step);
+    CU_ASSERT_EQUAL(a->total, b->total);
+    CU_ASSERT_EQUAL(a->t_step_trainable, 0);
+    CU_ASSERT(fabs(b->t_step_trainable - c->t_step) < 1e-12);
+    CU_ASSERT(c->n_streamed < a->n_streamed); /* the freed VRAM holds frozen blocks */
+    CU_ASSERT(c->total <= c->budget);
+    char hint[400];
+    CU_ASSERT(b->t_step_trainable < b->t_step * (1.0 - ORK_SELECT_MARGIN));
+    CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(b, hint, sizeof hint), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hint, "model.stream_trainable_state: always"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hint, "previous step's norm"));
+    CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(a, hint, sizeof hint), 0);
+    ork_stream_plan_free(a);
+    ork_stream_plan_free(b);
+    ork_stream_plan_free(c);
+    in = flux_inputs(80, ORK_OFFLOAD_AUTO, 0);
+    in.allow_trainable_streaming = 1;
+    in.suggest_trainable_streaming = 1;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &a), ORK_OK);
+    CU_ASSERT_EQUAL(a->n_streamed, 0);
+    CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(a, hint, sizeof hint), 0);
+    ork_stream_plan_free(a);
+}
+
 static void test_refusals(void) {
     fx_init(&g_fx);
     ork_stream_plan *p = NULL;
@@ -454,6 +503,7 @@ static const ork_test_case cases[] = {
     {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
     {"auto: fewest streamed that fit", test_auto},
     {"auto: densest blocks first, kept when predicted faster by the margin", test_auto_dense_first},
+    {"auto: streaming the trainable state suggested when predicted faster", test_trainable_suggestion},
     {"refusals: one line saying what to change", test_refusals},
     {"printable plan", test_print},
     {"host memory: refused with one line when the pinned arenas do not fit", test_host_memory},

@@ -16,12 +16,14 @@
 #include "train_test_util.h"
 
 /* The template's config with max_grad_norm and gradient_accumulation_steps set,
- * and network.weight_dtype when `wdt` is not NULL. */
-static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt) {
+ * network.weight_dtype when `wdt` is not NULL, and `model_keys` (lines, each
+ * "key: value\n") added to the model section when not NULL. */
+static int write_cfg_m(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt,
+                       const char *model_keys) {
     if (tt_write_config(path, c) != 0) return -1;
     char *t = tt_read_all(path, NULL);
     if (!t) return -1;
-    size_t cap = strlen(t) + 256, o = 0;
+    size_t cap = strlen(t) + 256 + (model_keys ? 2 * strlen(model_keys) : 0), o = 0;
     char *out = malloc(cap);
     if (!out) { free(t); return -1; }
     for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
@@ -31,6 +33,15 @@ static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, 
             o += (size_t)tt_fmt(out + o, cap - o, "        gradient_accumulation_steps: %d\n", accum);
         else if (wdt && strstr(line, "linear_alpha:"))
             o += (size_t)tt_fmt(out + o, cap - o, "%s\n        weight_dtype: %s\n", line, wdt);
+        else if (model_keys && !strcmp(line, "      model:")) {
+            o += (size_t)tt_fmt(out + o, cap - o, "%s\n", line);
+            for (const char *k = model_keys; *k;) {
+                const char *nl = strchr(k, '\n');
+                int len = nl ? (int)(nl - k) : (int)strlen(k);
+                o += (size_t)tt_fmt(out + o, cap - o, "        %.*s\n", len, k);
+                k += len + (nl != NULL);
+            }
+        }
 #ifdef TT_GPU
         else if (strstr(line, "device: cpu"))
             o += (size_t)tt_fmt(out + o, cap - o, "      device: cuda:0\n");
@@ -43,14 +54,18 @@ static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, 
     free(out);
     return r;
 }
+static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt) {
+    return write_cfg_m(path, c, max_norm, accum, wdt, NULL);
+}
 static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, int accum) {
     return write_cfg_w(path, c, max_norm, accum, NULL);
 }
 
 /* Run one config, streamed or resident; 0 on exit 0 (and, streamed, the log says so).
- * `bf16_params`: the LoRA parameters are BF16 themselves, so no shadows. */
-static int run_w(const char *cfg, const char *log, int streamed, int bf16_params) {
-    if (streamed) setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
+ * `bf16_params`: the LoRA parameters are BF16 themselves, so no shadows.
+ * `by_config`: the config asks for streaming itself (no test switch). */
+static int run_c(const char *cfg, const char *log, int streamed, int bf16_params, int by_config) {
+    if (streamed && !by_config) setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
     else unsetenv("ORAKUL_STREAM_TRAINABLES");
     int rc = tt_run(cfg, log, 150);
     unsetenv("ORAKUL_STREAM_TRAINABLES");
@@ -70,6 +85,9 @@ static int run_w(const char *cfg, const char *log, int streamed, int bf16_params
     (void)bf16_params;
 #endif
     return rc;
+}
+static int run_w(const char *cfg, const char *log, int streamed, int bf16_params) {
+    return run_c(cfg, log, streamed, bf16_params, 0);
 }
 static int run(const char *cfg, const char *log, int streamed) { return run_w(cfg, log, streamed, 0); }
 
@@ -124,6 +142,49 @@ static void test_streamed_equals_resident(void) { equals_resident_case(NULL); }
 /* BF16 LoRA parameters updated with stochastic rounding (NUMERICS.md §4): the
  * per-block step must draw the same random bits per element as the whole step. */
 static void test_streamed_equals_resident_bf16(void) { equals_resident_case("bf16"); }
+
+/* model.stream_trainable_state: always with a budget the resident plan fits:
+ * the plan streams the trainable state (no test switch) and the run equals the
+ * resident one; without a budget the key is refused with its file:line:col;
+ * never with a budget that fits changes nothing. */
+static void test_stream_trainable_state_key(void) {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], cc[1100], oc[1100], p[1200];
+    CU_ASSERT_FATAL(tt_setup("zero_key", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(oa, sizeof oa, "%s/resident", root);
+    tt_fmt(ob, sizeof ob, "%s/always", root);
+    tt_fmt(oc, sizeof oc, "%s/nobudget", root);
+    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
+    tt_fmt(cb, sizeof cb, "%s/always.yaml", root);
+    tt_fmt(cc, sizeof cc, "%s/nobudget.yaml", root);
+    tt_cfg c = tt_cfg_default(oa, data);
+    c.steps = 3;
+    c.save_every = 3;
+    c.keep = 2;
+    c.dtype = "float32";
+    CU_ASSERT_FATAL(write_cfg_m(ca, &c, "0", 1, NULL, "vram_budget_gb: 64\nstream_trainable_state: never\n") == 0);
+    c.out = ob;
+    CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1, NULL, "vram_budget_gb: 64\nstream_trainable_state: always\n") == 0);
+    c.out = oc;
+    CU_ASSERT_FATAL(write_cfg_m(cc, &c, "0", 1, NULL, "stream_trainable_state: always\n") == 0);
+    CU_ASSERT_FATAL(run(ca, oa, 0) == 0); /* never: resident, as the plan fits */
+    CU_ASSERT_FATAL(run_c(cb, ob, 1, 0, 1) == 0); /* always: streamed without ORAKUL_STREAM_TRAINABLES */
+    CU_ASSERT(same_losses(oa, 0, ob, 3));
+    CU_ASSERT(same_file(oa, ob, "000000003"));
+    int rc = tt_run_q(cc, oc, 60, 1);
+    CU_ASSERT_EQUAL(rc, 2);
+    tt_fmt(p, sizeof p, "%s.err", oc);
+    char *e = tt_read_all(p, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    char want[1300];
+    tt_fmt(want, sizeof want, "%s:", cc);
+    const char *at = strstr(e, want);
+    int line = 0, col = 0;
+    CU_ASSERT(at != NULL && sscanf(at + strlen(want), "%d:%d:", &line, &col) == 2 && line > 30 && col > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e, "stream_trainable_state always: it needs model.vram_budget_gb"));
+    free(e);
+    tt_rm_rf(root);
+}
 
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
@@ -183,6 +244,7 @@ static void test_accumulation_refused(void) {
 
 static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed_equals_resident},
                                       {"streamed_equals_resident_bf16", test_streamed_equals_resident_bf16},
+                                      {"model.stream_trainable_state", test_stream_trainable_state_key},
                                       {"streamed_resume", test_streamed_resume},
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},
