@@ -14,6 +14,8 @@
 #           overlapped slot hand-over against the default, one case ~200 s (4 runs: 2 calls)
 #   select  ORAKUL_STREAM_SELECT=even vs dense (SELECT, SELECT_CASE; default the r1280 1024²
 #           seed): the plan's densest-blocks-first selection against the even spread
+#   trainable model.stream_trainable_state auto vs always (TRAINABLE_CASES: f1:16 and the
+#           r128 seed run by default), the plan's suggestion measured
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
@@ -55,6 +57,11 @@ for ph in "${phases[@]}"; do
           for sel in ${SELECT:-even dense}; do echo "== ORAKUL_STREAM_SELECT=$sel"
             ORAKUL_STREAM_SELECT=$sel STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${SELECT_CASE:-seed:1280:1024:24} \
               | grep -E "^==|streaming"; done ;;
+  trainable) # model.stream_trainable_state auto vs always (sixth session's planner; TRAINABLE_CASES,
+          # default FLUX.1-dev 16 GiB and the r128 seed run, where the plan predicts -14% / -10%)
+          for c in ${TRAINABLE_CASES:-f1:16 seed:128:512:24}; do for st in auto always; do
+            STREAM_TRAINABLE=$([ $st = auto ] || echo $st) STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} \
+              bash bench/stream/run_gpu.sh $c | grep -E "^==|streaming|faster"; done; done ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac
