@@ -151,6 +151,9 @@ static void test_resume_bitwise(void) {
 #ifdef TT_OPT
     c.optimizer = TT_OPT;
 #endif
+#ifdef TT_WDT
+    c.wdt = TT_WDT;
+#endif
     CU_ASSERT_FATAL(tt_write_config(ca, &c) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(tt_write_config(cb2, &c) == 0);

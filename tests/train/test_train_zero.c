@@ -16,10 +16,9 @@
 #include "train_test_util.h"
 
 /* The template's config with max_grad_norm and gradient_accumulation_steps set,
- * network.weight_dtype when `wdt` is not NULL, and `model_keys` (lines, each
- * "key: value\n") added to the model section when not NULL. */
-static int write_cfg_m(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt,
-                       const char *model_keys) {
+ * and `model_keys` (lines, each "key: value\n") added to the model section when
+ * not NULL. */
+static int write_cfg_m(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *model_keys) {
     if (tt_write_config(path, c) != 0) return -1;
     char *t = tt_read_all(path, NULL);
     if (!t) return -1;
@@ -31,8 +30,6 @@ static int write_cfg_m(const char *path, const tt_cfg *c, const char *max_norm, 
             o += (size_t)tt_fmt(out + o, cap - o, "        max_grad_norm: %s\n", max_norm);
         else if (strstr(line, "gradient_accumulation_steps:"))
             o += (size_t)tt_fmt(out + o, cap - o, "        gradient_accumulation_steps: %d\n", accum);
-        else if (wdt && strstr(line, "linear_alpha:"))
-            o += (size_t)tt_fmt(out + o, cap - o, "%s\n        weight_dtype: %s\n", line, wdt);
         else if (model_keys && !strcmp(line, "      model:")) {
             o += (size_t)tt_fmt(out + o, cap - o, "%s\n", line);
             for (const char *k = model_keys; *k;) {
@@ -54,11 +51,8 @@ static int write_cfg_m(const char *path, const tt_cfg *c, const char *max_norm, 
     free(out);
     return r;
 }
-static int write_cfg_w(const char *path, const tt_cfg *c, const char *max_norm, int accum, const char *wdt) {
-    return write_cfg_m(path, c, max_norm, accum, wdt, NULL);
-}
 static int write_cfg(const char *path, const tt_cfg *c, const char *max_norm, int accum) {
-    return write_cfg_w(path, c, max_norm, accum, NULL);
+    return write_cfg_m(path, c, max_norm, accum, NULL);
 }
 
 /* Run one config, streamed or resident; 0 on exit 0 (and, streamed, the log says so).
@@ -127,9 +121,10 @@ static void equals_resident_case(const char *wdt) {
     c.save_every = 2;
     c.keep = 4;
     c.dtype = "float32";
-    CU_ASSERT_FATAL(write_cfg_w(ca, &c, "0", 1, wdt) == 0);
+    if (wdt) c.wdt = wdt;
+    CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
     c.out = ob;
-    CU_ASSERT_FATAL(write_cfg_w(cb, &c, "0", 1, wdt) == 0);
+    CU_ASSERT_FATAL(write_cfg(cb, &c, "0", 1) == 0);
     int bf16 = wdt != NULL && strstr(wdt, "bf") != NULL;
     CU_ASSERT_FATAL(run_w(ca, oa, 0, bf16) == 0);
     CU_ASSERT_FATAL(run_w(cb, ob, 1, bf16) == 0);
@@ -162,11 +157,11 @@ static void test_stream_trainable_state_key(void) {
     c.save_every = 3;
     c.keep = 2;
     c.dtype = "float32";
-    CU_ASSERT_FATAL(write_cfg_m(ca, &c, "0", 1, NULL, "vram_budget_gb: 64\nstream_trainable_state: never\n") == 0);
+    CU_ASSERT_FATAL(write_cfg_m(ca, &c, "0", 1, "vram_budget_gb: 64\nstream_trainable_state: never\n") == 0);
     c.out = ob;
-    CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1, NULL, "vram_budget_gb: 64\nstream_trainable_state: always\n") == 0);
+    CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1, "vram_budget_gb: 64\nstream_trainable_state: always\n") == 0);
     c.out = oc;
-    CU_ASSERT_FATAL(write_cfg_m(cc, &c, "0", 1, NULL, "stream_trainable_state: always\n") == 0);
+    CU_ASSERT_FATAL(write_cfg_m(cc, &c, "0", 1, "stream_trainable_state: always\n") == 0);
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0); /* never: resident, as the plan fits */
     CU_ASSERT_FATAL(run_c(cb, ob, 1, 0, 1) == 0); /* always: streamed without ORAKUL_STREAM_TRAINABLES */
     CU_ASSERT(same_losses(oa, 0, ob, 3));

@@ -44,11 +44,12 @@ typedef struct tt_cfg {
     const char *dtype;      /* save.dtype */
     const char *optimizer;  /* train.optimizer */
     const char *preset;     /* model.name_or_path */
+    const char *wdt;        /* network.weight_dtype: fp32 masters, or bf16 (stochastic rounding) */
 } tt_cfg;
 
 static inline tt_cfg tt_cfg_default(const char *out, const char *data) {
     tt_cfg c = {.out = out, .data = data, .steps = 40, .save_every = 20, .keep = 2, .alpha = 16,
-                .dtype = "float16", .optimizer = "adamw", .preset = "preset:custom"};
+                .dtype = "float16", .optimizer = "adamw", .preset = "preset:custom", .wdt = "fp32"};
     return c;
 }
 
@@ -158,7 +159,7 @@ static inline int tt_write_config(const char *path, const tt_cfg *c) {
     tt_fmt(alpha, sizeof alpha, "%g", c->alpha);
     const char *keys[][2] = {{"@OUT@", c->out}, {"@DATA@", c->data}, {"@STEPS@", steps}, {"@SAVE_EVERY@", every},
                              {"@KEEP@", keep}, {"@ALPHA@", alpha}, {"@DTYPE@", c->dtype},
-                             {"@OPTIMIZER@", c->optimizer}, {"@PRESET@", c->preset}};
+                             {"@OPTIMIZER@", c->optimizer}, {"@PRESET@", c->preset}, {"@WDT@", c->wdt}};
     size_t cap = strlen(tpl) + 8192, o = 0;
     char *out = malloc(cap);
     if (!out) { free(tpl); return -1; }
