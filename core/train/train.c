@@ -100,6 +100,7 @@ typedef struct job {
     ork_metrics *metrics;
     /* batches: micro-batches per epoch, for the deterministic data order */
     int64_t skipped;        /* steps skipped for non-finite values (saved with the state) */
+    int64_t clip_differed;  /* streamed trainable state: steps whose previous-norm clipping was not exact clipping */
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
     /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
@@ -681,6 +682,19 @@ static ork_status zero_step_cb(void *ctx, int block, ork_opt_param *ps, const in
     ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = j->cur_step, .lr = j->cur_lr, .grad_scale = 1.0f,
                        .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids};
     return n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
+}
+
+/* The streamed trainable state clips step s with step s-1's norm (zero.h): when
+ * that factor is not the one exact clipping gives for step s's own norm, say so
+ * once and count it (the run's end reports how often). */
+static void zero_clip_check(job *j, int64_t step, double norm, float applied) {
+    double mx = j->p->train.max_grad_norm;
+    float exact = (mx > 0 && norm > mx) ? (float)(mx / (norm + 1e-6)) : 1.0f;
+    if (applied == exact) return;
+    if (!j->clip_differed++)
+        ORK_WARN("step %lld: gradient norm %g against max_grad_norm %g: the streamed trainable state clipped it with "
+                 "the previous step's norm (factor %.4g, exact clipping gives %.4g; docs/streaming.md §4) — said once, "
+                 "counted to the end", (long long)step, norm, mx, (double)applied, (double)exact);
 }
 
 /* Point block b's LoRA tensors (and their grad headers) at its slot, or at nothing. */
@@ -1597,8 +1611,10 @@ static ork_status train_loop(job *j) {
         ORK_TRY(dist_step_end(j, &loss, &bad));
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
         int zskip = 0;
-        if (j->zero) ORK_TRY(ork_zero_step_end(j->zero, &norm, NULL, &zskip)); /* stepped already, per block */
+        float applied = 1.0f;
+        if (j->zero) ORK_TRY(ork_zero_step_end(j->zero, &norm, &applied, &zskip)); /* stepped already, per block */
         else ORK_TRY(grad_norm(j, &norm));
+        if (j->zero && !zskip && !bad && isfinite(norm)) zero_clip_check(j, step, norm, applied);
         if (ork_prof_enabled()) ork_prof_add("phase", "gradient norm", ork_prof_now() - tp);
         if (zskip) {
             ORK_WARN("step %lld skipped: %d blocks had non-finite gradients and were not updated (loss %g, gradient norm %g)",
@@ -1636,6 +1652,10 @@ static ork_status train_loop(job *j) {
              (double)ork_alloc_in_use(j->alloc, "lora") / 1073741824.0, (double)ork_alloc_in_use(j->alloc, "optimizer") / 1073741824.0,
              (double)(ork_alloc_in_use(j->alloc, "activations") + ork_alloc_in_use(j->alloc, "checkpoints")) / 1073741824.0);
     if (j->ce) stream_stats_report(j);
+    if (j->clip_differed)
+        ORK_INFO("gradient clipping: %lld of the %lld steps run clipped with the previous step's norm where exact "
+                 "clipping differs (the trainable state streams per block)", (long long)j->clip_differed,
+                 (long long)(t->steps - start));
     if (j->plan)
         ORK_INFO("activations: peak %.2f GiB (arena) + %.2f GiB (checkpoints); the plan counted %.2f GiB working set + "
                  "%.2f GiB saved carries", (double)ork_alloc_peak_tag(j->alloc, "activations") / 1073741824.0,

@@ -209,6 +209,12 @@ static void resume_case(const char *max_norm) {
     char p[1200];
     tt_fmt(p, sizeof p, "%s.err", lb4);
     CU_ASSERT(tt_file_has(p, "at step 2"));
+    /* with clipping on, the run says when previous-norm clipping was not exact
+     * clipping (once, then a count at the end); without, it never does */
+    tt_fmt(p, sizeof p, "%s.err", oa);
+    int clipping = strcmp(max_norm, "0") != 0;
+    CU_ASSERT_EQUAL(tt_file_has(p, "clipped it with the previous step's norm") != 0, clipping);
+    CU_ASSERT_EQUAL(tt_file_has(p, "steps run clipped with the previous step's norm") != 0, clipping);
     CU_ASSERT(same_losses(oa, 0, lb2, 2));
     CU_ASSERT(same_losses(oa, 2, lb4, 2));
     CU_ASSERT(same_file(oa, ob, "000000002"));
