@@ -166,7 +166,6 @@ static void set_streamed(ctx *c, int m) {
 static int auto_search(ctx *c) {
     ork_stream_plan *p = c->p;
     int from = c->in->allow_trainable_streaming >= 2 ? 1 : 0, to = c->in->allow_trainable_streaming ? 2 : 1;
-    p->trainable_streamed = from;
     for (int pass = from; pass < to; pass++) {
         p->trainable_streamed = pass;
         for (int m = 0; m <= p->n_transformer; m++) {

@@ -195,9 +195,8 @@ void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z
 ork_status ork_zero_sync(ork_zero *z) { return ork_ce_sync(z->ce); }
 double ork_zero_prev_norm(const ork_zero *z) { return z->prev_norm; }
 void ork_zero_set_prev_norm(ork_zero *z, double norm) {
-    double mx = z->o.max_grad_norm;
     z->prev_norm = norm;
-    z->clip = (mx > 0 && norm > mx) ? (float)(mx / (norm + 1e-6)) : 1.0f;
+    z->clip = ork_clip_factor(z->o.max_grad_norm, norm);
 }
 
 static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }

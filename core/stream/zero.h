@@ -109,6 +109,14 @@ typedef struct ork_zero ork_zero;
 enum { ORK_ZERO_CHUNKS = 32, ORK_ZERO_CHUNKS_DEFAULT = 32 };
 static inline int ork_zero_n_events(int n_slots) { return (3 + ORK_ZERO_CHUNKS) * n_slots + 1; }
 
+/* The gradient scale clipping by global norm gives (torch's clip_grad_norm_):
+ * max_norm / (norm + 1e-6) when norm exceeds max_norm > 0, else 1. The one
+ * formula for the resident step, the streamed state's previous-norm factor and
+ * the check that compares the two. */
+static inline float ork_clip_factor(double max_norm, double norm) {
+    return (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+}
+
 ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
                            const ork_zero_opts *o, ork_zero **out);
 void ork_zero_destroy(ork_zero *z);

@@ -689,7 +689,7 @@ static ork_status zero_step_cb(void *ctx, int block, ork_opt_param *ps, const in
  * once and count it (the run's end reports how often). */
 static void zero_clip_check(job *j, int64_t step, double norm, float applied) {
     double mx = j->p->train.max_grad_norm;
-    float exact = (mx > 0 && norm > mx) ? (float)(mx / (norm + 1e-6)) : 1.0f;
+    float exact = ork_clip_factor(mx, norm);
     if (applied == exact) return;
     if (!j->clip_differed++)
         ORK_WARN("step %lld: gradient norm %g against max_grad_norm %g: the streamed trainable state clipped it with "
@@ -795,13 +795,14 @@ static ork_status setup_zero(job *j) {
         numel[i] = ork_tensor_numel(j->pt[i]);
         s = j->ovt->state_bytes(j->opt, dt[i], numel[i], &sb[i]);
     }
+    /* ORAKUL_ZERO_CHUNKS=1: the whole record out before the next load (bench A/B) */
+    const char *chunks = getenv("ORAKUL_ZERO_CHUNKS");
     /* BF16 activations: forward visits read BF16 shadows of the F32 masters
      * (what the linear op would cast them to; half the bytes over PCIe) */
     ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? 2 * j->plan->n_slots : 0,
                        j->p->train.max_grad_norm, zero_step_cb, j,
                        j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0,
-                       /* ORAKUL_ZERO_CHUNKS=1: the whole record out before the next load (bench A/B) */
-                       getenv("ORAKUL_ZERO_CHUNKS") ? atoi(getenv("ORAKUL_ZERO_CHUNKS")) : 0};
+                       chunks ? atoi(chunks) : 0};
     if (s == ORK_OK) s = ork_zero_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
     free(blk); free(dt); free(numel); free(sb);
     ORK_TRY(s);
@@ -1625,8 +1626,7 @@ static ork_status train_loop(job *j) {
                      bad ? "loss" : "gradient", (double)loss, norm);
             j->skipped++;
         } else if (!j->zero) { /* streamed: stepped already, per block */
-            double max_norm = t->max_grad_norm;
-            float gs = (max_norm > 0 && norm > max_norm) ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+            float gs = ork_clip_factor(t->max_grad_norm, norm);
             double lr = ork_lr_at(&j->lr, step - 1);
             tp = ork_prof_enabled() ? ork_prof_now() : 0;
             ORK_TRY(optimizer_step(j, step - j->skipped, lr, gs));
