@@ -41,29 +41,10 @@ static int error_lines(const char *text, char *line, size_t n) {
     return cnt;
 }
 
-/* "<cfg>:<line>:<col>: " at the start of the message (after "orakul: error: "). */
-static int located(const char *line, const char *cfg_tag, int want_line) {
-    char pat[1400];
-    tt_fmt(pat, sizeof pat, "%s/%s.yaml:%d:", g_root, cfg_tag, want_line);
-    const char *at = strstr(line, pat);
-    if (!at) return 0;
-    int col = 0;
-    return sscanf(at + strlen(pat), "%d:", &col) == 1 && col > 0;
-}
-
-/* The 1-based line of the written config <cfg_tag>.yaml that holds `needle`
- * (the template's layout may change; the located error must follow it). */
-static int line_of(const char *cfg_tag, const char *needle) {
-    char path[1200];
-    tt_fmt(path, sizeof path, "%s/%s.yaml", g_root, cfg_tag);
-    char *t = tt_read_all(path, NULL), *at = t ? strstr(t, needle) : NULL;
-    int line = 0;
-    if (at) {
-        line = 1;
-        for (const char *q = t; q < at; q++) line += *q == '\n';
-    }
-    free(t);
-    return line;
+/* The written config of a case, g_root/<tag>.yaml. */
+static const char *cfg_path(const char *tag, char *buf, size_t n) {
+    tt_fmt(buf, n, "%s/%s.yaml", g_root, tag);
+    return buf;
 }
 
 static void test_missing_dataset(void) {
@@ -77,7 +58,9 @@ static void test_missing_dataset(void) {
     CU_ASSERT(error_lines(err, line, sizeof line) == 1);
     printf("  %s\n", line);
     CU_ASSERT(strstr(line, "folder_path") && strstr(line, "no_such_folder"));
-    CU_ASSERT(located(line, "missing_dataset", line_of("missing_dataset", "folder_path:")));
+    char cfg[1200];
+    cfg_path("missing_dataset", cfg, sizeof cfg);
+    CU_ASSERT(tt_located(line, cfg, tt_line_of(cfg, "folder_path:")));
     /* refused before the model was loaded and before anything was written */
     CU_ASSERT(err && !strstr(err, "MiB of weights"));
     CU_ASSERT(!tt_exists(out));
@@ -96,7 +79,9 @@ static void test_unknown_optimizer(void) {
     CU_ASSERT(error_lines(err, line, sizeof line) == 1);
     printf("  %s\n", line);
     CU_ASSERT(strstr(line, "optimizer") && strstr(line, "'adamw9000'") && strstr(line, "adamw8bit"));
-    CU_ASSERT(located(line, "unknown_optimizer", line_of("unknown_optimizer", "optimizer: adamw9000")));
+    char cfg[1200];
+    cfg_path("unknown_optimizer", cfg, sizeof cfg);
+    CU_ASSERT(tt_located(line, cfg, tt_line_of(cfg, "optimizer: adamw9000")));
     CU_ASSERT(!tt_exists(out));
     free(err);
 }

@@ -184,6 +184,28 @@ static inline int tt_write_config(const char *path, const tt_cfg *c) {
     return r;
 }
 
+/* The 1-based line of the file at cfg that holds `needle`, 0 when none (tests
+ * find a key's line in the config they wrote, whatever the template's layout). */
+static inline int tt_line_of(const char *cfg, const char *needle) {
+    char *t = tt_read_all(cfg, NULL), *at = t ? strstr(t, needle) : NULL;
+    int line = 0;
+    if (at) {
+        line = 1;
+        for (const char *q = t; q < at; q++) line += *q == '\n';
+    }
+    free(t);
+    return line;
+}
+
+/* text holds "<cfg>:<want_line>:<col>:" with a column > 0: an error located in cfg. */
+static inline int tt_located(const char *text, const char *cfg, int want_line) {
+    char pat[1400];
+    tt_fmt(pat, sizeof pat, "%s:%d:", cfg, want_line);
+    const char *at = text ? strstr(text, pat) : NULL;
+    int col = 0;
+    return at && sscanf(at + strlen(pat), "%d:", &col) == 1 && col > 0;
+}
+
 /* Start `orakul run cfg` with stdout/stderr into files. Returns the pid or -1. */
 static inline pid_t tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
     posix_spawn_file_actions_t fa;
