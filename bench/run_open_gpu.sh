@@ -18,6 +18,7 @@
 #           seed): the plan's densest-blocks-first selection against the even spread
 #   trainable model.stream_trainable_state auto vs always (TRAINABLE_CASES: f1:16 and the
 #           r128 seed run by default), the plan's suggestion measured
+#   codec   model.stream_compression never vs auto (CODEC_CASES)
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
@@ -64,6 +65,12 @@ for ph in "${phases[@]}"; do
           for c in ${TRAINABLE_CASES:-f1:16 seed:128:512:24}; do for st in auto always; do
             STREAM_TRAINABLE=$([ $st = auto ] || echo $st) STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} \
               bash bench/stream/run_gpu.sh $c | grep -E "^==|streaming|faster"; done; done ;;
+  codec)  # model.stream_compression never vs auto (seventh session: BF16 blocks coded in transit);
+          # CODEC_CASES "case:mode ..." (default FLUX.1-dev at 16 and 12 GiB both ways, 24 GiB coded)
+          for cm in ${CODEC_CASES:-f1:16:never f1:16:auto f1:12:never f1:12:auto f1:24:auto}; do
+            c=${cm%:*}; m=${cm##*:}
+            STREAM_COMPRESSION=$m STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} \
+              bash bench/stream/run_gpu.sh $c | grep -E "^==|streaming|faster|peak"; done ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac

@@ -10,7 +10,8 @@
 # Budget 0 = no budget (the resident baseline on the 141 GB card).
 # Carry .gpu-deps and .carry (torch_flux_ref.py, taef1/). Env: STEPS (default 4);
 # WEIGHT_DTYPE (seed cases: network.weight_dtype, fp32 masters by default, bf16 as the seed);
-# STREAM_TRAINABLE (model.stream_trainable_state: always | never; unset: auto).
+# STREAM_TRAINABLE (model.stream_trainable_state: always | never; unset: auto);
+# STREAM_COMPRESSION (model.stream_compression: always | never; unset: auto).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; root=$PWD
 bash bench/train/run_gpu.sh build | tail -1
@@ -46,6 +47,7 @@ for c in "$@"; do
   esac
   # model.stream_trainable_state (auto by default): STREAM_TRAINABLE=always|never
   [ -n "${STREAM_TRAINABLE:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_trainable_state: $STREAM_TRAINABLE#" $y; name="$name, stream_trainable_state $STREAM_TRAINABLE"; }
+  [ -n "${STREAM_COMPRESSION:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_compression: $STREAM_COMPRESSION#" $y; name="$name, stream_compression $STREAM_COMPRESSION"; }
   watch_mem /tmp/mem.txt & wp=$!
   t0=$(date +%s); timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
   kill $wp 2>/dev/null; wait $wp 2>/dev/null

@@ -124,6 +124,9 @@ typedef struct ork_model_config {
     double vram_budget_gb;     /* 0: the whole device (orakul) */
     const char *stream_trainable_state; /* orakul: "auto" (when the plan needs it), "always"
                                          * with a budget, "never" (docs/streaming.md §4) */
+    const char *stream_compression;     /* orakul: streamed frozen blocks travel losslessly coded
+                                         * (stream/wcodec.h): "auto" (16-bit weights on CUDA),
+                                         * "always", "never" */
     /* model_kwargs, quantize_kwargs: component keys */
 } ork_model_config;
 

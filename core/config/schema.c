@@ -198,6 +198,7 @@ static const ork_ck model_keys[] = {
     STR("vae_path", NULL, NULL, vae_path),
     F("vram_budget_gb", "0", 0, 4096, vram_budget_gb),
     STR("stream_trainable_state", "auto", "auto|always|never", stream_trainable_state),
+    STR("stream_compression", "auto", "auto|always|never", stream_compression),
     PARAMS("model_kwargs"), PARAMS("quantize_kwargs"),
     KNOWN("is_v2", "false"), KNOWN("is_xl", "false"), KNOWN("is_pixart", "false"),
     KNOWN("is_pixart_sigma", "false"), KNOWN("is_auraflow", "false"), KNOWN("is_v3", "false"),

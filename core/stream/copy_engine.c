@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A queued entry: a copy, or (wait_lane >= 0) a wait for the first wait_seq
+/* A queued entry: a copy, a decode (hdr != NULL), or (wait_lane >= 0) a wait for the first wait_seq
  * entries of another lane — a copy lane waiting on an event is queued like
  * its copies, so what follows the wait is performed after what the event
  * covers, never before (a missing wait shows up as stale or clobbered data). */
@@ -18,6 +18,7 @@ typedef struct cpu_entry {
     size_t bytes;
     int wait_lane;
     uint64_t wait_seq;
+    const ork_wcodec_hdr *hdr;
 } cpu_entry;
 
 typedef struct cpu_lane {
@@ -50,6 +51,7 @@ static void perform(cpu_ce *c, int lane, uint64_t seq) {
     while (l->done < seq && l->head < l->n) {
         cpu_entry e = l->q[l->head++];
         if (e.wait_lane >= 0) perform(c, e.wait_lane, e.wait_seq);
+        else if (e.hdr) (void)ork_wcodec_decode(e.src, e.hdr->coded_bytes, e.dst, 1); /* checked when queued */
         else memcpy(e.dst, e.src, e.bytes);
         l->done++;
     }
@@ -74,7 +76,14 @@ static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, con
         memcpy(dst, src, bytes);
         return ORK_OK;
     }
-    return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0});
+    return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0, NULL});
+}
+
+static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+    cpu_ce *c = ce->priv;
+    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
+    /* deferred: the coded bytes may not be there yet (a queued copy); the header was checked by the caller */
+    return push(&c->lane[lane], (cpu_entry){dst, src, hdr->raw_bytes, -1, 0, hdr});
 }
 
 static ork_status cpu_record(ork_copy_engine *ce, ork_lane lane, int ev) {
@@ -90,7 +99,7 @@ static ork_status cpu_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     int l = c->ev_lane[ev];
     if (l < 0 || l == (int)lane) return ORK_OK; /* never recorded, or the lane's own order */
     if (c->mode == ORK_CE_DEFERRED && lane != ORK_LANE_COMPUTE)
-        return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev]});
+        return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev], NULL});
     /* the CPU's compute is synchronous: waiting = making the copies happen */
     perform(c, l, c->ev_seq[ev]);
     return ORK_OK;
@@ -111,8 +120,8 @@ static void cpu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_record, cpu_wait, cpu_sync,
-                                 cpu_destroy};
+static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_decode, cpu_record, cpu_wait,
+                                 cpu_sync,     cpu_destroy};
 
 ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ORK_FAIL(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);
@@ -174,6 +183,12 @@ ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void
     if (!bytes) return ORK_OK;
     ce->bytes[lane] += bytes;
     return ce->vt->copy(ce, lane, dst, src, bytes);
+}
+ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+    if (lane != ORK_LANE_H2D)
+        return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the H2D lane (got %d)", (int)lane);
+    if (!hdr->raw_bytes) return ORK_OK;
+    return ce->vt->decode(ce, lane, dst, src, hdr);
 }
 ork_status ork_ce_record(ork_copy_engine *ce, ork_lane lane, int ev) {
     ORK_TRY(check_ev(ce, ev));

@@ -39,6 +39,11 @@ static ork_status cu_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const v
     return ORK_OK;
 }
 
+static ork_status cu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    return ork_wcodec_decode_cuda(src, hdr, dst, (void *)c->s[lane]);
+}
+
 static ork_status cu_record(ork_copy_engine *ce, ork_lane lane, int ev) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     CE_TRY(cudaEventRecord(c->ev[ev], c->s[lane]));
@@ -69,7 +74,7 @@ static void cu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy, cu_record, cu_wait, cu_sync, cu_destroy};
+static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy, cu_decode, cu_record, cu_wait, cu_sync, cu_destroy};
 
 extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ork_fail(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);
@@ -87,7 +92,11 @@ extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n
     ce->priv = c;
     c->s[ORK_LANE_COMPUTE] = (cudaStream_t)ork_cuda_kstream(compute);
     ork_status st = ORK_OK;
-    cudaError_t e = cudaStreamCreateWithFlags(&c->s[ORK_LANE_H2D], cudaStreamNonBlocking);
+    /* the H2D lane also runs the transit decode: highest priority, so its blocks are
+     * scheduled as soon as an SM frees rather than behind the compute lane's queue */
+    int lo = 0, hi = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->s[ORK_LANE_H2D], cudaStreamNonBlocking, hi);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->s[ORK_LANE_D2H], cudaStreamNonBlocking);
     for (int i = 0; e == cudaSuccess && i < n_events; i++) e = cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming);
     if (e != cudaSuccess) {

@@ -14,10 +14,12 @@
 static const ork_device_kind kinds[] = {
     /* duplex: the H200's pinned rate each way with both directions busy, 50.6 of
      * 55.3 GB/s (bench/stream/pcie_ceilings.py); the other cards are taken alike */
-    {"h200", 803.0, 0.5, 55.0, 55.0, 0.915, 141.0},
-    {"h100", 760.0, 0.5, 50.0, 50.0, 0.915, 80.0},
-    {"rtx4090", 165.0, 0.5, 25.0, 25.0, 0.915, 24.0},
-    {"cpu", 0.1, 0.5, 10.0, 10.0, 0.5, 0.0}, /* one memory bus for both memcpy directions */
+    /* decode_gbs: the transit decode's output rate beside compute, about a quarter
+     * of the memory bandwidth (it moves 1.75 bytes per output byte and shares the SMs) */
+    {"h200", 803.0, 0.5, 55.0, 55.0, 0.915, 141.0, 1000.0},
+    {"h100", 760.0, 0.5, 50.0, 50.0, 0.915, 80.0, 800.0},
+    {"rtx4090", 165.0, 0.5, 25.0, 25.0, 0.915, 24.0, 250.0},
+    {"cpu", 0.1, 0.5, 10.0, 10.0, 0.5, 0.0, 2.0}, /* one memory bus for both memcpy directions */
 };
 
 int ork_device_kind_find(const char *name, ork_device_kind *out) {
@@ -104,6 +106,7 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->frozen_resident = res;
     p->slot_bytes = ns ? (maxs + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : 0;
     p->slots = ns ? p->slot_bytes * (size_t)p->n_slots : 0;
+    p->staging = ns && p->stream_codec ? ork_stream_staging_bytes(p->slot_bytes, ORK_STREAM_CODEC_RATIO) : 0;
     int pb = in->param_bytes > 0 ? in->param_bytes : 4;
     double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
     p->param_bytes = pb;
@@ -121,7 +124,7 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->lora += p->lora_shadow_dev;
     p->grads = (size_t)g_dev * 4;
     p->opt = gib_round((double)g_dev * ob);
-    p->total = p->frozen_resident + p->codec + p->slots + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
+    p->total = p->frozen_resident + p->codec + p->slots + p->staging + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
                p->work + p->workspace;
     /* host: the packed streamed blocks, plus the trainable state when it streams */
     size_t host = 0;
@@ -245,14 +248,21 @@ static void predict(ork_stream_plan *p) {
         int fvisit = p->streamed[b] && b != prev_s;
         if (p->streamed[b]) prev_s = b;
         if (fvisit || tbytes > 0) {
-            double fbytes = 0, ls = copy_free;
+            double fbytes = 0, ls = copy_free, le;
             if (fvisit) {
                 v++;
-                if (held[v % K] != b) fbytes = (double)p->block_bytes[b];
+                int load = held[v % K] != b;
+                if (load) fbytes = (double)p->block_bytes[b] * p->codec_ratio;
                 held[v % K] = b;
-                if (slot_free[v % K] > ls) ls = slot_free[v % K];
+                if (p->stream_codec && load) { /* coded: the copy into staging need not wait for the slot, its decode does */
+                    le = fmax(ls + fbytes / h2d, slot_free[v % K]) + (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+                } else {
+                    if (slot_free[v % K] > ls) ls = slot_free[v % K];
+                    le = ls + fbytes / h2d;
+                }
+            } else {
+                le = ls;
             }
-            double le = ls + fbytes / h2d;
             if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
                 int ts = ++tv % K;
                 double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
@@ -342,7 +352,7 @@ static int auto_choose(ctx *c) {
 static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
     char a[32], b[32], c1[32], c2[32], c3[32];
     double act = (double)(p->saved + p->carry_grads + p->work), tr = (double)(p->lora + p->grads + p->opt),
-           fr = (double)(p->frozen_resident + p->slots + p->codec);
+           fr = (double)(p->frozen_resident + p->slots + p->staging + p->codec);
     const char *fix;
     if (act >= tr && act >= fr) fix = "lower the resolution (datasets[].resolution) or train.batch_size";
     else if (tr >= fr) fix = in->allow_trainable_streaming ? "lower network.linear (the rank) or use optimizer adamw8bit"
@@ -364,6 +374,9 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     p->percent = in->percent;
     p->n_blocks = n;
     p->n_slots = in->n_slots > 0 ? in->n_slots : 2;
+    p->stream_codec = in->stream_codec;
+    p->codec_ratio = in->stream_codec && in->codec_ratio > 0 ? in->codec_ratio : 1.0;
+    if (p->stream_codec && !(p->dev.decode_gbs > 0)) p->dev.decode_gbs = 1000.0;
     size_t nb = (size_t)n + 1;
     p->streamed = calloc(nb, 1);
     p->transformer = calloc(nb, 1);
@@ -585,10 +598,14 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     fprintf(f, ": %d of %d transformer blocks streamed", p->n_streamed, p->n_transformer);
     if (p->dense_first) fprintf(f, " (the most FLOPs per byte first)");
     if (p->n_streamed) fprintf(f, ", ring of %d slots x %s", p->n_slots, mib((double)p->slot_bytes, a, sizeof a));
+    if (p->n_streamed && p->stream_codec)
+        fprintf(f, ", coded in transit (expected %.2f of the bytes, staging %s)", p->codec_ratio,
+                mib((double)p->staging, b, sizeof b));
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
-    fprintf(f, "  VRAM: frozen resident %s, slots %s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
-            mib((double)p->frozen_resident, a, sizeof a), mib((double)p->slots, b, sizeof b), mib((double)p->codec, c, sizeof c),
+    fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
+            mib((double)p->frozen_resident, a, sizeof a), mib((double)(p->slots + p->staging), b, sizeof b),
+            p->staging ? " (with staging)" : "", mib((double)p->codec, c, sizeof c),
             mib((double)p->lora, d, sizeof d), mib((double)p->grads, e, sizeof e), mib((double)p->opt, g, sizeof g),
             mib((double)p->saved, h, sizeof h), mib((double)p->carry_grads, i2, sizeof i2), mib((double)p->work, j, sizeof j),
             mib((double)p->workspace, k, sizeof k), mib((double)p->total, l, sizeof l));

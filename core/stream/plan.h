@@ -6,6 +6,7 @@
  * The model of memory (bytes on the device):
  *   frozen weights of resident blocks + codec weights
  *   + n_slots x the largest streamed block            (the ring)
+ *   + ORK_STREAM_CODEC_RATIO x the largest streamed block   (staging, when blocks travel coded)
  *   + LoRA params + F32 grads + optimizer state       (all, or 2 blocks' worth when streamed)
  *   + saved block inputs: (n_blocks + 1) x B x L x hidden x act_bytes   (L = image + text tokens)
  *   + carry gradients: 2 x B x L x hidden x act_bytes
@@ -50,11 +51,17 @@ typedef struct ork_device_kind {
     double d2h_gbs;
     double duplex;   /* fraction of each rate left when both directions run at once */
     double mem_gib;  /* device memory */
+    double decode_gbs; /* the streamer's transit decode (stream/wcodec.h), decoded GB/s beside compute */
 } ork_device_kind;
 
 /* "h200" (803 TFLOP/s, 55/55 GB/s, duplex 0.915, 141 GiB), "rtx4090" (165, 25/25, 24),
  * "cpu" (0.1, memcpy 10 GB/s); 0 when unknown. */
 int ork_device_kind_find(const char *name, ork_device_kind *out);
+
+/* The coded share the planner expects of streamed BF16 blocks: 12 of 16 bits a
+ * weight plus exceptions and headers (stream/wcodec.h); the streamer logs the
+ * measured one */
+#define ORK_PLAN_BF16_CODEC_RATIO 0.76
 
 typedef enum ork_offload_mode {
     ORK_OFFLOAD_NONE = 0,
@@ -87,6 +94,9 @@ typedef struct ork_plan_inputs {
     int suggest_trainable_streaming; /* AUTO with 1 above: also predict the plan that streams the trainable
                                       * state from the start and keep its step time (t_step_trainable) */
     ork_stream_select select;      /* AUTO's streamed set: by predicted step (default), even, or densest first */
+    int stream_codec;            /* streamed frozen blocks travel coded (stream/wcodec.h): a staging buffer of
+                                  * ORK_STREAM_CODEC_RATIO x a slot, loads of codec_ratio x their bytes + a decode */
+    double codec_ratio;          /* expected coded / raw bytes (0: 1, nothing saved) */
     /* storage of frozen weights */
     int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
     int bias_bytes;              /* 0: max(weight_bytes, 2) */
@@ -130,7 +140,9 @@ typedef struct ork_stream_plan {
     int64_t hidden;
     /* device bytes */
     size_t budget;
-    size_t frozen_resident, codec, slot_bytes, slots;
+    size_t frozen_resident, codec, slot_bytes, slots, staging;
+    int stream_codec;            /* the inputs' */
+    double codec_ratio;          /* the inputs' (1 when not coded) */
     size_t lora, grads, opt, saved, carry_grads, work, workspace, total;
     /* host and PCIe */
     size_t host_pinned;

@@ -32,7 +32,16 @@ struct ork_streamer {
                             * weights never change, so a visit to a block its slot
                             * still holds needs no copy (the backward's second block
                             * with K = 2; the next pass's first blocks) */
-    uint64_t loads, h2d, reused;
+    uint64_t loads, h2d, raw, reused;
+    /* transit coding */
+    int compress, nthreads;
+    double max_ratio;
+    uint8_t *dirty;        /* [n_blocks] written since it was last considered for coding */
+    size_t *coded;         /* [n_blocks] coded bytes in the region, 0: raw */
+    ork_wcodec_hdr *hdr;   /* [n_blocks] the coded form's header (the deferred CPU decode reads it) */
+    void *staging;
+    size_t staging_bytes;
+    int n_coded;
 };
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
@@ -68,7 +77,14 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->arena = calloc(nb, sizeof *s->arena);
     s->slot = calloc((size_t)s->K, sizeof *s->slot);
     s->content = malloc((size_t)s->K * sizeof *s->content);
-    if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot || !s->content) {
+    s->dirty = calloc(nb, 1);
+    s->coded = calloc(nb, sizeof *s->coded);
+    s->hdr = calloc(nb, sizeof *s->hdr);
+    s->compress = o->compress;
+    s->max_ratio = o->max_ratio > 0 ? o->max_ratio : ORK_STREAM_CODEC_RATIO;
+    s->nthreads = o->nthreads > 0 ? o->nthreads : 1;
+    if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot || !s->content || !s->dirty || !s->coded ||
+        !s->hdr) {
         ork_streamer_destroy(s);
         return ORK_E_NOMEM;
     }
@@ -104,11 +120,16 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
             cap = want;
         }
         s->host[b] = cur + used;
+        s->dirty[b] = 1;
         memset(s->host[b], 0, need); /* the padding travels too: keep it defined */
         used += need;
     }
     if (s->slot_bytes == 0) s->slot_bytes = ORK_STREAM_ALIGN;
     for (int k = 0; k < s->K && st == ORK_OK && s->n_streamed; k++) st = ork_alloc_get(a, s->slot_bytes, "stream_slots", &s->slot[k]);
+    if (st == ORK_OK && s->compress && s->n_streamed) {
+        s->staging_bytes = ork_stream_staging_bytes(s->slot_bytes, s->max_ratio);
+        st = ork_alloc_get(a, s->staging_bytes, "stream_staging", &s->staging);
+    }
     if (st != ORK_OK) { ork_streamer_destroy(s); return st; }
     *out = s;
     return ORK_OK;
@@ -119,6 +140,7 @@ void ork_streamer_destroy(ork_streamer *s) {
     if (s->ce && s->n_streamed) (void)ork_ce_sync(s->ce); /* no copy may still read an arena or write a slot */
     for (int k = 0; s->slot && k < s->K; k++)
         if (s->slot[k]) ork_alloc_put(s->a, s->slot[k]);
+    if (s->staging) ork_alloc_put(s->a, s->staging);
     for (int i = 0; s->arena && i < s->n_arenas; i++) ork_ce_host_free(s->ce, s->arena[i]);
     free(s->streamed);
     free(s->bytes);
@@ -126,6 +148,9 @@ void ork_streamer_destroy(ork_streamer *s) {
     free(s->arena);
     free(s->slot);
     free(s->content);
+    free(s->dirty);
+    free(s->coded);
+    free(s->hdr);
     free(s->vis);
     free(s);
 }
@@ -134,24 +159,94 @@ int ork_streamer_is_streamed(const ork_streamer *s, int block) {
     return block >= 0 && block < s->n_blocks && s->streamed[block];
 }
 
+size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio) {
+    size_t b = (size_t)((double)slot_bytes * max_ratio);
+    return (b + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+}
+
+/* A coded region back to its raw bytes, in place (through a scratch copy). */
+static ork_status uncode(ork_streamer *s, int b) {
+    if (!s->coded[b]) return ORK_OK;
+    ORK_TRY(ork_ce_sync(s->ce)); /* no load may still read the coded bytes */
+    void *tmp = malloc(s->coded[b]);
+    if (!tmp) return ORK_E_NOMEM;
+    memcpy(tmp, s->host[b], s->coded[b]);
+    ork_status st = ork_wcodec_decode(tmp, s->coded[b], s->host[b], s->nthreads);
+    free(tmp);
+    if (st != ORK_OK) return ORK_FAIL(st, "streamer: block %d: its coded region does not decode", b);
+    s->coded[b] = 0;
+    s->n_coded--;
+    return ORK_OK;
+}
+
 void *ork_streamer_host(ork_streamer *s, int block) {
     if (!ork_streamer_is_streamed(s, block)) return NULL;
+    if (uncode(s, block) != ORK_OK) return NULL;
     /* the caller may write the region: no slot's copy of it counts as current */
     for (int k = 0; k < s->K; k++)
         if (s->content[k] == block) s->content[k] = -1;
+    s->dirty[block] = 1;
     return s->host[block];
+}
+
+/* Code every written block that shrinks enough, in place (the coded form is
+ * never longer than what it replaces: it must fit in staging_bytes <= raw). */
+ork_status ork_streamer_seal(ork_streamer *s) {
+    if (!s->compress) return ORK_OK;
+    int done = 0;
+    for (int b = 0; b < s->n_blocks; b++) {
+        if (!s->streamed[b] || !s->dirty[b]) continue;
+        s->dirty[b] = 0;
+        done++;
+        ork_wcodec_hdr h;
+        size_t n = ork_wcodec_coded_bytes(s->host[b], s->bytes[b], &h);
+        if (n > s->staging_bytes || (double)n > s->max_ratio * (double)s->bytes[b]) continue; /* travels raw */
+        void *tmp = malloc(n);
+        if (!tmp) return ORK_E_NOMEM;
+        size_t got = 0;
+        ork_status st = ork_wcodec_encode(s->host[b], s->bytes[b], tmp, n, &got, s->nthreads);
+        if (st == ORK_OK) st = ork_wcodec_header(tmp, got, &s->hdr[b]);
+        if (st == ORK_OK) memcpy(s->host[b], tmp, got);
+        free(tmp);
+        if (st != ORK_OK) return ORK_FAIL(st, "streamer: coding block %d failed", b);
+        s->coded[b] = got;
+        s->n_coded++;
+    }
+    if (done && s->n_coded) {
+        double raw = 0, coded = 0;
+        for (int b = 0; b < s->n_blocks; b++)
+            if (s->streamed[b]) {
+                raw += (double)s->bytes[b];
+                coded += (double)(s->coded[b] ? s->coded[b] : s->bytes[b]);
+            }
+        ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless): %.3f of their bytes, staging %.1f MiB",
+                 s->n_coded, s->n_streamed, coded / raw, (double)s->staging_bytes / 1048576.0);
+    }
+    return ORK_OK;
 }
 
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
-    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-    if (s->content[slot] != b) {
+    if (s->content[slot] == b) {
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+        s->reused++;
+    } else if (s->coded[b]) {
+        /* the coded bytes need not wait for the slot (the lane's previous decode has
+         * read the staging buffer: same lane, in order); the decode writing it does */
+        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b], s->coded[b]));
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+        ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, s->slot[slot], s->staging, &s->hdr[b]));
+        s->content[slot] = b;
+        s->loads++;
+        s->h2d += s->coded[b];
+        s->raw += s->bytes[b];
+    } else {
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
         ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
         s->content[slot] = b;
         s->loads++;
         s->h2d += s->bytes[b];
-    } else {
-        s->reused++;
+        s->raw += s->bytes[b];
     }
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
     s->issued++;
@@ -172,6 +267,7 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
         if (s->nv > 0 && s->vis[s->nv - 1].block == b) s->vis[s->nv - 1].uses++;
         else s->vis[s->nv++] = (visit){b, 1};
     }
+    ORK_TRY(ork_streamer_seal(s));
     s->v = -1;
     s->issued = 0;
     s->left = 0;
@@ -233,6 +329,9 @@ ork_status ork_streamer_pass_end(ork_streamer *s) {
 void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out) {
     out->loads = s->loads;
     out->h2d_bytes = s->h2d;
+    out->raw_bytes = s->raw;
+    out->n_coded = s->n_coded;
+    out->staging_bytes = s->staging_bytes;
     out->reused = s->reused;
     out->slot_bytes = s->n_streamed ? s->slot_bytes : 0;
     out->n_slots = s->n_streamed ? s->K : 0;

@@ -21,8 +21,17 @@
  * copies, records READY. enter(v) makes the compute lane wait READY. So up
  * to K-1 blocks are in flight while one computes; host-to-device only.
  *
+ * Transit coding (opts.compress, stream/wcodec.h). Before the first pass after
+ * its region was written, a block is coded in place in its arena when that
+ * shrinks it to at most max_ratio of its bytes; its load then copies the coded
+ * bytes into a staging buffer (max_ratio x the largest block, tag
+ * "stream_staging") and decodes them into the slot on the H2D lane: the copy
+ * may start before the slot is free, the decode waits for it. Lossless: a
+ * slot holds the same bytes either way. ork_streamer_host on a coded block
+ * decodes it back first.
+ *
  * Owns: the arenas (pinned, via the copy engine), the slots (device, tag
- * "stream_slots" on the allocator) and the schedule state. The copy engine is
+ * "stream_slots" on the allocator), the staging buffer and the schedule state. The copy engine is
  * borrowed; the streamer uses its events event_base .. event_base + 2K - 1.
  * [control-thread] */
 #ifndef ORK_STREAM_STREAMER_H
@@ -54,14 +63,24 @@ typedef struct ork_streamer_opts {
     int n_slots;               /* >= 2 */
     size_t arena_bytes;        /* 0: 1 GiB */
     int event_base;            /* first copy-engine event to use */
+    int compress;              /* 1: code blocks that shrink (stream/wcodec.h) */
+    double max_ratio;          /* a block is coded when coded <= max_ratio x raw; 0: ORK_STREAM_CODEC_RATIO */
+    int nthreads;              /* encoding threads, 0: 1 */
 } ork_streamer_opts;
+
+/* The coded size a block must reach to travel coded (the staging buffer's
+ * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75. */
+#define ORK_STREAM_CODEC_RATIO 0.80
 
 typedef struct ork_streamer ork_streamer;
 
 typedef struct ork_streamer_stats {
     uint64_t loads;      /* block loads issued (copies) */
     uint64_t reused;     /* visits whose block its slot still held: no copy */
-    uint64_t h2d_bytes;  /* bytes of them */
+    uint64_t h2d_bytes;  /* bytes of them (coded bytes for coded blocks) */
+    uint64_t raw_bytes;  /* the same loads' decoded bytes */
+    int n_coded;         /* streamed blocks that travel coded */
+    size_t staging_bytes;
     size_t slot_bytes;   /* one slot */
     int n_slots, n_streamed, n_arenas;
     size_t host_bytes;   /* pinned bytes held */
@@ -70,9 +89,18 @@ typedef struct ork_streamer_stats {
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out);
 void ork_streamer_destroy(ork_streamer *s);
 
+/* The staging buffer coded loads need: max_ratio x the largest block, aligned. */
+size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio);
+
 int ork_streamer_is_streamed(const ork_streamer *s, int block);
-/* The block's packed host region (streamed blocks), NULL otherwise. */
+/* The block's packed host region (streamed blocks), NULL otherwise (or when a
+ * coded region could not be decoded back). */
 void *ork_streamer_host(ork_streamer *s, int block);
+
+/* Code the blocks written since the last seal (opts.compress; pass_begin does
+ * it too): call it once the weights are loaded, so step 1 does not pay for it.
+ * Logs one line with the coded share when it coded anything. */
+ork_status ork_streamer_seal(ork_streamer *s);
 
 /* Start a pass over blocks in `order` (n entries; resident ones are skipped).
  * A pass left unfinished by an error is dropped by the next pass_begin. */

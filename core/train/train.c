@@ -14,6 +14,7 @@
 #include "plugin/loader.h"
 #include "stream/copy_engine.h"
 #include "stream/plan.h"
+#include "stream/streamer.h"
 #include "stream/zero.h"
 #include "tensor/ops.h"
 #include "tensor/tape.h"
@@ -1301,6 +1302,12 @@ static ork_status make_plan(job *j, ork_device dev) {
         in.weight_bytes = (int)ork_dtype_size(ql.qdtype);
         in.scale_bytes_per_row = (int)ql.n_scales * 4;
     }
+    /* streamed frozen blocks coded in transit (stream/wcodec.h): auto takes it for
+     * 16-bit weights on a GPU (the one planned for: ORAKUL_PLAN_DEVICE), where a
+     * BF16 block shrinks to ~0.75 of its bytes */
+    const char *sc = mc->stream_compression ? mc->stream_compression : "auto";
+    in.stream_codec = !strcmp(sc, "always") || (!strcmp(sc, "auto") && strcmp(in.dev.name, "cpu") && in.weight_bytes == 2);
+    in.codec_ratio = in.weight_bytes == 2 ? ORK_PLAN_BF16_CODEC_RATIO : 1.0;
     in.lora_rank = j->p->network.linear;
     in.param_bytes = (j->p->network.weight_dtype && strstr(j->p->network.weight_dtype, "bf")) ? 2 : 4;
     size_t sb = 0;
@@ -1431,7 +1438,7 @@ static ork_status setup(job *j) {
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
                             ork_config_file(j->cfg), j->plan->n_streamed);
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
-        ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0};
+        ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0, j->plan->stream_codec};
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
         ORK_INFO("streaming %d of %d blocks%s through %d device slots (plan: %.2f GB over PCIe per step)",
                  j->plan->n_streamed, j->info.n_blocks, j->plan->dense_first ? ", the most FLOPs per byte first," : "",
@@ -1444,6 +1451,7 @@ static ork_status setup(job *j) {
     }
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
     ORK_TRY(ork_wstore_check_complete(j->ws));
+    if (ork_wstore_streamer(j->ws)) ORK_TRY(ork_streamer_seal(ork_wstore_streamer(j->ws)));
     ork_wstore_attach(j->ws, j->g);
     t[PH_WEIGHTS] = now_s();
     ORK_INFO("model %s (%s): %d blocks, %.1f MiB of weights on %s", j->p->model.name_or_path, j->info.variant,

@@ -3,6 +3,7 @@
 
 #include "numerics/fp8.h"
 #include "numerics/half.h"
+#include "numerics/quantize.h"
 #include "train/rng.h"
 #include "util/log.h"
 
@@ -161,12 +162,19 @@ static ork_status commit_quant(ork_wstore *w, int i, const void *buf) {
     return ORK_OK;
 }
 
+/* Weight i's place in its streamed block's host region (NULL: the region
+ * could not be given back, e.g. a coded region failed to decode). */
+static void *streamed_at(ork_wstore *w, int i, size_t offset) {
+    uint8_t *h = ork_streamer_host(w->st, w->info->weights[i].block);
+    return h ? h + offset : NULL;
+}
+
 /* Host memory for weight i's record: its place in the streamed region, or a
  * malloc'd buffer (*owned) of the same layout. */
 static void *record_buf(ork_wstore *w, int i, void **owned) {
     ork_stream_rec r = rec_of(w, i);
     *owned = NULL;
-    if (is_streamed(w, i)) return (uint8_t *)ork_streamer_host(w->st, w->info->weights[i].block) + r.offset;
+    if (is_streamed(w, i)) return streamed_at(w, i, r.offset);
     *owned = calloc(1, r.scale_offset + r.scale_bytes + 1);
     return *owned;
 }
@@ -204,7 +212,7 @@ static ork_status put_quant(ork_wstore *w, int i, ork_dtype dt, const void *data
 /* Host memory for weight i's stored (unquantized) values: its place in the
  * streamed region, or a malloc'd upload buffer of `bytes`. */
 static void *stored_buf(ork_wstore *w, int i, size_t bytes) {
-    if (is_streamed(w, i)) return (uint8_t *)ork_streamer_host(w->st, w->info->weights[i].block) + w->rec[i].offset;
+    if (is_streamed(w, i)) return streamed_at(w, i, w->rec[i].offset);
     return malloc(bytes + 1);
 }
 
@@ -368,7 +376,8 @@ static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
     }
     free(fill);
     ork_streamer_opts o = {.n_blocks = nb, .streamed = so->streamed, .block_bytes = bytes, .n_slots = so->n_slots,
-                           .arena_bytes = so->arena_bytes, .event_base = 0};
+                           .arena_bytes = so->arena_bytes, .event_base = 0, .compress = so->compress,
+                           .nthreads = ork_numerics_threads()};
     ork_status st = ork_streamer_create(so->ce, w->alloc, &o, &w->st);
     free(bytes);
     return st;

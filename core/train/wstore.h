@@ -45,6 +45,7 @@ typedef struct ork_wstore_stream {
     const uint8_t *streamed;  /* [n_blocks] 1: the block streams */
     int n_slots;              /* >= 2 */
     size_t arena_bytes;       /* pinned arena chunk, 0: 1 GiB */
+    int compress;             /* streamed blocks travel coded (stream/streamer.h, wcodec.h) */
 } ork_wstore_stream;
 
 ork_status ork_wstore_create_ex(ork_alloc *a, const ork_backend *be, ork_kctx *k, const ork_model_info *info,

@@ -174,6 +174,108 @@ static void test_streamed_equals_resident(void) {
     toy_out_free(&ref);
 }
 
+/* Transit coding (stream/wcodec.h): BF16 blocks travel coded and the run is
+ * bit-identical to the resident one in both copy-engine modes (DEFERRED shows
+ * a decode reading the staging buffer before its copy, or writing a slot still
+ * in use); fewer bytes cross than the blocks hold. */
+static void test_coded_equals_resident(void) {
+    toy_init(&g_toy, NB, 64, 16);
+    toy_run_opts o = base_opts();
+    o.store_dt = ORK_BF16;
+    toy_run_out ref, got;
+    run_ok(&o, &ref);
+    /* the final layer (H -> C, a few KiB) does not shrink past the headers: raw */
+    struct { const char *name; uint8_t st[NB]; int slots, raw; } cases[] = {
+        {"all blocks, 2 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 2, 2},
+        {"every other block, 3 slots", {0, 1, 0, 1, 0, 1, 0, 1}, 3, 1},
+        {"the final layer only (merged visit, raw)", {0, 0, 0, 0, 0, 0, 0, 1}, 2, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int mode = 0; mode < 2; mode++) {
+            o.streamed = cases[c].st;
+            o.n_slots = cases[c].slots;
+            o.cpu_deferred = mode;
+            o.compress = 1;
+            run_ok(&o, &got);
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s", cases[c].name, mode ? "deferred" : "eager");
+            same(&ref, &got, what);
+            int n_st = 0;
+            for (int b = 0; b < NB; b++) n_st += cases[c].st[b];
+            CU_ASSERT_EQUAL(got.n_coded, n_st - cases[c].raw);
+            CU_ASSERT(got.loads > 0);
+            CU_ASSERT(got.n_coded ? got.h2d_bytes < got.raw_bytes * 0.85 : got.h2d_bytes == got.raw_bytes);
+            toy_out_free(&got);
+            /* the same run uncoded moves the raw bytes */
+            o.compress = 0;
+            run_ok(&o, &got);
+            CU_ASSERT_EQUAL(got.n_coded, 0);
+            CU_ASSERT_EQUAL(got.h2d_bytes, got.raw_bytes);
+            toy_out_free(&got);
+        }
+    toy_out_free(&ref);
+}
+
+/* The streamer's coding by hand: a block that does not shrink travels raw, a
+ * coded block's host region reads back raw (decoded in place) and is coded
+ * again at the next pass; the slot always holds the raw bytes. */
+static void test_streamer_coding(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
+    uint8_t st[3] = {1, 1, 1};
+    size_t bytes[3] = {40000, 40002, 30001};
+    ork_streamer_opts o = {.n_blocks = 3, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(0.8 * 40002));
+    uint8_t *want[3];
+    uint64_t x = 88172645463325252ull;
+    for (int b = 0; b < 3; b++) {
+        want[b] = malloc(bytes[b]);
+        for (size_t i = 0; i + 1 < bytes[b]; i += 2) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            /* blocks 0, 2: bf16 values of a few exponents; block 1: random words (no gain: raw) */
+            uint16_t w = b == 1 ? (uint16_t)x : (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
+            want[b][i] = (uint8_t)w;
+            want[b][i + 1] = (uint8_t)(w >> 8);
+        }
+        if (bytes[b] & 1) want[b][bytes[b] - 1] = 0xa5;
+        memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_seal(s), ORK_OK);
+    ork_streamer_stats stats;
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT_EQUAL(stats.n_coded, 2);
+    int order[6] = {0, 1, 2, 2, 1, 0};
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 6), ORK_OK);
+        for (int q = 0; q < 6; q++) {
+            void *dev = NULL;
+            CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+            CU_ASSERT(dev && memcmp(dev, want[order[q]], bytes[order[q]]) == 0);
+            CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, order[q]), ORK_OK);
+        }
+        CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+        /* between rounds: block 2 read back (raw), changed, coded again at pass_begin */
+        uint8_t *h = ork_streamer_host(s, 2);
+        CU_ASSERT_FATAL(h != NULL);
+        CU_ASSERT_EQUAL(memcmp(h, want[2], bytes[2]), 0);
+        ork_streamer_stats_get(s, &stats);
+        CU_ASSERT_EQUAL(stats.n_coded, 1);
+        want[2][100] ^= 0x01;
+        h[100] ^= 0x01;
+    }
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT(stats.h2d_bytes < stats.raw_bytes);
+    ork_streamer_destroy(s);
+    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
+    for (int b = 0; b < 3; b++) free(want[b]);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
 /* Loads per step: forward once each, backward once each for blocks >=
  * first_trainable, the last block's two uses merged into one load. */
 static void test_loads_per_step(void) {
@@ -281,6 +383,8 @@ static const ork_test_case cases[] = {
     {"records: data + scales contiguous, aligned", test_rec_layout},
     {"streamer: schedule, merged visit, order errors", test_streamer_schedule},
     {"streamed == resident, bit for bit", test_streamed_equals_resident},
+    {"coded in transit == resident, bit for bit", test_coded_equals_resident},
+    {"streamer: coding, raw fallback, read back", test_streamer_coding},
     {"loads per step", test_loads_per_step},
     {"lookup outside the block is refused", test_lookup_outside_block},
     {"streaming needs checkpointing", test_needs_checkpointing},

@@ -28,19 +28,24 @@ static void test_cuda_streamed_equals_resident(void) {
                       .forward_only_check = 1};
     toy_run_out ref, got;
     CU_ASSERT_EQUAL_FATAL(toy_train(&g_toy, &o, &ref), ORK_OK);
-    struct { const char *name; uint8_t st[NB]; int slots; } cases[] = {
-        {"all blocks, 2 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 2},
-        {"all blocks, 3 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 3},
-        {"every other block", {0, 1, 0, 1, 0, 1, 0, 1}, 2},
-        {"last block only", {0, 0, 0, 0, 0, 0, 0, 1}, 2},
+    struct { const char *name; uint8_t st[NB]; int slots, compress; } cases[] = {
+        {"all blocks, 2 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 2, 0},
+        {"all blocks, 3 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 3, 0},
+        {"every other block", {0, 1, 0, 1, 0, 1, 0, 1}, 2, 0},
+        {"last block only", {0, 0, 0, 0, 0, 0, 0, 1}, 2, 0},
+        /* coded in transit: decoded on the device by the H2D lane's kernels */
+        {"all blocks coded, 2 slots", {1, 1, 1, 1, 1, 1, 1, 1}, 2, 1},
+        {"every other block coded, 3 slots", {0, 1, 0, 1, 0, 1, 0, 1}, 3, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         toy_run_opts s = o;
         s.streamed = cases[c].st;
         s.n_slots = cases[c].slots;
+        s.compress = cases[c].compress;
         CU_ASSERT_EQUAL_FATAL(toy_train(&g_toy, &s, &got), ORK_OK);
         same(&ref, &got, cases[c].name);
         CU_ASSERT(got.loads > 0);
+        if (cases[c].compress) CU_ASSERT(got.n_coded > 0 && got.h2d_bytes < got.raw_bytes * 0.8);
         toy_out_free(&got);
     }
     toy_out_free(&ref);

@@ -147,6 +147,7 @@ typedef struct toy_run_opts {
     int cpu_deferred;         /* CPU: DEFERRED copy engine instead of EAGER */
     int steps;
     int forward_only_check;   /* also run ork_runner_forward after training, into fwd_out */
+    int compress;             /* streamed blocks travel coded (stream/wcodec.h) */
 } toy_run_opts;
 
 typedef struct toy_run_out {
@@ -155,7 +156,8 @@ typedef struct toy_run_out {
     size_t n_params;
     float *fwd;      /* forward prediction values (forward_only_check), caller frees */
     size_t n_fwd;
-    uint64_t loads, h2d_bytes;
+    uint64_t loads, h2d_bytes, raw_bytes;
+    int n_coded;
 } toy_run_out;
 
 #define TOY_B 2
@@ -179,7 +181,8 @@ static ork_status toy_train(toy *m, const toy_run_opts *ro, toy_run_out *out) {
         if (be->device == ORK_DEV_CPU) s = ork_copy_engine_create_cpu(ro->cpu_deferred ? ORK_CE_DEFERRED : ORK_CE_EAGER, nev, &ce);
         else s = ork_copy_engine_create(be, &g->k, nev, &ce);
     }
-    ork_wstore_stream so = {.ce = ce, .streamed = ro->streamed, .n_slots = ro->n_slots > 0 ? ro->n_slots : 2};
+    ork_wstore_stream so = {.ce = ce, .streamed = ro->streamed, .n_slots = ro->n_slots > 0 ? ro->n_slots : 2,
+                            .compress = ro->compress};
     if (s == ORK_OK) s = ork_wstore_create_ex(a, be, &g->k, &m->info, ro->store_dt, ro->streamed ? &so : NULL, &ws);
     if (s == ORK_OK) s = toy_load(m, ork_wstore_sink(ws));
     if (s == ORK_OK) s = ork_wstore_check_complete(ws);
@@ -258,6 +261,8 @@ static ork_status toy_train(toy *m, const toy_run_opts *ro, toy_run_out *out) {
         ork_streamer_stats_get(ork_wstore_streamer(ws), &st);
         out->loads = st.loads;
         out->h2d_bytes = st.h2d_bytes;
+        out->raw_bytes = st.raw_bytes;
+        out->n_coded = st.n_coded;
     }
     if (g) (void)ork_graph_sync(g);
     ork_runner_destroy(r);

@@ -1,0 +1,81 @@
+/* stream/wcodec.h — the lossless transit codec for streamed 16-bit weights.
+ *
+ * Why: a streamed block of BF16 weights crosses PCIe twice a step, and in the
+ * forward pass the link, not the GPU, bounds the step (docs/streaming.md). The
+ * 8 exponent bits of trained (or random Gaussian) BF16 weights carry ~2.5 bits
+ * of information: coding each exponent as a 4-bit index into the block's 15
+ * most frequent exponents (index 15: an exception, kept exactly on the side)
+ * sends 12 bits a weight instead of 16 and the GPU rebuilds the exact bytes.
+ * Bitwise lossless for ANY input (what does not compress is an exception, and
+ * a block that does not shrink enough is simply sent raw by the streamer).
+ *
+ * The coded form of n 16-bit words w[i] (bf16 view: s = bit 15, e = bits
+ * 14..7, m = bits 6..0), one contiguous buffer, every section 256-aligned:
+ *   ork_wcodec_hdr                          (ORK_WCODEC_HDR_BYTES)
+ *   sm[n]      u8   (s << 7) | m           at hdr.sm_offset
+ *   idx[n/2+1] u8   nibble i = index of e in hdr.table (low nibble: even i);
+ *                   15: exception          at hdr.idx_offset
+ *   exc_pos[n_exc] u32  word positions, ascending   at hdr.exc_pos_offset
+ *   exc_e[n_exc]   u8   their exponents             at hdr.exc_e_offset
+ * A trailing odd byte (bytes odd) is carried raw in hdr.tail.
+ * The table has 15 entries (the most frequent exponents, ties by value;
+ * unused entries repeat entry 0); table[15] is unused (0).
+ *
+ * Owns nothing; pure functions. [any thread] */
+#ifndef ORK_STREAM_WCODEC_H
+#define ORK_STREAM_WCODEC_H
+
+#include <orakul/abi.h> /* ork_status */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ORK_WCODEC_MAGIC 0x31783445u /* "E4x1" little-endian */
+#define ORK_WCODEC_HDR_BYTES 256
+#define ORK_WCODEC_ESC 15
+
+typedef struct ork_wcodec_hdr {
+    uint32_t magic;
+    uint32_t tail_present; /* 1: the raw bytes were odd; tail is the last byte */
+    uint64_t raw_bytes;    /* decoded size in bytes */
+    uint64_t n_words;      /* raw_bytes / 2 */
+    uint64_t n_exc;
+    uint64_t sm_offset, idx_offset, exc_pos_offset, exc_e_offset;
+    uint64_t coded_bytes;  /* the whole coded buffer, header included */
+    uint8_t table[16];
+    uint8_t tail;
+    uint8_t pad_[7];
+} ork_wcodec_hdr;
+
+/* The coded size of these bytes (a full pass over them: histogram and
+ * exception count); *hdr (optional) gets the header encode would write. */
+size_t ork_wcodec_coded_bytes(const void *raw, size_t raw_bytes, ork_wcodec_hdr *hdr);
+
+/* Encode raw into out (out_cap >= ork_wcodec_coded_bytes(raw)); *coded = the
+ * bytes written. raw and out must not overlap. nthreads <= 1: this thread. */
+ork_status ork_wcodec_encode(const void *raw, size_t raw_bytes, void *out, size_t out_cap, size_t *coded,
+                             int nthreads);
+
+/* Read and check a coded buffer's header (magic, sizes and offsets consistent
+ * with coded_bytes): ORK_E_FORMAT with one line naming the bad field. */
+ork_status ork_wcodec_header(const void *coded, size_t coded_bytes, ork_wcodec_hdr *hdr);
+
+/* Decode on the CPU into out (hdr->raw_bytes). coded and out must not overlap. */
+ork_status ork_wcodec_decode(const void *coded, size_t coded_bytes, void *out, int nthreads);
+
+#ifdef ORAKUL_HAVE_CUDA
+/* Decode on the device, enqueued on stream (a cudaStream_t): coded_dev is the
+ * coded buffer in device memory, hdr its header (read on the host; the kernel
+ * takes the table and counts as arguments), out_dev hdr->raw_bytes of device
+ * memory. Never synchronises. */
+ork_status ork_wcodec_decode_cuda(const void *coded_dev, const ork_wcodec_hdr *hdr, void *out_dev, void *stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
