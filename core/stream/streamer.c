@@ -37,8 +37,12 @@ struct ork_streamer {
     int compress, nthreads;
     double max_ratio;
     uint8_t *dirty;        /* [n_blocks] written since it was last considered for coding */
-    size_t *coded;         /* [n_blocks] coded bytes in the region, 0: raw */
-    ork_wcodec_hdr *hdr;   /* [n_blocks] the coded form's header (the deferred CPU decode reads it) */
+    size_t *coded;         /* [n_blocks] coded bytes in the region (all its pieces), 0: raw */
+    size_t piece;          /* raw bytes a piece covers: a block is coded as independent pieces so
+                            * the staging buffer holds one piece, not one block */
+    int *pfirst;           /* [n_blocks + 1] index of the block's first piece in phdr / poff */
+    ork_wcodec_hdr *phdr;  /* [pieces] each coded piece's header (the deferred CPU decode reads it) */
+    size_t *poff;          /* [pieces] its offset in the coded region */
     void *staging;
     size_t staging_bytes;
     int n_coded;
@@ -79,12 +83,14 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->content = malloc((size_t)s->K * sizeof *s->content);
     s->dirty = calloc(nb, 1);
     s->coded = calloc(nb, sizeof *s->coded);
-    s->hdr = calloc(nb, sizeof *s->hdr);
+    s->pfirst = calloc(nb + 1, sizeof *s->pfirst);
+    s->piece = (o->piece_bytes ? o->piece_bytes : ORK_STREAM_CODEC_PIECE) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    if (!s->piece) s->piece = ORK_STREAM_ALIGN;
     s->compress = o->compress;
     s->max_ratio = o->max_ratio > 0 ? o->max_ratio : ORK_STREAM_CODEC_RATIO;
     s->nthreads = o->nthreads > 0 ? o->nthreads : 1;
     if (!s->streamed || !s->bytes || !s->host || !s->arena || !s->slot || !s->content || !s->dirty || !s->coded ||
-        !s->hdr) {
+        !s->pfirst) {
         ork_streamer_destroy(s);
         return ORK_E_NOMEM;
     }
@@ -127,8 +133,14 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     if (s->slot_bytes == 0) s->slot_bytes = ORK_STREAM_ALIGN;
     for (int k = 0; k < s->K && st == ORK_OK && s->n_streamed; k++) st = ork_alloc_get(a, s->slot_bytes, "stream_slots", &s->slot[k]);
     if (st == ORK_OK && s->compress && s->n_streamed) {
-        s->staging_bytes = ork_stream_staging_bytes(s->slot_bytes, s->max_ratio);
-        st = ork_alloc_get(a, s->staging_bytes, "stream_staging", &s->staging);
+        for (int b = 0; b < s->n_blocks; b++)
+            s->pfirst[b + 1] = s->pfirst[b] + (s->streamed[b] ? (int)((s->bytes[b] + s->piece - 1) / s->piece) : 0);
+        size_t np = (size_t)s->pfirst[s->n_blocks] + 1;
+        s->phdr = calloc(np, sizeof *s->phdr);
+        s->poff = calloc(np, sizeof *s->poff);
+        if (!s->phdr || !s->poff) st = ORK_E_NOMEM;
+        s->staging_bytes = ork_stream_staging_bytes(s->slot_bytes < s->piece ? s->slot_bytes : s->piece, s->max_ratio);
+        if (st == ORK_OK) st = ork_alloc_get(a, s->staging_bytes, "stream_staging", &s->staging);
     }
     if (st != ORK_OK) { ork_streamer_destroy(s); return st; }
     *out = s;
@@ -150,7 +162,9 @@ void ork_streamer_destroy(ork_streamer *s) {
     free(s->content);
     free(s->dirty);
     free(s->coded);
-    free(s->hdr);
+    free(s->pfirst);
+    free(s->phdr);
+    free(s->poff);
     free(s->vis);
     free(s);
 }
@@ -164,14 +178,26 @@ size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio) {
     return (b + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
 }
 
+/* Piece q of block b: its raw bytes start at (q - pfirst[b]) x piece. */
+static size_t piece_raw(const ork_streamer *s, int b, int q, size_t *at) {
+    *at = (size_t)(q - s->pfirst[b]) * s->piece;
+    size_t left = s->bytes[b] - *at;
+    return left < s->piece ? left : s->piece;
+}
+
 /* A coded region back to its raw bytes, in place (through a scratch copy). */
 static ork_status uncode(ork_streamer *s, int b) {
     if (!s->coded[b]) return ORK_OK;
     ORK_TRY(ork_ce_sync(s->ce)); /* no load may still read the coded bytes */
-    void *tmp = malloc(s->coded[b]);
+    uint8_t *tmp = malloc(s->coded[b]);
     if (!tmp) return ORK_E_NOMEM;
     memcpy(tmp, s->host[b], s->coded[b]);
-    ork_status st = ork_wcodec_decode(tmp, s->coded[b], s->host[b], s->nthreads);
+    ork_status st = ORK_OK;
+    for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
+        size_t at;
+        (void)piece_raw(s, b, q, &at);
+        st = ork_wcodec_decode(tmp + s->poff[q], s->phdr[q].coded_bytes, s->host[b] + at, s->nthreads);
+    }
     free(tmp);
     if (st != ORK_OK) return ORK_FAIL(st, "streamer: block %d: its coded region does not decode", b);
     s->coded[b] = 0;
@@ -198,18 +224,29 @@ ork_status ork_streamer_seal(ork_streamer *s) {
         if (!s->streamed[b] || !s->dirty[b]) continue;
         s->dirty[b] = 0;
         done++;
-        ork_wcodec_hdr h;
-        size_t n = ork_wcodec_coded_bytes(s->host[b], s->bytes[b], &h);
-        if (n > s->staging_bytes || (double)n > s->max_ratio * (double)s->bytes[b]) continue; /* travels raw */
-        void *tmp = malloc(n);
+        if (!s->bytes[b]) continue;
+        /* every piece must fit the staging buffer and the block must shrink to max_ratio */
+        size_t n = 0;
+        int fit = 1;
+        for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && fit; q++) {
+            size_t at, raw = piece_raw(s, b, q, &at), c = ork_wcodec_coded_bytes(s->host[b] + at, raw, NULL);
+            fit = c > 0 && c <= s->staging_bytes;
+            s->poff[q] = n;
+            n += c;
+        }
+        if (!fit || (double)n > s->max_ratio * (double)s->bytes[b]) continue; /* travels raw */
+        uint8_t *tmp = malloc(n);
         if (!tmp) return ORK_E_NOMEM;
-        size_t got = 0;
-        ork_status st = ork_wcodec_encode(s->host[b], s->bytes[b], tmp, n, &got, s->nthreads);
-        if (st == ORK_OK) st = ork_wcodec_header(tmp, got, &s->hdr[b]);
-        if (st == ORK_OK) memcpy(s->host[b], tmp, got);
+        ork_status st = ORK_OK;
+        for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
+            size_t at, raw = piece_raw(s, b, q, &at), got = 0, cap = (q + 1 < s->pfirst[b + 1] ? s->poff[q + 1] : n) - s->poff[q];
+            st = ork_wcodec_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads);
+            if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
+        }
+        if (st == ORK_OK) memcpy(s->host[b], tmp, n);
         free(tmp);
         if (st != ORK_OK) return ORK_FAIL(st, "streamer: coding block %d failed", b);
-        s->coded[b] = got;
+        s->coded[b] = n;
         s->n_coded++;
     }
     if (done && s->n_coded) {
@@ -231,11 +268,16 @@ static ork_status issue(ork_streamer *s) {
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
         s->reused++;
     } else if (s->coded[b]) {
-        /* the coded bytes need not wait for the slot (the lane's previous decode has
-         * read the staging buffer: same lane, in order); the decode writing it does */
-        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b], s->coded[b]));
-        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-        ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, s->slot[slot], s->staging, &s->hdr[b]));
+        /* piece by piece through the staging buffer (the lane's previous decode has
+         * read it: same lane, in order); the first piece's copy need not wait for
+         * the slot, its decode does */
+        for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
+            size_t at;
+            (void)piece_raw(s, b, q, &at);
+            ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b] + s->poff[q], s->phdr[q].coded_bytes));
+            if (q == s->pfirst[b]) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+            ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, (uint8_t *)s->slot[slot] + at, s->staging, &s->phdr[q]));
+        }
         s->content[slot] = b;
         s->loads++;
         s->h2d += s->coded[b];

@@ -23,10 +23,11 @@
  *
  * Transit coding (opts.compress, stream/wcodec.h). Before the first pass after
  * its region was written, a block is coded in place in its arena when that
- * shrinks it to at most max_ratio of its bytes; its load then copies the coded
- * bytes into a staging buffer (max_ratio x the largest block, tag
- * "stream_staging") and decodes them into the slot on the H2D lane: the copy
- * may start before the slot is free, the decode waits for it. Lossless: a
+ * shrinks it to at most max_ratio of its bytes, as independent pieces of
+ * piece_bytes; its load then copies each coded piece into a staging buffer
+ * (max_ratio x one piece, tag "stream_staging") and decodes it into the slot
+ * on the H2D lane: the first copy may start before the slot is free, the
+ * decode waits for it. Lossless: a
  * slot holds the same bytes either way. ork_streamer_host on a coded block
  * decodes it back first.
  *
@@ -66,7 +67,14 @@ typedef struct ork_streamer_opts {
     int compress;              /* 1: code blocks that shrink (stream/wcodec.h) */
     double max_ratio;          /* a block is coded when coded <= max_ratio x raw; 0: ORK_STREAM_CODEC_RATIO */
     int nthreads;              /* encoding threads, 0: 1 */
+    size_t piece_bytes;        /* raw bytes per independently coded piece, 0: ORK_STREAM_CODEC_PIECE */
 } ork_streamer_opts;
+
+/* A block is coded as pieces of this many raw bytes: the staging buffer holds
+ * one coded piece (max_ratio x 64 MiB), not a whole block (FLUX.1's double
+ * blocks: 648 MiB); the per-piece copy/decode hand-over costs ~3% of the lane
+ * either way (a piece decodes in ~0.03 ms, copies in ~0.9 ms on the H200). */
+#define ORK_STREAM_CODEC_PIECE ((size_t)64 << 20)
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75. */
@@ -89,7 +97,8 @@ typedef struct ork_streamer_stats {
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out);
 void ork_streamer_destroy(ork_streamer *s);
 
-/* The staging buffer coded loads need: max_ratio x the largest block, aligned. */
+/* The staging buffer coded loads need: max_ratio x slot_bytes (pass the smaller
+ * of the largest block and the piece size), aligned. */
 size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio);
 
 int ork_streamer_is_streamed(const ork_streamer *s, int block);

@@ -225,11 +225,15 @@ static void test_streamer_coding(void) {
     CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
     uint8_t st[3] = {1, 1, 1};
-    size_t bytes[3] = {40000, 40002, 30001};
-    ork_streamer_opts o = {.n_blocks = 3, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
+    /* pieces of 32 KiB: blocks 0 and 1 in 7, block 2 in 5 (the last one short and odd) */
+    size_t bytes[3] = {200000, 200002, 150001};
+    ork_streamer_opts o = {.n_blocks = 3, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1,
+                           .piece_bytes = 32768};
     ork_streamer *s;
     CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
-    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(0.8 * 40002));
+    /* staging holds one coded piece, not a block */
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(0.8 * 32768));
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") <= (size_t)(0.8 * 32768) + 256);
     uint8_t *want[3];
     uint64_t x = 88172645463325252ull;
     for (int b = 0; b < 3; b++) {
@@ -264,8 +268,10 @@ static void test_streamer_coding(void) {
         CU_ASSERT_EQUAL(memcmp(h, want[2], bytes[2]), 0);
         ork_streamer_stats_get(s, &stats);
         CU_ASSERT_EQUAL(stats.n_coded, 1);
-        want[2][100] ^= 0x01;
+        want[2][100] ^= 0x01; /* in the first piece */
         h[100] ^= 0x01;
+        want[2][150000] ^= 0x80; /* the tail byte of the last piece */
+        h[150000] ^= 0x80;
     }
     ork_streamer_stats_get(s, &stats);
     CU_ASSERT(stats.h2d_bytes < stats.raw_bytes);
