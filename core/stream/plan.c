@@ -106,8 +106,7 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->frozen_resident = res;
     p->slot_bytes = ns ? (maxs + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : 0;
     p->slots = ns ? p->slot_bytes * (size_t)p->n_slots : 0;
-    p->staging = ns && p->stream_codec ? ork_stream_staging_bytes(p->slot_bytes < ORK_STREAM_CODEC_PIECE ? p->slot_bytes
-                                                                  : ORK_STREAM_CODEC_PIECE, ORK_STREAM_CODEC_RATIO) : 0;
+    p->staging = ns && p->stream_codec ? ork_stream_staging_bytes(p->slot_bytes, ORK_STREAM_CODEC_RATIO) : 0;
     int pb = in->param_bytes > 0 ? in->param_bytes : 4;
     double ob = in->opt_bytes_per_param > 0 ? in->opt_bytes_per_param : 8.0;
     p->param_bytes = pb;

@@ -6,8 +6,7 @@
  * The model of memory (bytes on the device):
  *   frozen weights of resident blocks + codec weights
  *   + n_slots x the largest streamed block            (the ring)
- *   + ORK_STREAM_CODEC_RATIO x min(largest streamed block, ORK_STREAM_CODEC_PIECE)
- *                                                     (staging, when blocks travel coded)
+ *   + ORK_STREAM_CODEC_RATIO x the largest streamed block   (staging, when blocks travel coded)
  *   + LoRA params + F32 grads + optimizer state       (all, or 2 blocks' worth when streamed)
  *   + saved block inputs: (n_blocks + 1) x B x L x hidden x act_bytes   (L = image + text tokens)
  *   + carry gradients: 2 x B x L x hidden x act_bytes

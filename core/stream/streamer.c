@@ -84,7 +84,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->dirty = calloc(nb, 1);
     s->coded = calloc(nb, sizeof *s->coded);
     s->pfirst = calloc(nb + 1, sizeof *s->pfirst);
-    s->piece = (o->piece_bytes ? o->piece_bytes : ORK_STREAM_CODEC_PIECE) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    s->piece = o->piece_bytes ? o->piece_bytes / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : SIZE_MAX / 2; /* 0: whole blocks */
     if (!s->piece) s->piece = ORK_STREAM_ALIGN;
     s->compress = o->compress;
     s->max_ratio = o->max_ratio > 0 ? o->max_ratio : ORK_STREAM_CODEC_RATIO;

@@ -67,14 +67,18 @@ typedef struct ork_streamer_opts {
     int compress;              /* 1: code blocks that shrink (stream/wcodec.h) */
     double max_ratio;          /* a block is coded when coded <= max_ratio x raw; 0: ORK_STREAM_CODEC_RATIO */
     int nthreads;              /* encoding threads, 0: 1 */
-    size_t piece_bytes;        /* raw bytes per independently coded piece, 0: ORK_STREAM_CODEC_PIECE */
+    size_t piece_bytes;        /* raw bytes per independently coded piece, 0: a block is one piece */
 } ork_streamer_opts;
 
-/* A block is coded as pieces of this many raw bytes: the staging buffer holds
- * one coded piece (max_ratio x 64 MiB), not a whole block (FLUX.1's double
- * blocks: 648 MiB); the per-piece copy/decode hand-over costs ~3% of the lane
- * either way (a piece decodes in ~0.03 ms, copies in ~0.9 ms on the H200). */
-#define ORK_STREAM_CODEC_PIECE ((size_t)64 << 20)
+/* Pieces let the staging buffer hold one coded piece instead of a whole block
+ * (FLUX.1's double blocks: 518 MiB of staging), but then only the first piece
+ * may be copied before the slot is free: the lane stops at the slot's FREE
+ * after one piece instead of one block. Measured on the H200 (FLUX.1-dev r128
+ * 1024²): 64 MiB pieces 0.901 s/step at 16 GiB (whole blocks 0.902-0.903),
+ * 0.931 at 12 GiB with the trainable state streamed (whole blocks 0.858-0.861:
+ * its record loads queue behind the stalled lane). So whole blocks by default;
+ * ORAKUL_STREAM_PIECE_MB (bench) sets pieces, which only lowers the VRAM the
+ * plan counted. A separate decode lane would give both: left for later. */
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75. */

@@ -344,6 +344,14 @@ ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, c
     return ork_wstore_create_ex(a, be, k, info, store_dt, NULL, out);
 }
 
+/* ORAKUL_STREAM_PIECE_MB: coded blocks travel as pieces of this many MiB
+ * (stream/streamer.h says why whole blocks are the default); 0 when unset. */
+static size_t piece_bytes(void) {
+    const char *e = getenv("ORAKUL_STREAM_PIECE_MB");
+    long mb = e && *e ? strtol(e, NULL, 10) : 0;
+    return mb > 0 ? (size_t)mb << 20 : 0;
+}
+
 /* Records of the streamed blocks' weights and the streamer over them. */
 static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
     const ork_model_info *info = w->info;
@@ -377,7 +385,7 @@ static ork_status setup_stream(ork_wstore *w, const ork_wstore_stream *so) {
     free(fill);
     ork_streamer_opts o = {.n_blocks = nb, .streamed = so->streamed, .block_bytes = bytes, .n_slots = so->n_slots,
                            .arena_bytes = so->arena_bytes, .event_base = 0, .compress = so->compress,
-                           .nthreads = ork_numerics_threads()};
+                           .nthreads = ork_numerics_threads(), .piece_bytes = piece_bytes()};
     ork_status st = ork_streamer_create(so->ce, w->alloc, &o, &w->st);
     free(bytes);
     return st;
