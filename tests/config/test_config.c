@@ -96,6 +96,8 @@ static void t_unknown_key(void) {
 static void t_choices(void) {
     expect_error("bad_choice.yaml", ORK_E_CONFIG, "11:26",
                  "train.noise_scheduler: 'flowmatc' is not one of: flowmatch (did you mean 'flowmatch'?)");
+    expect_error("bad_stream_compression.yaml", ORK_E_CONFIG, "11:29",
+                 "model.stream_compression: 'alway' is not one of: auto,always,never (did you mean 'always'?)");
 }
 static void t_missing_required(void) {
     expect_error("missing_name_or_path.yaml", ORK_E_CONFIG, "8:7", "missing required key 'model.name_or_path'");
@@ -161,6 +163,7 @@ static void t_defaults(void) {
     CU_ASSERT_EQUAL(p->train.seed, 42);
     CU_ASSERT_STRING_EQUAL(p->model.arch, "flux");
     CU_ASSERT_STRING_EQUAL(p->model.qtype, "none"); /* quantize defaults to false */
+    CU_ASSERT_STRING_EQUAL(p->model.stream_compression, "auto");
     CU_ASSERT_STRING_EQUAL(p->training_folder, "output");
     CU_ASSERT_PTR_NULL(p->trigger_word);
     CU_ASSERT_EQUAL(p->logging.log_every, 100);

@@ -8,6 +8,7 @@
 #include "flux_shapes.h"
 
 #include "stream/plan.h"
+#include "stream/streamer.h"
 #include "util/log.h"
 
 static fx_model g_fx;
@@ -166,6 +167,45 @@ static void test_percent_honoured(void) {
         for (int k2 = 0; k2 < 2; k2++)
             CU_ASSERT(p->pass_wall[k2] >= fmax(p->pass_compute[k2], p->pass_h2d[k2]) - 1e-9);
         ork_stream_plan_free(p);
+    }
+}
+
+/* Transit coding (model.stream_compression): the same streamed set moves
+ * codec_ratio of the frozen bytes, the staging buffer (0.80 of a slot) is
+ * counted in the VRAM total, the step is no slower; AUTO under a tight budget
+ * pays the staging buffer with at most one more streamed block. */
+static void test_codec(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(1000, ORK_OFFLOAD_PERCENT, 0.8);
+    ork_stream_plan *raw, *cod;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &raw), ORK_OK);
+    in.stream_codec = 1;
+    in.codec_ratio = 0.75;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &cod), ORK_OK);
+    CU_ASSERT_EQUAL(cod->n_streamed, raw->n_streamed);
+    CU_ASSERT(fabs(cod->h2d_bytes - 0.75 * raw->h2d_bytes) < 1e3);
+    CU_ASSERT_EQUAL(cod->staging, ork_stream_staging_bytes(cod->slot_bytes, ORK_STREAM_CODEC_RATIO));
+    CU_ASSERT_EQUAL(raw->staging, 0);
+    CU_ASSERT_EQUAL(cod->total, raw->total + cod->staging);
+    CU_ASSERT(cod->t_step <= raw->t_step + 1e-9);
+    CU_ASSERT(cod->pass_h2d[0] < raw->pass_h2d[0]);
+    ork_stream_plan_free(raw);
+    ork_stream_plan_free(cod);
+    /* AUTO at 16 GiB, the even spread fixed: the staging buffer (518 MiB) costs at
+     * most two more streamed blocks (a single block is 324 MiB); by predicted step
+     * (densest first may win) coding is faster */
+    for (int sel = 0; sel < 2; sel++) {
+        in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
+        in.select = sel ? ORK_SELECT_PREDICT : ORK_SELECT_EVEN;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &raw), ORK_OK);
+        in.stream_codec = 1;
+        in.codec_ratio = 0.75;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &cod), ORK_OK);
+        if (!sel) CU_ASSERT(cod->n_streamed >= raw->n_streamed && cod->n_streamed <= raw->n_streamed + 2);
+        CU_ASSERT(cod->total <= cod->budget);
+        CU_ASSERT(cod->t_step < raw->t_step);
+        ork_stream_plan_free(raw);
+        ork_stream_plan_free(cod);
     }
 }
 
@@ -501,6 +541,7 @@ static const ork_test_case cases[] = {
     {"evenly spread", test_spread},
     {"FLOPs and budget split (FLUX.1-dev)", test_flops_and_split},
     {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
+    {"transit coding: coded bytes, staging counted, no slower", test_codec},
     {"auto: fewest streamed that fit", test_auto},
     {"auto: densest blocks first, kept when predicted faster by the margin", test_auto_dense_first},
     {"auto: streaming the trainable state suggested when predicted faster", test_trainable_suggestion},
