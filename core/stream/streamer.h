@@ -78,7 +78,8 @@ typedef struct ork_streamer_opts {
  * 0.931 at 12 GiB with the trainable state streamed (whole blocks 0.858-0.861:
  * its record loads queue behind the stalled lane). So whole blocks by default;
  * ORAKUL_STREAM_PIECE_MB (bench) sets pieces, which only lowers the VRAM the
- * plan counted. A separate decode lane would give both: left for later. */
+ * plan counted. The staging buffer is the copy-ahead: a decode lane of its own
+ * with a ring of pieces would trade one for the other, not give both. */
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75. */
