@@ -280,6 +280,9 @@ ork_status ork_streamer_seal(ork_streamer *s) {
         s->n_coded++;
     }
     free(csize);
+    if (done && !s->n_coded)
+        ORK_INFO("streaming: no streamed block shrinks to %.2f of its bytes when coded (FP8 or F32 weights code "
+                 "poorly): all travel raw", s->max_ratio);
     if (done && s->n_coded) {
         double raw = 0, coded = 0;
         for (int b = 0; b < s->n_blocks; b++)

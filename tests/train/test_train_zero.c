@@ -177,6 +177,42 @@ static void test_stream_trainable_state_key(void) {
     tt_rm_rf(root);
 }
 
+/* model.stream_compression reaches the streamer from the config: every
+ * transformer block streamed (layer_offloading 100%) with coding asked for
+ * gives the resident run's losses and LoRA, and the log says what travelled
+ * coded — on the CPU nothing (F32 weights do not shrink: all raw). */
+static void test_stream_compression_key(void) {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], p[1200];
+    CU_ASSERT_FATAL(tt_setup("zero_codec", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(oa, sizeof oa, "%s/resident", root);
+    tt_fmt(ob, sizeof ob, "%s/coded", root);
+    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
+    tt_fmt(cb, sizeof cb, "%s/coded.yaml", root);
+    tt_cfg c = tt_cfg_default(oa, data);
+    c.steps = 3;
+    c.save_every = 3;
+    c.keep = 2;
+    c.dtype = "float32";
+    CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
+    c.out = ob;
+    CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1,
+                                "layer_offloading: true\nlayer_offloading_transformer_percent: 1.0\n"
+                                "stream_compression: always\n") == 0);
+    CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
+    CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
+    CU_ASSERT(same_losses(oa, 0, ob, 3));
+    CU_ASSERT(same_file(oa, ob, "000000003"));
+    tt_fmt(p, sizeof p, "%s.err", ob);
+    CU_ASSERT(tt_file_has(p, "streaming "));
+#ifdef TT_GPU
+    CU_ASSERT(tt_file_has(p, "travel coded (lossless)") || tt_file_has(p, "all travel raw"));
+#else
+    CU_ASSERT(tt_file_has(p, "all travel raw"));
+#endif
+    tt_rm_rf(root);
+}
+
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
     char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb2[1100], cb4[1100], lb2[1100], lb4[1100];
@@ -242,6 +278,7 @@ static void test_accumulation_refused(void) {
 static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed_equals_resident},
                                       {"streamed_equals_resident_bf16", test_streamed_equals_resident_bf16},
                                       {"model.stream_trainable_state", test_stream_trainable_state_key},
+                                      {"model.stream_compression", test_stream_compression_key},
                                       {"streamed_resume", test_streamed_resume},
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},
