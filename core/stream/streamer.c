@@ -238,7 +238,9 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
 /* Code every written block that shrinks enough, in place (the coded form is
  * never longer than what it replaces: it must fit in staging_bytes <= raw). */
 ork_status ork_streamer_seal(ork_streamer *s) {
-    if (!s->compress) return ORK_OK;
+    int any = 0;
+    for (int b = 0; s->compress && b < s->n_blocks && !any; b++) any = s->streamed[b] && s->dirty[b];
+    if (!any) return ORK_OK; /* every pass_begin asks: nothing written since */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int np = s->pfirst[s->n_blocks], done = 0;
