@@ -409,6 +409,17 @@ static ork_status cpu_upsample_bwd(const ork_kctx *k, int64_t NC, int64_t H, int
 
 /* ---- reductions ------------------------------------------------------------------------ */
 
+static ork_status cpu_restore_if_nonfinite(const ork_kctx *k, const float *sums, int64_t n, const void *src,
+                                           void *dst, size_t bytes, int32_t *flag) {
+    (void)k;
+    float t = 0.0f; /* summed in F32 in index order, as the CUDA kernel does */
+    for (int64_t i = 0; i < n; i++) t += sums[i];
+    if (isfinite(t)) return ORK_OK;
+    memmove(dst, src, bytes);
+    *flag = 1;
+    return ORK_OK;
+}
+
 static ork_status cpu_reduce(const ork_kctx *k, ork_reduce_op op, int64_t n, const void *x, ork_dtype dt,
                              float *out) {
     if (!ork_cpu_float_dt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu reduce: dtype %d", (int)dt);
@@ -488,6 +499,7 @@ static const ork_backend g_cpu = {
     .upsample2x = cpu_upsample,
     .upsample2x_bwd = cpu_upsample_bwd,
     .reduce = cpu_reduce,
+    .restore_if_nonfinite = cpu_restore_if_nonfinite,
     .mse = cpu_mse,
     .mse_bwd = cpu_mse_bwd,
     .groupnorm = ork_cpu_groupnorm,

@@ -696,6 +696,31 @@ ork_status ork_cuda_reduce(const ork_kctx *k, ork_reduce_op op, int64_t n, const
     CHECK_DT(dt, "reduce");
     return reduce_scalar(k, op == ORK_REDUCE_SUMSQ ? 1 : 0, n, x, nullptr, dt, 1.f, out);
 }
+/* Every thread sums the few sums itself (n: a block's parameters, tens), so a
+ * finite block, the usual case, costs one short launch; a non-finite one is
+ * copied over by the whole grid. */
+__global__ void k_restore_if_nonfinite(const float *sums, int64_t n, const uint8_t *src, uint8_t *dst, size_t bytes,
+                                       int32_t *flag) {
+    float t = 0.0f;
+    for (int64_t i = 0; i < n; i++) t += sums[i];
+    if (isfinite(t)) return;
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    if (g == 0) *flag = 1;
+    if (((uintptr_t)src | (uintptr_t)dst | bytes) % 16 == 0) {
+        const uint4 *s4 = (const uint4 *)src;
+        uint4 *d4 = (uint4 *)dst;
+        for (size_t i = g; i < bytes / 16; i += step) d4[i] = s4[i];
+    } else {
+        for (size_t i = g; i < bytes; i += step) dst[i] = src[i];
+    }
+}
+ork_status ork_cuda_restore_if_nonfinite(const ork_kctx *k, const float *sums, int64_t n, const void *src, void *dst,
+                                         size_t bytes, int32_t *flag) {
+    k_restore_if_nonfinite<<<128, TPB, 0, STREAM>>>(sums, n, (const uint8_t *)src, (uint8_t *)dst, bytes, flag);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return ork_fail(ORK_E_CUDA, "restore_if_nonfinite: %s", cudaGetErrorString(e));
+    return ORK_OK;
+}
 ork_status ork_cuda_mse(const ork_kctx *k, int64_t n, const void *a, const void *b, ork_dtype dt, float *out) {
     CHECK_DT(dt, "mse");
     return reduce_scalar(k, 2, n, a, b, dt, n > 0 ? 1.f / (float)n : 0.f, out);

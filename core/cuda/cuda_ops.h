@@ -62,6 +62,8 @@ ork_status ork_cuda_upsample2x_bwd(const ork_kctx *k, int64_t NC, int64_t H, int
 ork_status ork_cuda_reduce(const ork_kctx *k, ork_reduce_op op, int64_t n, const void *x, ork_dtype dt,
                            float *out);
 ork_status ork_cuda_mse(const ork_kctx *k, int64_t n, const void *a, const void *b, ork_dtype dt, float *out);
+ork_status ork_cuda_restore_if_nonfinite(const ork_kctx *k, const float *sums, int64_t n, const void *src, void *dst,
+                                         size_t bytes, int32_t *flag);
 ork_status ork_cuda_mse_bwd(const ork_kctx *k, int64_t n, const void *a, const void *b, const float *g, void *da,
                             void *db, ork_dtype dt);
 

@@ -38,11 +38,12 @@ struct ork_zero {
     uint64_t *wb_seq;    /* [n_blocks] */
     uint64_t *slot_seq;  /* [K] number of the slot's last write-back */
     uint64_t wb_n, h2d_seen;
-    float *sums;         /* device F32 [n_params]: this step's Σg² */
+    float *sums;         /* device F32 [n_params]: this step's Σg², in block order (order_p) */
     float *hsum;         /* host [n_params] */
+    int32_t *bad;        /* device [n_blocks]: 1 when the block's gradients were not finite this step */
+    int32_t *hbad;       /* host [n_blocks] */
     double prev_norm;    /* norm of the previous step (0: none yet) */
     float clip;          /* factor applied this step */
-    int skipped;
     /* pass */
     zvisit *vis;
     int cap, nv, v, issued, left, active;
@@ -94,6 +95,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->host = calloc((size_t)nb + 1, sizeof *z->host);
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
+    z->hbad = calloc((size_t)nb + 1, sizeof *z->hbad);
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
     z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
     z->wb_seq = calloc((size_t)nb + 1, sizeof *z->wb_seq);
@@ -171,6 +173,9 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         st = ork_alloc_get(a, z->L.max_block_bytes, "lora_slots", &z->slot[s]);
     if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)np + 1) * 4, "workspace", (void **)&z->sums);
     if (st == ORK_OK) st = be->fill(k, np + 1, 0.0f, z->sums, ORK_F32);
+    if (st == ORK_OK && !z->hbad) st = ORK_E_NOMEM;
+    if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)nb + 1) * 4, "workspace", (void **)&z->bad);
+    if (st == ORK_OK) st = be->fill(k, nb + 1, 0.0f, z->bad, ORK_F32); /* 0.0f: all-zero bytes, int32 0 */
     if (st != ORK_OK) { ork_zero_destroy(z); return st; }
     *out = z;
     return ORK_OK;
@@ -182,10 +187,11 @@ void ork_zero_destroy(ork_zero *z) {
     for (int s = 0; z->slot && s < z->K; s++)
         if (z->slot[s]) ork_alloc_put(z->a, z->slot[s]);
     if (z->sums) ork_alloc_put(z->a, z->sums);
+    if (z->bad) ork_alloc_put(z->a, z->bad);
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
-    free(z->host); free(z->slot); free(z->hsum); free(z->slot_of); free(z->vis); free(z->fwd_end);
+    free(z->host); free(z->slot); free(z->hsum); free(z->hbad); free(z->slot_of); free(z->vis); free(z->fwd_end);
     free(z->step_start); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq);
     free(z);
 }
@@ -335,26 +341,14 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
         return ORK_FAIL(ORK_E_INTERNAL, "zero: gradients of block %d reported outside its last visit", b);
     int s = z->v % z->K, f = z->first[b], l = z->first[b + 1];
     char *slot = z->slot[s];
-    /* 1. Σg² per parameter, for this step's norm (the next step's clipping) */
+    /* 1. Σg² per parameter, for this step's norm (the next step's clipping), in
+     * block order: the block's sums are sums[f..l) */
     for (int t = f; t < l; t++) {
         int i = z->order_p[t];
         ORK_TRY(z->be->reduce(z->k, ORK_REDUCE_SUMSQ, z->L.params[i].numel, slot + z->L.params[i].grad_offset,
-                              ORK_F32, z->sums + i));
+                              ORK_F32, z->sums + t));
     }
-    /* 2. finite? (one read back of the block's sums) */
-    double blk = 0;
-    for (int t = f; t < l; t++) {
-        int i = z->order_p[t];
-        ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum + i, z->sums + i, 4));
-    }
-    ORK_TRY(z->be->sync(z->k));
-    for (int t = f; t < l; t++) blk += z->hsum[z->order_p[t]];
-    if (!isfinite(blk)) {
-        z->skipped++;
-        ORK_WARN("block %d: non-finite gradients, its parameters are not updated this step", b);
-        return release(z, ORK_LANE_COMPUTE); /* nothing changed: no write-back */
-    }
-    /* 3. clip with the previous step's factor, then step this block only */
+    /* 2. clip with the previous step's factor, then step this block only */
     ork_opt_param ps[64], *pp = l - f <= 64 ? ps : calloc((size_t)(l - f), sizeof *pp);
     int32_t id[64], *ip = l - f <= 64 ? id : calloc((size_t)(l - f), sizeof *ip);
     if (!pp || !ip) {
@@ -375,6 +369,12 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     if (pp != ps) free(pp);
     if (ip != id) free(ip);
     ORK_TRY(st);
+    /* 3. not finite? Undo the step on the device: the host record still holds the
+     * values it was loaded from (its write-back comes after this), so they are
+     * copied back over the slot and the block is flagged — no host sync per
+     * block (it stalled the queue for every block of the backward pass); the
+     * flags are read at step_end, where the host waits anyway */
+    ORK_TRY(z->be->restore_if_nonfinite(z->k, z->sums + f, l - f, z->host[b], slot, z->L.block_bytes[b], z->bad + b));
     /* 3b. the shadows of the new values, cast as the linear op casts them */
     for (int t = f; t < l; t++) {
         const ork_zero_param *p = &z->L.params[z->order_p[t]];
@@ -409,17 +409,23 @@ ork_status ork_zero_pass_end(ork_zero *z) {
 }
 
 ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *skipped_blocks) {
-    int np = z->o.n_params;
+    int np = z->o.n_params, nb = z->o.n_blocks, skipped = 0;
     ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum, z->sums, (size_t)np * 4));
+    ORK_TRY(z->be->memcpy_d2h(z->k, z->hbad, z->bad, (size_t)nb * 4));
     ORK_TRY(z->be->sync(z->k));
     double sum = 0;
     for (int i = 0; i < np; i++) sum += z->hsum[i];
+    for (int b = 0; b < nb; b++)
+        if (z->hbad[b]) {
+            skipped++;
+            ORK_WARN("block %d: non-finite gradients, its parameters were not updated this step", b);
+        }
     double nm = sqrt(sum);
     if (norm) *norm = nm;
     if (applied) *applied = z->clip;
-    if (skipped_blocks) *skipped_blocks = z->skipped;
-    z->skipped = 0;
+    if (skipped_blocks) *skipped_blocks = skipped;
     ORK_TRY(z->be->fill(z->k, np, 0.0f, z->sums, ORK_F32));
+    if (skipped) ORK_TRY(z->be->fill(z->k, nb, 0.0f, z->bad, ORK_F32)); /* zero bytes */
     if (isfinite(nm)) ork_zero_set_prev_norm(z, nm);
     return ORK_OK;
 }

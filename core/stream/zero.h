@@ -28,12 +28,16 @@
  * backward) is STEPPED at its last visit: ork_zero_grads_ready(b)
  *   1. reduces each parameter's Σg² into a device array (the norm of THIS
  *      step, read back at ork_zero_step_end for the NEXT step's clipping),
- *   2. checks the block's gradients are finite (one F32 read back: a stream
- *      sync per block) — a non-finite block is not stepped and is counted,
- *   3. scales the gradients by the clip factor of the PREVIOUS step
+ *   2. scales the gradients by the clip factor of the PREVIOUS step
  *      (min(1, max_norm / (norm(s-1) + 1e-6)); 1 on the first step and
  *      whenever max_grad_norm is 0), then calls the step callback on just
  *      this block's parameters (device pointers into the slot),
+ *   3. when the block's Σg² is not finite, undoes that step on the device
+ *      (backend restore_if_nonfinite: the record copied back from the host,
+ *      which still holds what was loaded) and flags the block — no host sync
+ *      per block; step_end reads the flags, names the blocks and counts them.
+ *      The optimizer's whole state for a parameter must live in the state
+ *      memory it is given (ork_opt_param.state), as the ABI requires,
  *   4. the compute lane records STEPPED and the slot's FREE; the D2H lane
  *      waits for STEPPED and copies the record back in o.chunks pieces
  *      (default 32), an event after each, data + state first (what the next

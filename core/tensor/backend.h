@@ -303,6 +303,15 @@ typedef struct ork_backend {
      * where the device, build, shape or cuBLASLt cannot: the caller dequantizes
      * instead. M == 0: only asks whether the device has the native path at all. */
     ork_status (*linear_fp8)(const ork_kctx *k, const ork_fp8_linear_desc *d);
+
+    /* ---- appended: the streamed trainable state's guard (stream/zero.c) ---- */
+    /* [stream-ordered] If Σ sums[0..n) (F32, device) is not finite: copy `bytes`
+     * from src over dst and set *flag (int32, device) to 1; otherwise touch
+     * neither. src is host memory the device reads directly (pinned, under
+     * unified addressing) or device memory. Lets a block whose gradients are
+     * not finite be undone without a host sync. */
+    ork_status (*restore_if_nonfinite)(const ork_kctx *k, const float *sums, int64_t n, const void *src, void *dst,
+                                       size_t bytes, int32_t *flag);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */
