@@ -1,10 +1,14 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's seventh session: one call,
-# `CODEC_CASES="f1:0:auto f1:16:auto f1:12:auto" bash bench/run_open_gpu.sh tests codec`
-# (~330 s): the GPU suite on the commits after 320940f (train_zero_cuda's
-# stream_compression case), the whole-block default again, and the coded runs' start-up
-# ("coded in N s") with the parallel sizing pass. The phases:
+# numbers are missing). Still open after 2026-11-30's seventh session, two calls:
+# 1. `CODEC_CASES="f1:0:auto f1:16:auto f1:12:auto" bash bench/run_open_gpu.sh tests codec`
+#    (~330 s): the GPU suite on the commits after 320940f (train_zero_cuda's
+#    stream_compression case; 31e6d32's restore_if_nonfinite), the whole-block default
+#    again, and the coded runs' start-up ("coded in N s") with the parallel sizing pass;
+# 2. `bash bench/run_open_gpu.sh trainable`, then `WEIGHT_DTYPE=bf16
+#    SEED_CASES=seed:1280:512:24 ... seed`: the streamed backward without its per-block
+#    sync (31e6d32) against the seventh session's 0.907 / 0.935 / 1.636 s.
+# The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
 #           the resident baselines are in PERF.md: 0.950 s and 2.561 s)
