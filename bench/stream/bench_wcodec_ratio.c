@@ -7,6 +7,7 @@
  * block when the share is <= ORK_STREAM_CODEC_RATIO. The random weights of
  * the streaming bench code to 0.750.
  * Usage: bench_wcodec_ratio <weights> [...] */
+#include "cpu/cpu.h" /* ork_cpu_float_dt */
 #include "io/safetensors.h"
 #include "stream/streamer.h"
 #include "stream/wcodec.h"
@@ -15,15 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_float(ork_dtype d) { return d == ORK_F32 || d == ORK_BF16 || d == ORK_F16 || d == ORK_F64; }
-
 static int ratio_of(const char *path) {
     ork_st_set *set;
     if (ork_st_set_open(path, &set) != ORK_OK) return 1;
     size_t n = ork_st_set_count(set), total = 0;
     for (size_t i = 0; i < n; i++) {
         const ork_st_tensor *t = ork_st_set_at(set, i);
-        if (t->ndim >= 2 && is_float(t->dtype)) total += (size_t)ork_st_nelements(t);
+        if (t->ndim >= 2 && ork_cpu_float_dt(t->dtype)) total += (size_t)ork_st_nelements(t);
     }
     uint16_t *all = malloc(total * 2 + 2);
     if (!all) { ork_st_set_close(set); return 1; }
@@ -31,7 +30,7 @@ static int ratio_of(const char *path) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         const ork_st_tensor *t = ork_st_set_at(set, i);
-        if (t->ndim < 2 || !is_float(t->dtype)) continue;
+        if (t->ndim < 2 || !ork_cpu_float_dt(t->dtype)) continue;
         size_t ne = (size_t)ork_st_nelements(t);
         if (ork_st_read_into(t, ORK_BF16, all + at) != ORK_OK) { free(all); ork_st_set_close(set); return 1; }
         ork_wcodec_hdr h;

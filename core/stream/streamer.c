@@ -305,27 +305,25 @@ static ork_status issue(ork_streamer *s) {
     if (s->content[slot] == b) {
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
         s->reused++;
-    } else if (s->coded[b]) {
-        /* piece by piece through the staging buffer (the lane's previous decode has
-         * read it: same lane, in order); the first piece's copy need not wait for
-         * the slot, its decode does */
-        for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
-            size_t at;
-            (void)piece_raw(s, b, q, &at);
-            ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b] + s->poff[q], s->phdr[q].coded_bytes));
-            if (q == s->pfirst[b]) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-            ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, (uint8_t *)s->slot[slot] + at, s->staging, &s->phdr[q]));
+    } else {
+        if (s->coded[b]) {
+            /* piece by piece through the staging buffer (the lane's previous decode has
+             * read it: same lane, in order); the first piece's copy need not wait for
+             * the slot, its decode does */
+            for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
+                size_t at;
+                (void)piece_raw(s, b, q, &at);
+                ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b] + s->poff[q], s->phdr[q].coded_bytes));
+                if (q == s->pfirst[b]) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+                ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, (uint8_t *)s->slot[slot] + at, s->staging, &s->phdr[q]));
+            }
+        } else {
+            ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
+            ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
         }
         s->content[slot] = b;
         s->loads++;
-        s->h2d += s->coded[b];
-        s->raw += s->bytes[b];
-    } else {
-        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
-        s->content[slot] = b;
-        s->loads++;
-        s->h2d += s->bytes[b];
+        s->h2d += s->coded[b] ? s->coded[b] : s->bytes[b];
         s->raw += s->bytes[b];
     }
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));

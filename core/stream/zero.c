@@ -103,7 +103,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->fwd_end = calloc((size_t)nb + 1, sizeof *z->fwd_end);
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
-                     z->slot && z->hsum && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end &&
+                     z->slot && z->hsum && z->hbad && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end &&
                      z->step_start) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
@@ -173,7 +173,6 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         st = ork_alloc_get(a, z->L.max_block_bytes, "lora_slots", &z->slot[s]);
     if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)np + 1) * 4, "workspace", (void **)&z->sums);
     if (st == ORK_OK) st = be->fill(k, np + 1, 0.0f, z->sums, ORK_F32);
-    if (st == ORK_OK && !z->hbad) st = ORK_E_NOMEM;
     if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)nb + 1) * 4, "workspace", (void **)&z->bad);
     if (st == ORK_OK) st = be->fill(k, nb + 1, 0.0f, z->bad, ORK_F32); /* 0.0f: all-zero bytes, int32 0 */
     if (st != ORK_OK) { ork_zero_destroy(z); return st; }
