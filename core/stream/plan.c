@@ -6,6 +6,8 @@
 #include "util/log.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,6 +350,18 @@ static int auto_choose(ctx *c) {
     }
     return m;
 }
+/* A refusal: ONE line (unless in->quiet) and ORK_E_BUDGET. */
+static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) {
+    if (in->quiet) return ORK_E_BUDGET;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    return ORK_FAIL(ORK_E_BUDGET, "%s", line);
+}
+
 /* ONE line: what does not fit and what to change. */
 static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
     char a[32], b[32], c1[32], c2[32], c3[32];
@@ -358,12 +372,12 @@ static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, co
     else if (tr >= fr) fix = in->allow_trainable_streaming ? "lower network.linear (the rank) or use optimizer adamw8bit"
                                                            : "lower network.linear (the rank), use optimizer adamw8bit, or let the trainable state stream (model.vram_budget_gb without layer_offloading, model.stream_trainable_state: auto)";
     else fix = "quantize the base model (model.quantize: true)";
-    return ORK_FAIL(ORK_E_BUDGET, "plan: %s needs %s of VRAM but the budget is %s (activations %s, LoRA+grads+optimizer %s, frozen weights %s): %s, or raise model.vram_budget_gb",
+    return plan_fail(in, "plan: %s needs %s of VRAM but the budget is %s (activations %s, LoRA+grads+optimizer %s, frozen weights %s): %s, or raise model.vram_budget_gb",
                     lead, mib((double)p->total, a, sizeof a), mib((double)p->budget, b, sizeof b), mib(act, c1, sizeof c1),
                     mib(tr, c2, sizeof c2), mib(fr, c3, sizeof c3), fix);
 }
 
-ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out) {
+static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out) {
     const ork_model_info *info = in->info;
     int n = info->n_blocks;
     ork_stream_plan *p = calloc(1, sizeof *p);
@@ -374,7 +388,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     p->percent = in->percent;
     p->n_blocks = n;
     p->n_slots = in->n_slots > 0 ? in->n_slots : 2;
-    p->stream_codec = in->stream_codec;
+    p->stream_codec = in->stream_codec != 0;
     p->codec_ratio = in->stream_codec && in->codec_ratio > 0 ? in->codec_ratio : 1.0;
     if (p->stream_codec && !(p->dev.decode_gbs > 0)) p->dev.decode_gbs = 1000.0;
     size_t nb = (size_t)n + 1;
@@ -509,7 +523,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
             set_streamed(&c, 0);
             if (helps) {
                 char a[32], b2[32];
-                st = ORK_FAIL(ORK_E_BUDGET, "plan: every block resident needs %s of VRAM but the budget is %s: set model.layer_offloading: true (layer_offloading_transformer_percent: auto picks the share)",
+                st = plan_fail(in, "plan: every block resident needs %s of VRAM but the budget is %s: set model.layer_offloading: true (layer_offloading_transformer_percent: auto picks the share)",
                               mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2));
             } else st = refuse(p, in, "every block resident");
         }
@@ -526,7 +540,7 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
             set_streamed(&c, m);
             if (need > 0) {
                 char a[32], b2[32];
-                st = ORK_FAIL(ORK_E_BUDGET, "plan: layer_offloading_transformer_percent %.2f (%d of %d blocks streamed) needs %s of VRAM but the budget is %s: raise it to at least %.2f (or auto)",
+                st = plan_fail(in, "plan: layer_offloading_transformer_percent %.2f (%d of %d blocks streamed) needs %s of VRAM but the budget is %s: raise it to at least %.2f (or auto)",
                               pc, m, p->n_transformer, mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2),
                               ceil(100.0 * need / p->n_transformer) / 100.0);
             } else {
@@ -568,6 +582,31 @@ ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out
     return ORK_OK;
 }
 
+/* ORK_PLAN_CODEC_PREDICT: the raw plan, then the coded one (quietly: its
+ * refusal is not the user's, the raw plan stands); coded unless the raw plan
+ * is predicted faster. Where the compute bounds every pass, coding only costs
+ * the staging buffer and the decodes. */
+ork_status ork_stream_plan_make(const ork_plan_inputs *in, ork_stream_plan **out) {
+    if (in->stream_codec != ORK_PLAN_CODEC_PREDICT) return plan_make_one(in, out);
+    ork_plan_inputs a = *in;
+    a.stream_codec = 0;
+    ork_stream_plan *raw = NULL, *coded = NULL;
+    ORK_TRY(plan_make_one(&a, &raw));
+    a.stream_codec = 1;
+    a.quiet = 1;
+    ork_status st = plan_make_one(&a, &coded);
+    if (st != ORK_OK || !coded->n_streamed || raw->t_step < coded->t_step) {
+        if (st == ORK_OK && coded->n_streamed) raw->t_step_other_codec = coded->t_step;
+        ork_stream_plan_free(coded);
+        *out = raw;
+        return ORK_OK;
+    }
+    coded->t_step_other_codec = raw->t_step;
+    ork_stream_plan_free(raw);
+    *out = coded;
+    return ORK_OK;
+}
+
 void ork_stream_plan_free(ork_stream_plan *p) {
     if (!p) return;
     free(p->streamed);
@@ -601,6 +640,9 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     if (p->n_streamed && p->stream_codec)
         fprintf(f, ", coded in transit (expected %.2f of the bytes, staging %s)", p->codec_ratio,
                 mib((double)p->staging, b, sizeof b));
+    if (p->n_streamed && p->t_step_other_codec > 0)
+        fprintf(f, p->stream_codec ? " (raw: %.3f s predicted)" : ", raw in transit (coded: %.3f s predicted)",
+                p->t_step_other_codec);
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
     fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",

@@ -62,6 +62,11 @@ int ork_device_kind_find(const char *name, ork_device_kind *out);
  * weight plus exceptions and headers (stream/wcodec.h); the streamer logs the
  * measured one */
 #define ORK_PLAN_BF16_CODEC_RATIO 0.76
+/* ... and of FP8 E5M2 blocks: 6 of 8 bits plus exceptions, which depend on the
+ * weights more (uniform random 0.759, Gaussian 0.775, the trained TAEF1 decoder
+ * 0.795); E4M3 blocks do not pay (~0.92) and travel raw */
+#define ORK_PLAN_E5M2_CODEC_RATIO 0.78
+#define ORK_PLAN_CODEC_PREDICT 2 /* ork_plan_inputs.stream_codec */
 
 typedef enum ork_offload_mode {
     ORK_OFFLOAD_NONE = 0,
@@ -95,8 +100,10 @@ typedef struct ork_plan_inputs {
                                       * state from the start and keep its step time (t_step_trainable) */
     ork_stream_select select;      /* AUTO's streamed set: by predicted step (default), even, or densest first */
     int stream_codec;            /* streamed frozen blocks travel coded (stream/wcodec.h): a staging buffer of
-                                  * ORK_STREAM_CODEC_RATIO x a slot, loads of codec_ratio x their bytes + a decode */
+                                  * ORK_STREAM_CODEC_RATIO x a slot, loads of codec_ratio x their bytes + a decode:
+                                  * 1; raw: 0; ORK_PLAN_CODEC_PREDICT: coded unless the raw plan is predicted faster */
     double codec_ratio;          /* expected coded / raw bytes (0: 1, nothing saved) */
+    int quiet;                   /* 1: a refusal returns ORK_E_BUDGET without its line (a plan tried on the side) */
     /* storage of frozen weights */
     int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
     int bias_bytes;              /* 0: max(weight_bytes, 2) */
@@ -155,6 +162,8 @@ typedef struct ork_stream_plan {
     /* suggest_trainable_streaming: the predicted step of the same AUTO plan
      * with the trainable state streamed from the start; 0 when not predicted */
     double t_step_trainable;
+    /* ORK_PLAN_CODEC_PREDICT: the predicted step of the plan not chosen (coded or raw); 0 when none */
+    double t_step_other_codec;
     double step_flops;
 } ork_stream_plan;
 

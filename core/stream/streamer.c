@@ -223,7 +223,12 @@ typedef struct size_job {
     ork_streamer *s;
     const int *blk; /* [pieces] the piece's block, -1: not to be coded now */
     size_t *csize;  /* [pieces] */
+    uint8_t *bytewise; /* [pieces] 1: the byte codec (FP8) codes it smaller */
 } size_job;
+
+/* The 16-bit codec first (BF16 weights: ~0.75); where it does not get under
+ * this, the byte codec too (FP8 E5M2 weights: ~0.76-0.80), and the smaller wins. */
+#define SIZE_W16_ENOUGH 0.77
 
 static void size_range(void *ctx, int64_t lo, int64_t hi) {
     size_job *j = ctx;
@@ -231,7 +236,17 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         int b = j->blk[q];
         if (b < 0) continue;
         size_t at, raw = piece_raw(j->s, b, (int)q, &at);
-        j->csize[q] = ork_wcodec_coded_bytes(j->s->host[b] + at, raw, NULL);
+        const uint8_t *p = j->s->host[b] + at;
+        size_t c16 = ork_wcodec_coded_bytes(p, raw, NULL);
+        j->csize[q] = c16;
+        j->bytewise[q] = 0;
+        if (c16 == 0 || (double)c16 > SIZE_W16_ENOUGH * (double)raw) {
+            size_t c8 = ork_wcodec8_coded_bytes(p, raw, NULL);
+            if (c8 > 0 && (c16 == 0 || c8 < c16)) {
+                j->csize[q] = c8;
+                j->bytewise[q] = 1;
+            }
+        }
     }
 }
 
@@ -246,10 +261,11 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     int np = s->pfirst[s->n_blocks], done = 0;
     int *blk = malloc(((size_t)np + 1) * sizeof *blk);
     size_t *csize = calloc((size_t)np + 1, sizeof *csize);
-    if (!blk || !csize) { free(blk); free(csize); return ORK_E_NOMEM; }
+    uint8_t *bytewise = calloc((size_t)np + 1, 1);
+    if (!blk || !csize || !bytewise) { free(blk); free(csize); free(bytewise); return ORK_E_NOMEM; }
     for (int b = 0; b < s->n_blocks; b++)
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) blk[q] = s->streamed[b] && s->dirty[b] && s->bytes[b] ? b : -1;
-    size_job sj = {s, blk, csize};
+    size_job sj = {s, blk, csize, bytewise};
     ork_par_for(s->nthreads, np, 1, size_range, &sj);
     free(blk);
     for (int b = 0; b < s->n_blocks; b++) {
@@ -268,22 +284,24 @@ ork_status ork_streamer_seal(ork_streamer *s) {
         }
         if (!fit || (double)n > s->max_ratio * (double)s->bytes[b]) continue; /* travels raw */
         uint8_t *tmp = malloc(n);
-        if (!tmp) { free(csize); return ORK_E_NOMEM; }
+        if (!tmp) { free(csize); free(bytewise); return ORK_E_NOMEM; }
         ork_status st = ORK_OK;
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
             size_t at, raw = piece_raw(s, b, q, &at), got = 0, cap = (q + 1 < s->pfirst[b + 1] ? s->poff[q + 1] : n) - s->poff[q];
-            st = ork_wcodec_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads);
+            st = bytewise[q] ? ork_wcodec8_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads)
+                             : ork_wcodec_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads);
             if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
         }
         if (st == ORK_OK) memcpy(s->host[b], tmp, n);
         free(tmp);
-        if (st != ORK_OK) { free(csize); return ORK_FAIL(st, "streamer: coding block %d failed", b); }
+        if (st != ORK_OK) { free(csize); free(bytewise); return ORK_FAIL(st, "streamer: coding block %d failed", b); }
         s->coded[b] = n;
         s->n_coded++;
     }
     free(csize);
+    free(bytewise);
     if (done && !s->n_coded)
-        ORK_INFO("streaming: no streamed block shrinks to %.2f of its bytes when coded (FP8 or F32 weights code "
+        ORK_INFO("streaming: no streamed block shrinks to %.2f of its bytes when coded (E4M3 or F32 weights code "
                  "poorly): all travel raw", s->max_ratio);
     if (done && s->n_coded) {
         double raw = 0, coded = 0;

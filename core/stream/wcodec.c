@@ -8,6 +8,7 @@
  * little-endian 16-bit values; the u32 positions and the header are host
  * order (little-endian on every target we build for). */
 #include "stream/wcodec.h"
+#include "stream/wcodec8.h"
 
 #include "cpu/cpu.h" /* ork_par_for */
 #include "util/log.h"
@@ -251,7 +252,7 @@ ork_status ork_wcodec_encode(const void *raw, size_t raw_bytes, void *out, size_
 
 /* Section [off, off + len): 256-aligned, at or after *end (the previous
  * section's end), inside limit (the header's coded_bytes); *end moves past it. */
-static ork_status wc_section(const char *name, uint64_t off, uint64_t len, uint64_t limit, uint64_t *end) {
+ork_status ork_wcodec_section(const char *name, uint64_t off, uint64_t len, uint64_t limit, uint64_t *end) {
     if (off % WC_ALIGN != 0)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: %s %llu is not 256-aligned", name, (unsigned long long)off);
     if (off < *end)
@@ -270,7 +271,16 @@ ork_status ork_wcodec_header(const void *coded, size_t coded_bytes, ork_wcodec_h
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: coded_bytes %zu is shorter than the header", coded_bytes);
     ork_wcodec_hdr h;
     memcpy(&h, coded, sizeof h);
-    if (h.magic != ORK_WCODEC_MAGIC) return ORK_FAIL(ORK_E_FORMAT, "wcodec: bad magic 0x%08x", h.magic);
+    if (h.magic != ORK_WCODEC_MAGIC && h.magic != ORK_WCODEC_MAGIC8)
+        return ORK_FAIL(ORK_E_FORMAT, "wcodec: bad magic 0x%08x", h.magic);
+    if (h.coded_bytes > coded_bytes)
+        return ORK_FAIL(ORK_E_FORMAT, "wcodec: coded_bytes %llu but the buffer holds %zu (truncated)",
+                        (unsigned long long)h.coded_bytes, coded_bytes);
+    if (h.magic == ORK_WCODEC_MAGIC8) {
+        ORK_TRY(ork_wcodec8_check(&h));
+        *hdr = h;
+        return ORK_OK;
+    }
     if (h.tail_present > 1) return ORK_FAIL(ORK_E_FORMAT, "wcodec: tail_present %u is not 0 or 1", h.tail_present);
     if (h.n_words > UINT32_MAX)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: n_words %llu past u32 positions", (unsigned long long)h.n_words);
@@ -280,14 +290,11 @@ ork_status ork_wcodec_header(const void *coded, size_t coded_bytes, ork_wcodec_h
     if (h.n_exc > h.n_words)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: n_exc %llu exceeds n_words %llu", (unsigned long long)h.n_exc,
                         (unsigned long long)h.n_words);
-    if (h.coded_bytes > coded_bytes)
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec: coded_bytes %llu but the buffer holds %zu (truncated)",
-                        (unsigned long long)h.coded_bytes, coded_bytes);
     uint64_t end = ORK_WCODEC_HDR_BYTES, lim = h.coded_bytes;
-    ORK_TRY(wc_section("sm_offset", h.sm_offset, h.n_words, lim, &end));
-    ORK_TRY(wc_section("idx_offset", h.idx_offset, wc_idx_bytes(h.n_words), lim, &end));
-    ORK_TRY(wc_section("exc_pos_offset", h.exc_pos_offset, 4 * h.n_exc, lim, &end));
-    ORK_TRY(wc_section("exc_e_offset", h.exc_e_offset, h.n_exc, lim, &end));
+    ORK_TRY(ork_wcodec_section("sm_offset", h.sm_offset, h.n_words, lim, &end));
+    ORK_TRY(ork_wcodec_section("idx_offset", h.idx_offset, wc_idx_bytes(h.n_words), lim, &end));
+    ORK_TRY(ork_wcodec_section("exc_pos_offset", h.exc_pos_offset, 4 * h.n_exc, lim, &end));
+    ORK_TRY(ork_wcodec_section("exc_e_offset", h.exc_e_offset, h.n_exc, lim, &end));
     *hdr = h;
     return ORK_OK;
 }
@@ -391,6 +398,7 @@ ork_status ork_wcodec_decode(const void *coded, size_t coded_bytes, void *out, i
     if (!out) return ORK_FAIL(ORK_E_INVALID, "wcodec: decode needs out");
     ork_wcodec_hdr h;
     ORK_TRY(ork_wcodec_header(coded, coded_bytes, &h));
+    if (h.magic == ORK_WCODEC_MAGIC8) return ork_wcodec8_decode(coded, &h, out, nthreads);
     const uint8_t *c = coded;
     uint64_t nc = wc_chunks(h.n_words);
     dec_job j = {.sm = c + h.sm_offset, .idx = c + h.idx_offset, .exc_pos = c + h.exc_pos_offset,

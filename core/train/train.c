@@ -1297,17 +1297,23 @@ static ork_status make_plan(job *j, ork_device dev) {
     }
     in.weight_bytes = dev == ORK_DEV_CPU ? 4 : 2;
     ork_quant_layout ql;
+    int e5m2 = 0;
     if (j->quant && j->qvt->layout(j->quant, 1, 128, &ql) == ORK_OK) { /* a quantized linear row: bytes + scales */
+        e5m2 = ql.qdtype == ORK_F8_E5M2;
         in.bias_bytes = in.weight_bytes;
         in.weight_bytes = (int)ork_dtype_size(ql.qdtype);
         in.scale_bytes_per_row = (int)ql.n_scales * 4;
     }
     /* streamed frozen blocks coded in transit (stream/wcodec.h): auto takes it for
-     * 16-bit weights on a GPU (the one planned for: ORAKUL_PLAN_DEVICE), where a
-     * BF16 block shrinks to ~0.75 of its bytes */
+     * 16-bit and FP8 E5M2 weights on a GPU (the one planned for: ORAKUL_PLAN_DEVICE),
+     * where a block shrinks to ~0.75 / ~0.78 of its bytes, unless the plan
+     * predicts the raw transit faster (compute-bound: the staging buffer's VRAM
+     * is worth more as resident blocks) */
+    double ratio = in.weight_bytes == 2 ? ORK_PLAN_BF16_CODEC_RATIO : e5m2 ? ORK_PLAN_E5M2_CODEC_RATIO : 1.0;
     const char *sc = mc->stream_compression ? mc->stream_compression : "auto";
-    in.stream_codec = !strcmp(sc, "always") || (!strcmp(sc, "auto") && strcmp(in.dev.name, "cpu") && in.weight_bytes == 2);
-    in.codec_ratio = in.weight_bytes == 2 ? ORK_PLAN_BF16_CODEC_RATIO : 1.0;
+    in.stream_codec = !strcmp(sc, "always") ? 1
+                      : !strcmp(sc, "auto") && strcmp(in.dev.name, "cpu") && ratio < 1.0 ? ORK_PLAN_CODEC_PREDICT : 0;
+    in.codec_ratio = ratio;
     in.lora_rank = j->p->network.linear;
     in.param_bytes = (j->p->network.weight_dtype && strstr(j->p->network.weight_dtype, "bf")) ? 2 : 4;
     size_t sb = 0;

@@ -209,6 +209,63 @@ static void test_codec(void) {
     }
 }
 
+/* model.stream_compression auto (ORK_PLAN_CODEC_PREDICT): coded where the
+ * plan predicts it faster (FLUX.1 at 16 GiB: forward transfer-bound), raw
+ * where the decode would cost more than the bytes save, and raw — quietly —
+ * where the raw plan fits but the staging buffer would not. */
+static void test_codec_predict(void) {
+    fx_init(&g_fx);
+    ork_plan_inputs in = flux_inputs(16, ORK_OFFLOAD_AUTO, 0);
+    in.codec_ratio = 0.75;
+    ork_stream_plan *raw, *cod, *p;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &raw), ORK_OK);
+    in.stream_codec = 1;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &cod), ORK_OK);
+    in.stream_codec = ORK_PLAN_CODEC_PREDICT;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_EQUAL(p->stream_codec, 1);
+    CU_ASSERT_EQUAL(p->t_step, cod->t_step);
+    CU_ASSERT_EQUAL(p->t_step_other_codec, raw->t_step);
+    CU_ASSERT_EQUAL(p->staging, cod->staging);
+    ork_stream_plan_free(p);
+    /* a decoder of 5 GB/s: coding now costs more than it saves */
+    in.dev.decode_gbs = 5.0;
+    CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+    CU_ASSERT_EQUAL(p->stream_codec, 0);
+    CU_ASSERT_EQUAL(p->staging, 0);
+    CU_ASSERT_EQUAL(p->t_step, raw->t_step);
+    CU_ASSERT(p->t_step_other_codec > raw->t_step);
+    ork_stream_plan_free(p);
+    ork_stream_plan_free(raw);
+    ork_stream_plan_free(cod);
+    /* the tightest budgets: find one the raw plan fits and the coded one does not */
+    int found = 0;
+    for (double gb = 12.0; gb > 4.0 && !found; gb -= 0.02) {
+        in = flux_inputs(gb, ORK_OFFLOAD_AUTO, 0);
+        in.codec_ratio = 0.75;
+        capture();
+        ork_status sr = ork_stream_plan_make(&in, &raw);
+        in.stream_codec = 1;
+        ork_status sc = ork_stream_plan_make(&in, &cod);
+        release();
+        if (sr == ORK_OK && sc != ORK_OK) {
+            found = 1;
+            in.stream_codec = ORK_PLAN_CODEC_PREDICT;
+            capture();
+            CU_ASSERT_EQUAL(ork_stream_plan_make(&in, &p), ORK_OK);
+            release();
+            CU_ASSERT_EQUAL(g_lines, 0); /* the coded plan's refusal is not the user's */
+            CU_ASSERT_EQUAL(p->stream_codec, 0);
+            CU_ASSERT_EQUAL(p->total, raw->total);
+            ork_stream_plan_free(p);
+        }
+        ork_stream_plan_free(raw);
+        ork_stream_plan_free(cod);
+        raw = cod = NULL;
+    }
+    CU_ASSERT(found);
+}
+
 static void test_auto(void) {
     fx_init(&g_fx);
     int prev = -1;
@@ -542,6 +599,7 @@ static const ork_test_case cases[] = {
     {"FLOPs and budget split (FLUX.1-dev)", test_flops_and_split},
     {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
     {"transit coding: coded bytes, staging counted, no slower", test_codec},
+    {"transit coding auto: coded when predicted faster, raw otherwise", test_codec_predict},
     {"auto: fewest streamed that fit", test_auto},
     {"auto: densest blocks first, kept when predicted faster by the margin", test_auto_dense_first},
     {"auto: streaming the trainable state suggested when predicted faster", test_trainable_suggestion},

@@ -8,6 +8,7 @@
 #include "ork_test.h"
 #include "toy_model.h"
 
+#include "numerics/quantize.h"
 #include "stream/streamer.h"
 #include "util/log.h"
 
@@ -282,6 +283,68 @@ static void test_streamer_coding(void) {
     ork_alloc_destroy(a);
 }
 
+/* FP8 blocks as the weight store packs them (a record of E5M2 bytes, one F32
+ * scale per row): the byte codec takes them (the 16-bit one does not pay);
+ * E4M3 does not shrink enough and travels raw; slots hold the exact bytes. */
+static void test_streamer_coding_fp8(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
+    enum { ROWS = 96, COLS = 1024 };
+    uint8_t st[2] = {1, 1};
+    size_t bytes[2];
+    ork_stream_rec rec[2];
+    float *w = malloc(sizeof(float) * ROWS * COLS);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        w[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0); /* PyTorch's uniform init shape */
+    }
+    for (int b = 0; b < 2; b++) {
+        bytes[b] = 0;
+        ork_stream_rec_add(&bytes[b], (size_t)ROWS * COLS, ROWS * 4, &rec[b]);
+    }
+    ork_streamer_opts o = {.n_blocks = 2, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    uint8_t *want[2];
+    for (int b = 0; b < 2; b++) {
+        want[b] = calloc(1, bytes[b]);
+        CU_ASSERT_EQUAL_FATAL(ork_quantize_fp8("w", w, ORK_F32, ROWS, COLS, b ? ORK_F8_E4M3 : ORK_F8_E5M2, 0,
+                                               want[b] + rec[b].offset, (float *)(want[b] + rec[b].scale_offset), NULL),
+                              ORK_OK);
+        memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_seal(s), ORK_OK);
+    ork_streamer_stats stats;
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT_EQUAL(stats.n_coded, 1);
+    int order[4] = {0, 1, 1, 0};
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 4), ORK_OK);
+    for (int q = 0; q < 4; q++) {
+        void *dev = NULL;
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+        CU_ASSERT(dev && memcmp(dev, want[order[q]], bytes[order[q]]) == 0);
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, order[q]), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_streamer_stats_get(s, &stats);
+    /* block 0 coded (~0.76 of its bytes; its second visit finds it in its slot),
+     * block 1 raw (one merged visit) */
+    CU_ASSERT_EQUAL(stats.loads, 2);
+    CU_ASSERT(stats.h2d_bytes < stats.raw_bytes - (size_t)(0.2 * (double)bytes[0]));
+    CU_ASSERT(stats.h2d_bytes > stats.raw_bytes - (size_t)(0.3 * (double)bytes[0]));
+    /* read back raw */
+    uint8_t *h = ork_streamer_host(s, 0);
+    CU_ASSERT(h && memcmp(h, want[0], bytes[0]) == 0);
+    ork_streamer_destroy(s);
+    for (int b = 0; b < 2; b++) free(want[b]);
+    free(w);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
 /* Loads per step: forward once each, backward once each for blocks >=
  * first_trainable, the last block's two uses merged into one load. */
 static void test_loads_per_step(void) {
@@ -390,6 +453,7 @@ static const ork_test_case cases[] = {
     {"streamer: schedule, merged visit, order errors", test_streamer_schedule},
     {"streamed == resident, bit for bit", test_streamed_equals_resident},
     {"coded in transit == resident, bit for bit", test_coded_equals_resident},
+    {"FP8 E5M2 blocks coded by the byte codec, E4M3 raw", test_streamer_coding_fp8},
     {"streamer: coding, raw fallback, read back", test_streamer_coding},
     {"loads per step", test_loads_per_step},
     {"lookup outside the block is refused", test_lookup_outside_block},
