@@ -78,6 +78,8 @@ __global__ void __launch_bounds__(256) wc8_kernel(const uint8_t *__restrict__ co
 
 extern "C" ork_status ork_wcodec8_decode_cuda(const void *coded_dev, const ork_wcodec_hdr *h, void *out_dev,
                                               void *stream) {
+    if (h->n_words != h->raw_bytes || h->tail_present || h->n_exc > h->n_words)
+        return ork_fail(ORK_E_FORMAT, "wcodec8: device decode given an inconsistent header (use ork_wcodec_header)");
     uint64_t n = h->n_words, tiles = ork_wcodec8_tiles(n);
     if (!n) return ORK_OK;
     const uint8_t *c = (const uint8_t *)coded_dev;

@@ -3,8 +3,11 @@
  * the CPU, decoded on a non-blocking stream, copied back and compared, with
  * guard bytes past the output checked untouched. Gaussian BF16 (~10M words,
  * even and odd byte counts), ragged small sizes, empty and tail-only inputs,
- * all-exception inputs, and buffers not 16-aligned (the byte path). Prints the
- * decode throughput (informative only). Exits 77 without a CUDA device. */
+ * all-exception inputs, and buffers not 16-aligned (the byte path). The byte
+ * codec (FP8 E5M2) the same way, against the CPU decode as well: E5M2
+ * weights, random bytes (mostly exceptions), exception-free bytes, partial
+ * groups and tiles, an output address 1 past 16-alignment. Prints both
+ * decoders' throughput (informative only). Exits 77 without a CUDA device. */
 #include "ork_test.h"
 
 #ifdef ORAKUL_HAVE_CUDA
@@ -132,11 +135,140 @@ static void test_throughput(void) {
     free(w);
 }
 
+/* ---- the byte codec (FP8 E5M2) ----------------------------------------- */
+
+/* Code raw with the byte codec, decode it on the CPU and on the device (coded
+ * at coded_off, output at out_off bytes into their allocations: 4 and 1 take
+ * the byte loads and stores), compare both with raw and each other. */
+static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_off, size_t out_off) {
+    ork_wcodec_hdr h;
+    size_t cap = ork_wcodec8_coded_bytes(raw, n, NULL), cb = 0;
+    uint8_t *coded = malloc(cap), *back = malloc(n + GUARD), *cpu = malloc(n ? n : 1);
+    CU_ASSERT_FATAL(coded && back && cpu);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(raw, n, coded, cap, &cb, 4), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(h.magic, ORK_WCODEC_MAGIC8);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec_decode(coded, cb, cpu, 4), ORK_OK);
+    uint8_t *dc, *dout;
+    CK(cudaMalloc((void **)&dc, cb + coded_off));
+    CK(cudaMalloc((void **)&dout, n + out_off + GUARD));
+    CK(cudaMemcpyAsync(dc + coded_off, coded, cb, cudaMemcpyHostToDevice, g_stream));
+    CK(cudaMemsetAsync(dout, 0xEE, n + out_off + GUARD, g_stream));
+    CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc + coded_off, &h, dout + out_off, g_stream), ORK_OK);
+    CK(cudaMemcpyAsync(back, dout + out_off, n + GUARD, cudaMemcpyDeviceToHost, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
+    size_t first = n;
+    for (size_t i = 0; i < n && first == n; i++)
+        if (back[i] != cpu[i]) first = i;
+    int same = first == n, cpu_ok = n == 0 || memcmp(cpu, raw, n) == 0, guard = 1;
+    for (size_t i = 0; i < GUARD; i++) guard &= back[n + i] == 0xEE;
+    if (!same || !guard || !cpu_ok) {
+        printf("\n  %s (%zu bytes, %llu exceptions, offsets %zu/%zu): ", what, n, (unsigned long long)h.n_exc,
+               coded_off, out_off);
+        if (!same) printf("device differs from the CPU first at %zu (0x%02x, CPU 0x%02x) ", first, back[first], cpu[first]);
+        if (!guard) printf("wrote past the output ");
+        if (!cpu_ok) printf("CPU decode differs from the original");
+        printf("\n");
+    }
+    CU_ASSERT(same && guard && cpu_ok);
+    cudaFree(dc);
+    cudaFree(dout);
+    free(coded);
+    free(back);
+    free(cpu);
+}
+
+/* Partial groups (32), tiles (8192 values, one CUDA block) and chunks. */
+static const size_t k_sizes8[] = {1, 31, 32, 33, 255, 8191, 8192, 8193, 3 * 8192 + 5, 262144 + 77,
+                                  (size_t)5 << 20};
+
+static void sizes8(const char *what, const uint8_t *raw) {
+    for (size_t k = 0; k < sizeof k_sizes8 / sizeof k_sizes8[0]; k++) {
+        check8(what, raw, k_sizes8[k], 0, 0);
+        check8(what, raw, k_sizes8[k], 0, 1); /* byte stores */
+    }
+}
+
+static void test8_e5m2(void) {
+    size_t n = (size_t)5 << 20;
+    uint8_t *g = e5m2_weights(n / 4096, 4096, 1, 21), *u = e5m2_weights(n / 4096, 4096, 0, 22);
+    sizes8("gaussian e5m2", g);
+    sizes8("uniform e5m2", u);
+    check8("nothing", g, 0, 0, 0);
+    check8("gaussian e5m2, coded 4 past 8-alignment", g, 100003, 4, 0); /* byte loads */
+    check8("gaussian e5m2, both unaligned", g, 100003, 4, 1);
+    free(g);
+    free(u);
+}
+
+static void test8_exceptions(void) {
+    size_t n = (size_t)5 << 20;
+    uint8_t *b = malloc(n), *z = e5m2_seven_classes(n);
+    CU_ASSERT_FATAL(b != NULL);
+    ork_rng r;
+    ork_rng_init(&r, 23, 1);
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)ork_rng_u32(&r);
+    sizes8("random bytes (~78% exceptions)", b);
+    sizes8("seven classes (no exception)", z);
+    /* exceptions only in some tiles: the blocks that skip the scan and those
+     * that do not, side by side */
+    for (size_t i = 0; i < n; i += 3 * 8192 + 17) z[i] = 0xff;
+    sizes8("seven classes, an exception every 3 tiles", z);
+    free(b);
+    free(z);
+}
+
+static void test8_throughput(void) {
+    size_t n = (size_t)512 << 20, piece = (size_t)32 << 20; /* 512 MiB of e5m2: 16 copies of 32 MiB */
+    uint8_t *w = malloc(n), *g = e5m2_weights(piece / 4096, 4096, 1, 42);
+    CU_ASSERT_FATAL(w != NULL);
+    for (size_t o = 0; o < n; o += piece) memcpy(w + o, g, piece);
+    free(g);
+    ork_wcodec_hdr h;
+    size_t cap = ork_wcodec8_coded_bytes(w, n, NULL), cb;
+    uint8_t *coded = malloc(cap), *dc, *dout;
+    CU_ASSERT_FATAL(coded != NULL);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(w, n, coded, cap, &cb, 8), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
+    CK(cudaMalloc((void **)&dc, cb));
+    CK(cudaMalloc((void **)&dout, n));
+    CK(cudaMemcpyAsync(dc, coded, cb, cudaMemcpyHostToDevice, g_stream));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    const int reps = 20;
+    CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc, &h, dout, g_stream), ORK_OK); /* warm-up */
+    CK(cudaEventRecord(e0, g_stream));
+    for (int i = 0; i < reps; i++) CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc, &h, dout, g_stream), ORK_OK);
+    CK(cudaEventRecord(e1, g_stream));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0, ms_copy = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventRecord(e0, g_stream));
+    for (int i = 0; i < reps; i++) CK(cudaMemcpyAsync(dout, dc, cb, cudaMemcpyDeviceToDevice, g_stream));
+    CK(cudaEventRecord(e1, g_stream));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms_copy, e0, e1));
+    double s = ms * 1e-3 / reps, sc = ms_copy * 1e-3 / reps;
+    printf("\n  byte codec: decode %zu MiB of e5m2 (coded/raw %.4f): %.3f ms, %.0f GB/s of output, %.0f GB/s "
+           "read+written; a d2d copy of %zu MiB: %.0f GB/s read+written\n",
+           n >> 20, (double)cb / n, s * 1e3, n / s * 1e-9, (n + cb) / s * 1e-9, cb >> 20, 2.0 * cb / sc * 1e-9);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(dc);
+    cudaFree(dout);
+    free(coded);
+    free(w);
+}
+
 static const ork_test_case cases[] = {
     {"cuda decode: gaussian bf16, bit for bit", test_gaussian},
     {"cuda decode: small and ragged sizes", test_small_and_ragged},
     {"cuda decode: all-exception inputs", test_exceptions},
     {"cuda decode: throughput (informative)", test_throughput},
+    {"cuda byte codec: e5m2 weights, ragged sizes, = CPU decode", test8_e5m2},
+    {"cuda byte codec: random, exception-free and sparse-exception bytes", test8_exceptions},
+    {"cuda byte codec: throughput (informative)", test8_throughput},
     {NULL, NULL},
 };
 
