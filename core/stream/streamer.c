@@ -226,9 +226,10 @@ typedef struct size_job {
     uint8_t *bytewise; /* [pieces] 1: the byte codec (FP8) codes it smaller */
 } size_job;
 
-/* The 16-bit codec first (BF16 weights: ~0.75); where it does not get under
- * this, the byte codec too (FP8 E5M2 weights: ~0.76-0.80), and the smaller wins. */
-#define SIZE_W16_ENOUGH 0.77
+/* Which codec: both code a sample (BF16 weights: the 16-bit one, ~0.75; FP8
+ * E5M2: the byte one, ~0.76-0.80; each does badly on the other's bytes), the
+ * smaller wins and only it sizes the whole piece. */
+#define SIZE_SAMPLE ((size_t)1 << 20)
 
 static void size_range(void *ctx, int64_t lo, int64_t hi) {
     size_job *j = ctx;
@@ -237,16 +238,10 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         if (b < 0) continue;
         size_t at, raw = piece_raw(j->s, b, (int)q, &at);
         const uint8_t *p = j->s->host[b] + at;
-        size_t c16 = ork_wcodec_coded_bytes(p, raw, NULL);
-        j->csize[q] = c16;
-        j->bytewise[q] = 0;
-        if (c16 == 0 || (double)c16 > SIZE_W16_ENOUGH * (double)raw) {
-            size_t c8 = ork_wcodec8_coded_bytes(p, raw, NULL);
-            if (c8 > 0 && (c16 == 0 || c8 < c16)) {
-                j->csize[q] = c8;
-                j->bytewise[q] = 1;
-            }
-        }
+        size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE;
+        size_t s16 = ork_wcodec_coded_bytes(p, ns, NULL), s8 = ork_wcodec8_coded_bytes(p, ns, NULL);
+        j->bytewise[q] = s8 > 0 && (s16 == 0 || s8 < s16);
+        j->csize[q] = j->bytewise[q] ? ork_wcodec8_coded_bytes(p, raw, NULL) : ork_wcodec_coded_bytes(p, raw, NULL);
     }
 }
 
@@ -268,6 +263,8 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     size_job sj = {s, blk, csize, bytewise};
     ork_par_for(s->nthreads, np, 1, size_range, &sj);
     free(blk);
+    uint8_t *tmp = NULL;
+    size_t tmp_cap = 0;
     for (int b = 0; b < s->n_blocks; b++) {
         if (!s->streamed[b] || !s->dirty[b]) continue;
         s->dirty[b] = 0;
@@ -283,8 +280,12 @@ ork_status ork_streamer_seal(ork_streamer *s) {
             n += c;
         }
         if (!fit || (double)n > s->max_ratio * (double)s->bytes[b]) continue; /* travels raw */
-        uint8_t *tmp = malloc(n);
-        if (!tmp) { free(csize); free(bytewise); return ORK_E_NOMEM; }
+        if (n > tmp_cap) { /* one scratch for every block: fresh pages per block cost as much as the coding */
+            free(tmp);
+            tmp = malloc(n);
+            tmp_cap = tmp ? n : 0;
+            if (!tmp) { free(csize); free(bytewise); return ORK_E_NOMEM; }
+        }
         ork_status st = ORK_OK;
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
             size_t at, raw = piece_raw(s, b, q, &at), got = 0, cap = (q + 1 < s->pfirst[b + 1] ? s->poff[q + 1] : n) - s->poff[q];
@@ -293,11 +294,16 @@ ork_status ork_streamer_seal(ork_streamer *s) {
             if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
         }
         if (st == ORK_OK) memcpy(s->host[b], tmp, n);
-        free(tmp);
-        if (st != ORK_OK) { free(csize); free(bytewise); return ORK_FAIL(st, "streamer: coding block %d failed", b); }
+        if (st != ORK_OK) {
+            free(tmp);
+            free(csize);
+            free(bytewise);
+            return ORK_FAIL(st, "streamer: coding block %d failed", b);
+        }
         s->coded[b] = n;
         s->n_coded++;
     }
+    free(tmp);
     free(csize);
     free(bytewise);
     if (done && !s->n_coded)

@@ -43,7 +43,8 @@ typedef struct w8_enc {
     uint32_t (*hist)[32]; /* [chunks] */
     uint64_t *exc0;       /* [chunks] first exception of each chunk */
     uint8_t map[32];      /* class -> index, ESC when not in the table */
-    uint8_t *code, *tile_exc, *exc;
+    uint8_t code[256];    /* byte -> its 6-bit code (bits 0..3 the nibble, 4..5 the crumb), bit 6: an escape */
+    uint8_t *code_out, *tile_exc, *exc;
 } w8_enc;
 
 static void w8_hist_range(void *ctx, int64_t clo, int64_t chi) {
@@ -100,6 +101,10 @@ static ork_status w8_plan(const void *raw, size_t raw_bytes, int nthreads, w8_en
     for (; k < ORK_WCODEC8_ESC; k++) table[k] = table[0];
     memset(j->map, ORK_WCODEC8_ESC, sizeof j->map);
     for (int i = ORK_WCODEC8_ESC - 1; i >= 0; i--) j->map[table[i]] = (uint8_t)i;
+    for (unsigned v = 0; v < 256; v++) {
+        unsigned x = j->map[w8_class(v)], cd = x << 3 | (v >> 7) << 2 | (v & 3u);
+        j->code[v] = (uint8_t)((cd & 15u) | (cd >> 4) << 4 | (x == ORK_WCODEC8_ESC) << 6);
+    }
     uint64_t n_exc = 0;
     for (uint64_t c = 0; c < nc; c++) {
         j->exc0[c] = n_exc;
@@ -125,7 +130,9 @@ static void w8_code_range(void *ctx, int64_t clo, int64_t chi) {
     const w8_enc *j = ctx;
     /* locals: the byte stores below may alias *j as far as the compiler knows */
     const uint8_t *raw = j->raw, *map = j->map;
-    uint8_t *code = j->code, *tile_exc = j->tile_exc, *exc = j->exc;
+    uint8_t ct[256];
+    memcpy(ct, j->code, sizeof ct);
+    uint8_t *code = j->code_out, *tile_exc = j->tile_exc, *exc = j->exc;
     uint64_t n = j->n, groups = ork_wcodec8_groups(n);
     for (int64_t c = clo; c < chi; c++) {
         uint64_t k = j->exc0[c], t0 = (uint64_t)c * W8_CHUNK_TILES, tiles = ork_wcodec8_tiles(n);
@@ -133,21 +140,23 @@ static void w8_code_range(void *ctx, int64_t clo, int64_t chi) {
             uint32_t k32 = (uint32_t)k;
             memcpy(tile_exc + 4 * t, &k32, 4);
             for (uint64_t g = t * ORK_WCODEC8_TILE; g < (t + 1) * ORK_WCODEC8_TILE && g < groups; g++) {
-                uint32_t w[6] = {0}, esc = 0;
+                uint32_t w[6] = {0};
                 uint64_t i0 = g * ORK_WCODEC8_GROUP;
-                if (i0 + ORK_WCODEC8_GROUP <= n) { /* a whole group: 8 values a u64 */
+                if (i0 + ORK_WCODEC8_GROUP <= n) { /* a whole group: 8 values a u64, a table lookup each */
+                    uint32_t esc = 0;
                     for (unsigned h = 0; h < 4; h++) {
                         uint64_t v8;
                         memcpy(&v8, raw + i0 + 8 * h, 8);
-                        uint32_t nib = 0, cr = 0;
+                        uint32_t nib = 0, cr = 0, e = 0;
                         for (unsigned q = 0; q < 8; q++) {
-                            unsigned v = (unsigned)(v8 >> (8 * q)) & 0xffu, x = map[w8_class(v)];
-                            esc |= (uint32_t)(x == ORK_WCODEC8_ESC) << (8 * h + q);
-                            nib |= (uint32_t)((x & 1u) << 3 | (v >> 7) << 2 | (v & 3u)) << (4 * q);
-                            cr |= (uint32_t)(x >> 1) << (2 * q);
+                            uint32_t cd = ct[(v8 >> (8 * q)) & 0xffu];
+                            nib |= (cd & 15u) << (4 * q);
+                            cr |= ((cd >> 4) & 3u) << (2 * q);
+                            e |= (cd >> 6) << q;
                         }
                         w[h] = nib;
                         w[4 + h / 2] |= cr << (16 * (h % 2));
+                        esc |= e << (8 * h);
                     }
                     for (; esc; esc &= esc - 1) exc[k++] = raw[i0 + (unsigned)__builtin_ctz(esc)];
                 } else {
@@ -181,7 +190,7 @@ ork_status ork_wcodec8_encode(const void *raw, size_t raw_bytes, void *out, size
     /* header, padding and gaps zero: the coded bytes are a function of the input alone */
     memset(o, 0, h.coded_bytes);
     memcpy(o, &h, sizeof h);
-    j.code = o + h.code_offset;
+    j.code_out = o + h.code_offset;
     j.tile_exc = o + h.tile_exc_offset;
     j.exc = o + h.exc_offset;
     ork_par_for(nthreads, (int64_t)w8_chunks(h.n_words), 1, w8_code_range, &j);
@@ -222,8 +231,14 @@ typedef struct w8_dec {
 
 static void w8_dec_range(void *ctx, int64_t clo, int64_t chi) {
     const w8_dec *j = ctx;
-    const uint8_t *code = j->code, *exc = j->exc, *t8 = j->table;
+    const uint8_t *code = j->code, *exc = j->exc;
     uint8_t *out = j->out;
+    /* 6-bit code (nibble | crumb << 4) -> byte; escapes (index 7) are patched below */
+    uint8_t dt[64];
+    for (unsigned cd = 0; cd < 64; cd++) {
+        unsigned lo = cd & 15u, x = lo >> 3 | (cd >> 4) << 1;
+        dt[cd] = (uint8_t)((lo & 4u) << 5 | (x < ORK_WCODEC8_ESC ? (unsigned)j->table[x] : 0u) << 2 | (lo & 3u));
+    }
     uint64_t n = j->n, groups = ork_wcodec8_groups(n), tiles = ork_wcodec8_tiles(n);
     for (int64_t c = clo; c < chi; c++) {
         j->bad[c] = 0;
@@ -233,18 +248,19 @@ static void w8_dec_range(void *ctx, int64_t clo, int64_t chi) {
             for (uint64_t g = t * ORK_WCODEC8_TILE; g < (t + 1) * ORK_WCODEC8_TILE && g < groups; g++) {
                 uint32_t w[6];
                 memcpy(w, code + 24 * g, 24);
-                uint64_t i0 = g * ORK_WCODEC8_GROUP;
+                uint8_t v[ORK_WCODEC8_GROUP];
+                uint32_t esc = 0;
                 for (unsigned q = 0; q < ORK_WCODEC8_GROUP; q++) {
-                    unsigned lo = (w[q / 8] >> (4 * (q % 8))) & 15u, hi = (w[4 + q / 16] >> (2 * (q % 16))) & 3u;
-                    unsigned x = lo >> 3 | hi << 1, v;
-                    if (x == ORK_WCODEC8_ESC) {
-                        if (k >= ke) { j->bad[c] = 1 + t; return; } /* more escapes than exceptions */
-                        v = exc[k++];
-                    } else {
-                        v = (lo & 4u) << 5 | (unsigned)t8[x] << 2 | (lo & 3u);
-                    }
-                    if (i0 + q < n) out[i0 + q] = (uint8_t)v;
+                    unsigned cd = ((w[q / 8] >> (4 * (q % 8))) & 15u) | ((w[4 + q / 16] >> (2 * (q % 16))) & 3u) << 4;
+                    v[q] = dt[cd];
+                    esc |= (uint32_t)((cd & 0x38u) == 0x38u) << q; /* index 7: nibble bit 3 and both crumb bits */
                 }
+                for (; esc; esc &= esc - 1) {
+                    if (k >= ke) { j->bad[c] = 1 + t; return; } /* more escapes than exceptions */
+                    v[__builtin_ctz(esc)] = exc[k++];
+                }
+                uint64_t i0 = g * ORK_WCODEC8_GROUP;
+                memcpy(out + i0, v, i0 + ORK_WCODEC8_GROUP <= n ? ORK_WCODEC8_GROUP : n - i0);
             }
             if (k != ke) { j->bad[c] = 1 + t; break; } /* fewer */
         }
