@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """cmp_safetensors.py DIR_A DIR_B — every .safetensors under DIR_A against the file of
 the same relative path under DIR_B, tensor by tensor (names, dtypes, shapes, bytes).
+When each side holds one run folder and the names differ (the seed configs name the run
+after the budget), the run name is swapped in the path and the file names.
 Metadata keys that differ are listed, not counted: a streamed trainable state records
 the previous step's gradient norm (prev_norm) that a resident run has no use for.
 Exit 0 when every tensor is bitwise equal (issue #8 §5)."""
@@ -16,9 +18,11 @@ def main(a_dir, b_dir):
                    for r, _, fs in os.walk(a_dir) for f in fs if f.endswith(".safetensors"))
     if not files:
         print(f"no .safetensors under {a_dir}"); return 1
+    runs_a, runs_b = sorted(os.listdir(a_dir)), sorted(os.listdir(b_dir))
+    swap = len(runs_a) == 1 and len(runs_b) == 1 and runs_a != runs_b
     bad = 0
     for rel in files:
-        pb = os.path.join(b_dir, rel)
+        pb = os.path.join(b_dir, rel.replace(runs_a[0], runs_b[0]) if swap else rel)
         if not os.path.exists(pb):
             print(f"{rel}: missing under {b_dir}"); bad += 1; continue
         a, b = safe_open(os.path.join(a_dir, rel), "pt"), safe_open(pb, "pt")

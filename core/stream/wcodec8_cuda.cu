@@ -1,7 +1,7 @@
 /* stream/wcodec8_cuda.cu — the byte codec's device decoder (format in
  * wcodec.h). One CUDA block per tile, one thread per group of 32 values: the
- * thread loads its group's 24 bytes of code, rebuilds 32 bytes (exponents
- * from the 8-byte table by byte permute) and stores them with two 16-byte
+ * thread loads its group's 24 bytes of code, rebuilds 32 bytes four at a time
+ * (a byte a lane; exponents from the 8-byte table by byte permute) and stores them with two 16-byte
  * stores. Escapes take the tile's exceptions in order: a block-wide scan of
  * the threads' escape counts gives each its first one. Tiles without
  * exceptions (most) skip the scan. Enqueued on the caller's stream; never
@@ -18,6 +18,22 @@ extern "C" {
 #include <stdint.h>
 
 static_assert(ORK_WCODEC8_TILE == 256 && ORK_WCODEC8_GROUP == 32, "the kernel's shape is the format's");
+
+/* Four decoded bytes (values 4k..4k+3 of the group) at once, a byte a lane:
+ * their 4 nibbles and 4 crumbs spread into bytes, the 3-bit indices packed
+ * into a byte_perm selector over the 8-byte table, escapes (index 7) marked in
+ * bits 4k..4k+3 of *esc (patched afterwards). */
+__device__ __forceinline__ uint32_t wc8_word4(const uint32_t w[6], int k, uint32_t tab_lo, uint32_t tab_hi, uint32_t *esc) {
+    uint32_t n16 = (w[k >> 1] >> (16 * (k & 1))) & 0xffffu, c8 = (w[4 + (k >> 2)] >> (8 * (k & 3))) & 0xffu;
+    uint32_t nb = __byte_perm(n16 & 0x0f0fu, (n16 >> 4) & 0x0f0fu, 0x5140u); /* byte i = nibble i */
+    uint32_t cb = (c8 | c8 << 6 | c8 << 12 | c8 << 18) & 0x03030303u;     /* byte i = crumb i */
+    uint32_t xb = ((nb >> 3) & 0x01010101u) | cb << 1;                    /* byte i = index i (0..7) */
+    uint32_t m = (xb + 0x01010101u) & 0x08080808u;                        /* bit 3 of byte i: index 7 */
+    *esc |= (((m >> 3) & 1u) | ((m >> 10) & 2u) | ((m >> 17) & 4u) | ((m >> 24) & 8u)) << (4 * k);
+    uint32_t sp = xb | xb >> 4, sel = (sp & 0xffu) | ((sp >> 8) & 0xff00u);
+    uint32_t e4 = __byte_perm(tab_lo, tab_hi, sel);
+    return ((nb & 0x04040404u) << 5) | e4 << 2 | (nb & 0x03030303u);
+}
 
 template <bool VEC>
 __global__ void __launch_bounds__(256) wc8_kernel(const uint8_t *__restrict__ code, const uint32_t *__restrict__ tile_exc,
@@ -37,14 +53,7 @@ __global__ void __launch_bounds__(256) wc8_kernel(const uint8_t *__restrict__ co
     }
     uint32_t o[8], esc = 0;
 #pragma unroll
-    for (int q = 0; q < 32; q++) {
-        uint32_t lo = (w[q / 8] >> (4 * (q % 8))) & 15u, hi = (w[4 + q / 16] >> (2 * (q % 16))) & 3u;
-        uint32_t x = lo >> 3 | hi << 1, e = __byte_perm(tab_lo, tab_hi, x) & 31u;
-        uint32_t v = (lo & 4u) << 5 | e << 2 | (lo & 3u);
-        if (x == 7u) esc |= 1u << q;
-        if (q % 4 == 0) o[q / 4] = v;
-        else o[q / 4] |= v << (8 * (q % 4));
-    }
+    for (int k = 0; k < 8; k++) o[k] = wc8_word4(w, k, tab_lo, tab_hi, &esc);
     uint64_t kb = tile_exc[blockIdx.x], ke = tile_exc[blockIdx.x + 1];
     if (ke > kb) { /* uniform over the block: every thread read the same two words */
         uint32_t cnt = __popc(esc), lane = threadIdx.x & 31u, wid = threadIdx.x >> 5, incl = cnt;
