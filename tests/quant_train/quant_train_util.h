@@ -25,6 +25,8 @@ typedef struct qt_opts {
     const char *ckpt;       /* name_or_path (NULL: preset:custom) */
     const char *device;     /* NULL: cpu */
     int stream;             /* layer_offloading: half the transformer blocks stream */
+    const char *compression; /* model.stream_compression, or NULL */
+    int hidden;             /* model_kwargs.hidden_size instead of the template's 96 (0: keep) */
 } qt_opts;
 
 /* Replace the first occurrence of `what` in *text by `with` (realloc'd). */
@@ -60,8 +62,17 @@ static inline int qt_write_config(const char *path, const qt_opts *o) {
         size_t l = strlen(lines);
         tt_fmt(lines + l, sizeof lines - l, "        layer_offloading: true\n"
                                             "        layer_offloading_transformer_percent: 0.5\n");
+        if (o->compression) {
+            l = strlen(lines);
+            tt_fmt(lines + l, sizeof lines - l, "        stream_compression: %s\n", o->compression);
+        }
     }
     int r = qt_subst(&t, "      model:\n", lines);
+    if (r == 0 && o->hidden) {
+        char h[64];
+        tt_fmt(h, sizeof h, "hidden_size: %d\n", o->hidden);
+        r = qt_subst(&t, "hidden_size: 96\n", h);
+    }
     if (r == 0 && o->device) {
         char dev[64];
         tt_fmt(dev, sizeof dev, "device: %s\n", o->device);

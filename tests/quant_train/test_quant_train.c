@@ -22,7 +22,9 @@
  *    percent of the unquantized run's (same data, noise and LoRA init) and not
  *    identical to it (the quantizer really ran); the quantized-bytes line;
  *    qfloat8 with half the transformer blocks streamed (layer_offloading:
- *    their fp8 records go through the streamer's slots) prints the same losses;
+ *    their fp8 records go through the streamer's slots) prints the same losses,
+ *    and so does bf8 streamed with stream_compression: always (its E5M2 blocks
+ *    travel coded by the byte codec);
  *  - a NaN in a weight (F32 checkpoint and fp8 checkpoint): exit 2 and one
  *    error line naming the tensor;
  *  - an unknown qtype: exit 2 and one error line listing the available ones. */
@@ -377,6 +379,32 @@ static void test_train_runs(void) {
     CU_ASSERT(d5 > 1e-6 && d5 < 0.052);
 }
 
+/* bf8 with half the blocks streamed and stream_compression: always: the E5M2
+ * blocks travel coded by the byte codec (stream/wcodec8.c; decoded by the CPU
+ * copy engine) and the run prints the resident run's losses. Hidden 384: at the
+ * template's 96, a block's per-row F32 scales and biases are a tenth of it and
+ * it does not shrink to the streamer's 0.80 (FLUX's 3072 columns: 0.76). */
+static void test_train_coded(void) {
+    tt_losses LR, LC;
+    const char *tags[2] = {"run_bf8_wide", "run_bf8_wide_streamed_coded"};
+    tt_losses *L[2] = {&LR, &LC};
+    for (int k = 0; k < 2; k++) {
+        char out[1200];
+        tt_fmt(out, sizeof out, "%s/out_%s", g_root, tags[k]);
+        qt_opts o = {.out = out, .data = g_data, .steps = 3, .qtype = "bf8", .stream = k, .hidden = 384,
+                     .compression = k ? "always" : NULL};
+        char *err = NULL;
+        CU_ASSERT(run_opts(tags[k], &o, &err, L[k]) == 0);
+        CU_ASSERT(L[k]->n == 3);
+        if (k) {
+            CU_ASSERT(err && strstr(err, "streaming 2 of 6 blocks"));
+            CU_ASSERT(err && strstr(err, "2 of 2 streamed blocks travel coded (lossless)"));
+        }
+        free(err);
+    }
+    for (int s = 0; s < 3 && LR.n == 3 && LC.n == 3; s++) CU_ASSERT(!strcmp(LR.text[s], LC.text[s]));
+}
+
 static void check_nan(int fp8) {
     char ck[1200], out[1200], line[2048];
     const char *bad = "double_blocks.1.img_mlp.0.weight";
@@ -418,6 +446,7 @@ static const ork_test_case cases[] = {
     {"fp8_checkpoint_block128", test_fp8_ckpt_block128},
     {"fp8_checkpoint_other_format", test_fp8_ckpt_other_format},
     {"train_qfloat8_bf8", test_train_runs},
+    {"train_bf8_streamed_coded", test_train_coded},
     {"nan_weight_f32_ckpt", test_nan_f32},
     {"nan_weight_fp8_ckpt", test_nan_fp8},
     {"unknown_qtype", test_unknown_qtype},
