@@ -186,8 +186,62 @@ static void seed_plan_select_and_mfu(void) {
     }
 }
 
+/* g_tmp/<to> = g_tmp/<from> with `what` replaced by `with` (once). 0 on success. */
+static int seed_variant(const char *from, const char *to, const char *what, const char *with) {
+    char src[PATH_MAX], dst[PATH_MAX];
+    snprintf(src, sizeof src, "%s/%s", g_tmp, from);
+    snprintf(dst, sizeof dst, "%s/%s", g_tmp, to);
+    char *y = slurp(src), *at = y ? strstr(y, what) : NULL;
+    FILE *f = at ? fopen(dst, "w") : NULL;
+    int ok = f && fprintf(f, "%.*s%s%s", (int)(at - y), y, with, at + strlen(what)) > 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(y);
+    return ok ? 0 : 1;
+}
+
+/* The predicted step after `what` in the plan's output (0 when absent). */
+static double seconds_after(const char *out, const char *what) {
+    const char *p = out ? strstr(out, what) : NULL;
+    double t = 0;
+    return p && sscanf(p + strlen(what), "%lf", &t) == 1 ? t : 0;
+}
+
+/* model.stream_compression auto on the seed's shapes for the H200: at 512² the
+ * forward pass is bound by the FP8 loads, so the blocks travel coded by the
+ * byte codec (the raw plan's step printed beside, slower); at 1024² with BF16
+ * LoRA weights (the seed's numerics) every pass is compute-bound and the raw
+ * plan (no staging buffer) is kept; `never` is never coded. */
+static void seed_plan_compression(void) {
+    char *out, *err;
+    const char *env = "ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_PLAN_DEVICE=h200 ORAKUL_PLAN_MFU=0.49";
+    CU_ASSERT_EQUAL_FATAL(plan_with(env, &out, &err), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "coded in transit (expected 0.78 of the bytes"));
+    double t = seconds_after(out, "predicted step: "), t_raw = seconds_after(out, "(raw: ");
+    CU_ASSERT(t > 0 && t_raw > t);
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL_FATAL(seed_variant("seed.yaml", "seed_never.yaml", "vram_budget_gb: 24\n",
+                                       "vram_budget_gb: 24\n        stream_compression: never\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_with_config(env, "seed_never.yaml", &out, &err), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    CU_ASSERT_PTR_NULL(strstr(out, "coded"));
+    CU_ASSERT(fabs(seconds_after(out, "predicted step: ") - t_raw) < 1e-3); /* the plan auto did not take */
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL_FATAL(seed_variant("seed_bf16.yaml", "seed_1024.yaml", "resolution: [512]", "resolution: [1024]"), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_with_config(env, "seed_1024.yaml", &out, &err), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    CU_ASSERT_PTR_NULL(strstr(out, "coded in transit (expected"));
+    t = seconds_after(out, "predicted step: ");
+    CU_ASSERT(t > 0 && seconds_after(out, "raw in transit (coded: ") > t);
+    free(out);
+    free(err);
+}
+
 static const ork_test_case cases[] = {
     {"seed_plan_fits_24gb_with_trainable_streaming; refused on a 64 GB host", seed_plan_fits},
     {"ORAKUL_STREAM_SELECT and ORAKUL_PLAN_MFU: densest first, the MFU, bad values refused", seed_plan_select_and_mfu},
+    {"stream_compression auto: coded at 512² (FP8 loads bound the forward), raw at 1024²", seed_plan_compression},
     {NULL, NULL}};
 ORK_TEST_MAIN("stream_plan_seed", setup, teardown, cases)
