@@ -245,6 +245,27 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
     }
 }
 
+/* memcpy over all cores in 16 MiB pieces: one thread copies a coded block back
+ * at a few GB/s, as long as coding it took on all of them. */
+typedef struct copy_job {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t n;
+} copy_job;
+#define PAR_COPY_PIECE ((size_t)16 << 20)
+
+static void copy_range(void *ctx, int64_t lo, int64_t hi) {
+    const copy_job *j = ctx;
+    size_t a = (size_t)lo * PAR_COPY_PIECE, z = (size_t)hi * PAR_COPY_PIECE;
+    if (z > j->n) z = j->n;
+    memcpy(j->dst + a, j->src + a, z - a);
+}
+
+static void par_copy(uint8_t *dst, const uint8_t *src, size_t n, int nthreads) {
+    copy_job j = {dst, src, n};
+    ork_par_for(nthreads, (int64_t)((n + PAR_COPY_PIECE - 1) / PAR_COPY_PIECE), 1, copy_range, &j);
+}
+
 /* Code every written block that shrinks enough, in place (the coded form is
  * never longer than what it replaces: it must fit in staging_bytes <= raw). */
 ork_status ork_streamer_seal(ork_streamer *s) {
@@ -293,7 +314,7 @@ ork_status ork_streamer_seal(ork_streamer *s) {
                              : ork_wcodec_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads);
             if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
         }
-        if (st == ORK_OK) memcpy(s->host[b], tmp, n);
+        if (st == ORK_OK) par_copy(s->host[b], tmp, n, s->nthreads);
         if (st != ORK_OK) {
             free(tmp);
             free(csize);
