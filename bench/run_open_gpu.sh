@@ -1,13 +1,15 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's seventh session, two calls:
-# 1. `CODEC_CASES="f1:0:auto f1:16:auto f1:12:auto" bash bench/run_open_gpu.sh tests codec`
-#    (~330 s): the GPU suite on the commits after 320940f (train_zero_cuda's
-#    stream_compression case; 31e6d32's restore_if_nonfinite), the whole-block default
-#    again, and the coded runs' start-up ("coded in N s") with the parallel sizing pass;
-# 2. `bash bench/run_open_gpu.sh trainable`, then `WEIGHT_DTYPE=bf16
-#    SEED_CASES=seed:1280:512:24 ... seed`: the streamed backward without its per-block
-#    sync (31e6d32) against the seventh session's 0.907 / 0.935 / 1.636 s.
+# numbers are missing). Still open after 2026-11-30's eighth session:
+# 1. `CODEC_CASES="seed:128:512:0:auto seed:128:512:24:auto f1:0:auto f1:16:auto" bash
+#    bench/run_open_gpu.sh tests codec` (~420 s): the GPU suite on a82fbb5 and later
+#    (4ec01e1's four-bytes-a-lane FP8 decoder ran only in stream_wcodec_cuda and the
+#    determinism pair with ORK_CUDNN_SDPA=0), the FP8 r128 run with it under cuDNN
+#    (0.841 s with the scalar decoder), and "coded in N s" after c05a2a8's parallel
+#    copy-back (12 s for FLUX.2-dev's 20.6 GB at 21e3d8e);
+# 2. the seed's fp32-LoRA runs coded (`SEED_CASES="seed:1280:512:24 seed:1280:1024:24"
+#    ... seed`): not re-measured since coding reached FP8 (2.113 / 2.831 s uncoded; the
+#    plan codes both now).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
