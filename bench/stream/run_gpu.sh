@@ -49,7 +49,7 @@ for c in "$@"; do
   [ -n "${STREAM_TRAINABLE:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_trainable_state: $STREAM_TRAINABLE#" $y; name="$name, stream_trainable_state $STREAM_TRAINABLE"; }
   [ -n "${STREAM_COMPRESSION:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_compression: $STREAM_COMPRESSION#" $y; name="$name, stream_compression $STREAM_COMPRESSION"; }
   watch_mem /tmp/mem.txt & wp=$!
-  t0=$(date +%s); timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
+  t0=$(date +%s); ORAKUL_STREAM_TIMING=${ORAKUL_STREAM_TIMING:-1} timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
   kill $wp 2>/dev/null; wait $wp 2>/dev/null
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s; device memory used (nvidia-smi max) $(sort -n /tmp/mem.txt | tail -1) MiB"
   [ $kind = qloss ] && { grep -oE "^step [0-9]+/[0-9]+ +loss [0-9.eE+-]+" "$log" | awk '{print $4}' > "$OUT/qloss_$a.txt"; echo "   steps $(wc -l < "$OUT/qloss_$a.txt"), mean loss of the last 50: $(tail -50 "$OUT/qloss_$a.txt" | awk '{s+=$1} END {if (NR) printf "%.5f", s/NR}')"; grep -E "error" "$log" | head -3; continue; }

@@ -7,6 +7,21 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double ce_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One copy or decode, timed into ce->busy[lane] when timing is on. */
+static void cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *src, size_t bytes, const ork_wcodec_hdr *hdr) {
+    double t0 = ce->timing ? ce_now() : 0;
+    if (hdr) (void)ork_wcodec_decode(src, hdr->coded_bytes, dst, 1); /* checked when queued */
+    else memcpy(dst, src, bytes);
+    if (ce->timing) ce->busy[lane][hdr != NULL] += ce_now() - t0;
+}
 
 /* A queued entry: a copy, a decode (hdr != NULL), or (wait_lane >= 0) a wait for the first wait_seq
  * entries of another lane — a copy lane waiting on an event is queued like
@@ -46,13 +61,13 @@ static void cpu_host_free(ork_copy_engine *ce, void *ptr) { (void)ce; free(ptr);
 
 /* Perform a lane's entries up to entry number seq (a queued wait performs what
  * it waits for first; waits only point at earlier records, so this ends). */
-static void perform(cpu_ce *c, int lane, uint64_t seq) {
+static void perform(ork_copy_engine *ce, int lane, uint64_t seq) {
+    cpu_ce *c = ce->priv;
     cpu_lane *l = &c->lane[lane];
     while (l->done < seq && l->head < l->n) {
         cpu_entry e = l->q[l->head++];
-        if (e.wait_lane >= 0) perform(c, e.wait_lane, e.wait_seq);
-        else if (e.hdr) (void)ork_wcodec_decode(e.src, e.hdr->coded_bytes, e.dst, 1); /* checked when queued */
-        else memcpy(e.dst, e.src, e.bytes);
+        if (e.wait_lane >= 0) perform(ce, e.wait_lane, e.wait_seq);
+        else cpu_do(ce, lane, e.dst, e.src, e.bytes, e.hdr);
         l->done++;
     }
     if (l->head == l->n) l->head = l->n = 0;
@@ -73,7 +88,7 @@ static ork_status push(cpu_lane *l, cpu_entry e) {
 static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
     cpu_ce *c = ce->priv;
     if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) {
-        memcpy(dst, src, bytes);
+        cpu_do(ce, lane, dst, src, bytes, NULL);
         return ORK_OK;
     }
     return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0, NULL});
@@ -81,7 +96,12 @@ static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, con
 
 static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
     cpu_ce *c = ce->priv;
-    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
+    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) {
+        double t0 = ce->timing ? ce_now() : 0;
+        ork_status st = ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
+        if (ce->timing) ce->busy[lane][1] += ce_now() - t0;
+        return st;
+    }
     /* deferred: the coded bytes may not be there yet (a queued copy); the header was checked by the caller */
     return push(&c->lane[lane], (cpu_entry){dst, src, hdr->raw_bytes, -1, 0, hdr});
 }
@@ -101,15 +121,20 @@ static ork_status cpu_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     if (c->mode == ORK_CE_DEFERRED && lane != ORK_LANE_COMPUTE)
         return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev], NULL});
     /* the CPU's compute is synchronous: waiting = making the copies happen */
-    perform(c, l, c->ev_seq[ev]);
+    perform(ce, l, c->ev_seq[ev]);
     return ORK_OK;
 }
 
 static ork_status cpu_sync(ork_copy_engine *ce) {
     cpu_ce *c = ce->priv;
-    for (int l = 0; l < ORK_LANES; l++) perform(c, l, UINT64_MAX);
+    (void)c;
+    for (int l = 0; l < ORK_LANES; l++) perform(ce, l, UINT64_MAX);
     return ORK_OK;
 }
+
+/* performed work was timed as it ran; what is still queued counts when performed */
+static ork_status cpu_timing_on(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
+static ork_status cpu_harvest(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
 
 static void cpu_destroy(ork_copy_engine *ce) {
     cpu_ce *c = ce->priv;
@@ -120,8 +145,8 @@ static void cpu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_decode, cpu_record, cpu_wait,
-                                 cpu_sync,     cpu_destroy};
+static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_decode,   cpu_record,
+                                 cpu_wait,       cpu_sync,      cpu_destroy, cpu_timing_on, cpu_harvest};
 
 ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ORK_FAIL(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);
@@ -202,3 +227,18 @@ ork_status ork_ce_sync(ork_copy_engine *ce) { return ce->vt->sync(ce); }
 uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane) { return ce->bytes[lane]; }
 int ork_ce_n_events(const ork_copy_engine *ce) { return ce->n_events; }
 uint64_t ork_ce_host_bytes(const ork_copy_engine *ce) { return ce->host_bytes; }
+
+ork_status ork_ce_set_timing(ork_copy_engine *ce, int on) {
+    if (on && !ce->timing) ORK_TRY(ce->vt->timing_on(ce));
+    if (!on && ce->timing) ORK_TRY(ce->vt->harvest(ce));
+    ce->timing = on != 0;
+    return ORK_OK;
+}
+
+ork_status ork_ce_busy(ork_copy_engine *ce, ork_lane lane, double *copy_s, double *decode_s) {
+    if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
+    if (ce->timing) ORK_TRY(ce->vt->harvest(ce));
+    if (copy_s) *copy_s = ce->busy[lane][0];
+    if (decode_s) *decode_s = ce->busy[lane][1];
+    return ORK_OK;
+}

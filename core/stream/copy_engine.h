@@ -80,6 +80,16 @@ int ork_ce_n_events(const ork_copy_engine *ce);
 /* Pinned host bytes allocated since create (arenas and records). */
 uint64_t ork_ce_host_bytes(const ork_copy_engine *ce);
 
+/* Lane timing, a diagnostic (ORAKUL_STREAM_TIMING=1 in the trainer): from
+ * ork_ce_set_timing(ce, 1) on, each copy and decode is timed where it runs
+ * (CUDA: an event pair around it on its lane's stream; CPU: the memcpy or
+ * decode's wall time). ork_ce_busy waits for the timed work issued so far and
+ * returns the seconds the lane spent copying and decoding since timing began:
+ * a lane busy for most of the step bounds it, one busy for little of it waits
+ * on the compute (slot FREE events). Call it where the host syncs anyway. */
+ork_status ork_ce_set_timing(ork_copy_engine *ce, int on);
+ork_status ork_ce_busy(ork_copy_engine *ce, ork_lane lane, double *copy_s, double *decode_s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 /* stream/copy_engine_cuda.cu — the CUDA copy engine (see copy_engine.h): one
  * non-blocking stream per copy lane, the graph's stream as the compute lane,
  * cudaEvent_t with timing disabled, cudaMallocHost arenas. Never touches the
- * legacy default stream and never synchronises the device. */
+ * legacy default stream and never synchronises the device; with lane timing on
+ * (a diagnostic), ork_ce_busy waits for the timed copies it reports. */
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -15,10 +16,71 @@ void *ork_cuda_kstream(const ork_kctx *k);
 #define CE_TRY(expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) \
     return ork_fail(ORK_E_CUDA, "%s:%d: %s: %s", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); } while (0)
 
+/* Timing (ork_ce_set_timing): an event pair around each copy or decode, in a
+ * ring; harvest waits for the oldest pairs and adds their elapsed time. */
+#define CE_TIMED 2048
+typedef struct timed {
+    cudaEvent_t a, b;
+    int lane, kind; /* kind 0: copy, 1: decode */
+} timed;
+
 typedef struct cuda_ce {
     cudaStream_t s[ORK_LANES]; /* s[COMPUTE] borrowed from the graph */
     cudaEvent_t *ev;           /* [n_events] */
+    timed *t;                  /* [CE_TIMED] when timing was ever on */
+    int t_head, t_n;           /* pending pairs: t[(t_head + i) % CE_TIMED], i < t_n */
 } cuda_ce;
+
+/* Fold the oldest `upto` pending pairs into ce->busy (waiting for each to end). */
+static ork_status cu_fold(ork_copy_engine *ce, int upto) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    for (; upto > 0 && c->t_n > 0; upto--) {
+        timed *p = &c->t[c->t_head];
+        float ms = 0;
+        CE_TRY(cudaEventSynchronize(p->b));
+        CE_TRY(cudaEventElapsedTime(&ms, p->a, p->b));
+        ce->busy[p->lane][p->kind] += 1e-3 * (double)ms;
+        c->t_head = (c->t_head + 1) % CE_TIMED;
+        c->t_n--;
+    }
+    return ORK_OK;
+}
+
+static ork_status cu_harvest(ork_copy_engine *ce) { return cu_fold(ce, CE_TIMED); }
+
+static ork_status cu_timing_on(ork_copy_engine *ce) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    if (c->t) return ORK_OK;
+    c->t = (timed *)calloc(CE_TIMED, sizeof *c->t);
+    if (!c->t) return ORK_E_NOMEM;
+    for (int i = 0; i < CE_TIMED; i++) {
+        CE_TRY(cudaEventCreate(&c->t[i].a));
+        CE_TRY(cudaEventCreate(&c->t[i].b));
+    }
+    return ORK_OK;
+}
+
+/* The pair for the next timed item on lane (a recorded), or NULL when not timing. */
+static ork_status cu_time_begin(ork_copy_engine *ce, ork_lane lane, int kind, timed **out) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    *out = NULL;
+    if (!ce->timing || !c->t) return ORK_OK;
+    if (c->t_n == CE_TIMED) ORK_TRY(cu_fold(ce, CE_TIMED / 2)); /* long done, as a rule */
+    timed *p = &c->t[(c->t_head + c->t_n) % CE_TIMED];
+    p->lane = (int)lane;
+    p->kind = kind;
+    CE_TRY(cudaEventRecord(p->a, c->s[lane]));
+    *out = p;
+    return ORK_OK;
+}
+
+static ork_status cu_time_end(ork_copy_engine *ce, ork_lane lane, timed *p) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    if (!p) return ORK_OK;
+    CE_TRY(cudaEventRecord(p->b, c->s[lane]));
+    c->t_n++;
+    return ORK_OK;
+}
 
 static ork_status cu_host_alloc(ork_copy_engine *, size_t bytes, void **ptr) {
     *ptr = NULL;
@@ -35,13 +97,18 @@ static void cu_host_free(ork_copy_engine *, void *ptr) { cudaFreeHost(ptr); }
 static ork_status cu_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     cudaMemcpyKind kind = lane == ORK_LANE_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    timed *p;
+    ORK_TRY(cu_time_begin(ce, lane, 0, &p));
     CE_TRY(cudaMemcpyAsync(dst, src, bytes, kind, c->s[lane]));
-    return ORK_OK;
+    return cu_time_end(ce, lane, p);
 }
 
 static ork_status cu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
     cuda_ce *c = (cuda_ce *)ce->priv;
-    return ork_wcodec_decode_cuda(src, hdr, dst, (void *)c->s[lane]);
+    timed *p;
+    ORK_TRY(cu_time_begin(ce, lane, 1, &p));
+    ORK_TRY(ork_wcodec_decode_cuda(src, hdr, dst, (void *)c->s[lane]));
+    return cu_time_end(ce, lane, p);
 }
 
 static ork_status cu_record(ork_copy_engine *ce, ork_lane lane, int ev) {
@@ -68,13 +135,19 @@ static void cu_destroy(ork_copy_engine *ce) {
     if (!c) return;
     for (int i = 0; c->ev && i < ce->n_events; i++)
         if (c->ev[i]) cudaEventDestroy(c->ev[i]);
+    for (int i = 0; c->t && i < CE_TIMED; i++) {
+        if (c->t[i].a) cudaEventDestroy(c->t[i].a);
+        if (c->t[i].b) cudaEventDestroy(c->t[i].b);
+    }
+    free(c->t);
     if (c->s[ORK_LANE_H2D]) cudaStreamDestroy(c->s[ORK_LANE_H2D]);
     if (c->s[ORK_LANE_D2H]) cudaStreamDestroy(c->s[ORK_LANE_D2H]);
     free(c->ev);
     free(c);
 }
 
-static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy, cu_decode, cu_record, cu_wait, cu_sync, cu_destroy};
+static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,    cu_decode, cu_record,
+                                  cu_wait,       cu_sync,      cu_destroy, cu_timing_on, cu_harvest};
 
 extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ork_fail(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);

@@ -18,6 +18,10 @@ typedef struct ork_ce_vt {
     ork_status (*wait)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*sync)(ork_copy_engine *ce);
     void (*destroy)(ork_copy_engine *ce);
+    /* timing (ork_ce_set_timing): start measuring; fold every timed copy and
+     * decode issued so far into busy, waiting for them where needed */
+    ork_status (*timing_on)(ork_copy_engine *ce);
+    ork_status (*harvest)(ork_copy_engine *ce);
 } ork_ce_vt;
 
 struct ork_copy_engine {
@@ -25,6 +29,8 @@ struct ork_copy_engine {
     int n_events;
     uint64_t bytes[ORK_LANES];
     uint64_t host_bytes;   /* pinned host memory handed out (ork_ce_host_alloc), never decremented */
+    int timing;            /* ork_ce_set_timing */
+    double busy[ORK_LANES][2]; /* seconds busy: [lane][0] copies, [lane][1] decodes (harvested) */
     void *priv;
 };
 

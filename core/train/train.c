@@ -113,6 +113,8 @@ typedef struct job {
     /* streaming figures (stream_stats_mark): [0] after the first step, [1] at the last */
     double ss_t[2];
     uint64_t ss_h2d[2], ss_d2h[2];
+    int ss_timing;              /* ORAKUL_STREAM_TIMING=1: the copy lanes are timed (ork_ce_busy) */
+    double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 copies, 1 decodes] seconds */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -1444,6 +1446,9 @@ static ork_status setup(job *j) {
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
                             ork_config_file(j->cfg), j->plan->n_streamed);
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
+        const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
+        j->ss_timing = tm && atoi(tm) > 0;
+        if (j->ss_timing) ORK_TRY(ork_ce_set_timing(j->ce, 1));
         ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0, j->plan->stream_codec};
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
         ORK_INFO("streaming %d of %d blocks%s through %d device slots (plan: %.2f GB over PCIe per step)",
@@ -1537,6 +1542,9 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
     j->ss_h2d[e] = ork_ce_bytes(j->ce, ORK_LANE_H2D);
     j->ss_d2h[e] = ork_ce_bytes(j->ce, ORK_LANE_D2H);
     j->ss_steps[e] = step;
+    for (int l = 0; j->ss_timing && l < 2; l++)
+        if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &j->ss_busy[e][l][0], &j->ss_busy[e][l][1]) != ORK_OK)
+            j->ss_timing = 0; /* a diagnostic: the run goes on without it */
 }
 
 static void stream_stats_report(job *j) {
@@ -1549,6 +1557,15 @@ static void stream_stats_report(job *j) {
         ORK_INFO("streaming measured over %lld steps: %.3f s/step; host->device %.2f GB/step (%.1f GB/s), "
                  "device->host %.2f GB/step (%.1f GB/s)", (long long)n, dt / (double)n, h / 1e9, h / 1e9 / (dt / (double)n),
                  d / 1e9, d / 1e9 / (dt / (double)n));
+        if (j->ss_timing) {
+            double b[2][2], step_s = dt / (double)n;
+            for (int l = 0; l < 2; l++)
+                for (int k = 0; k < 2; k++) b[l][k] = (j->ss_busy[1][l][k] - j->ss_busy[0][l][k]) / (double)n;
+            ORK_INFO("streaming lanes: host->device busy %.3f s/step (%.0f%% of the step: copies %.3f s at %.1f GB/s, "
+                     "decodes %.3f s), device->host busy %.3f s/step (%.0f%%)", b[0][0] + b[0][1],
+                     100.0 * (b[0][0] + b[0][1]) / step_s, b[0][0], b[0][0] > 0 ? h / 1e9 / b[0][0] : 0.0, b[0][1],
+                     b[1][0], 100.0 * b[1][0] / step_s);
+        }
     }
     ORK_INFO("host memory: %.1f GiB pinned for streaming, peak resident set %.1f GiB",
              (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);

@@ -6,6 +6,8 @@
  * residency patterns, ring sizes and both CPU copy-engine modes (EAGER shows
  * a slot overwritten too early, DEFERRED shows a missing wait). */
 #include "ork_test.h"
+
+#include <time.h>
 #include "toy_model.h"
 
 #include "numerics/quantize.h"
@@ -40,6 +42,65 @@ static void test_copy_engine_modes(void) {
     CU_ASSERT_EQUAL(memcmp(dst, src, 7), 0);
     ork_copy_engine_destroy(ce);
     CU_ASSERT_NOT_EQUAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 0, &ce), ORK_OK);
+}
+
+/* Lane timing (ork_ce_set_timing / ork_ce_busy): nothing counted before it is
+ * on; copies count on their lane, decodes apart, deferred work when it is
+ * performed (ork_ce_busy waits for it); each lane's figure no more than the
+ * wall time around it. */
+static void test_copy_engine_timing(void) {
+    enum { N = 64 << 20 };
+    char *src = malloc(N), *dst = malloc(N);
+    CU_ASSERT_FATAL(src && dst);
+    memset(src, 7, N);
+    for (int mode = 0; mode < 2; mode++) {
+        ork_copy_engine *ce;
+        double c = -1, d = -1, c2 = -1;
+        CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(mode ? ORK_CE_DEFERRED : ORK_CE_EAGER, 2, &ce), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dst, src, N), ORK_OK); /* not timed */
+        CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c, &d), ORK_OK);
+        CU_ASSERT(c == 0 && d == 0);
+        CU_ASSERT_EQUAL(ork_ce_set_timing(ce, 1), ORK_OK);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dst, src, N), ORK_OK);
+        if (mode) { /* deferred: queued, not yet performed */
+            CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c, NULL), ORK_OK);
+            CU_ASSERT(c == 0);
+            CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c, &d), ORK_OK);
+        CU_ASSERT(c > 0 && c <= wall);
+        CU_ASSERT(d == 0);
+        CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_D2H, &c2, NULL), ORK_OK);
+        CU_ASSERT(c2 == 0);
+        /* a decode counts apart from the copies */
+        size_t cap = ork_wcodec_coded_bytes(src, 1 << 20, NULL);
+        char *coded = malloc(cap);
+        size_t got = 0;
+        ork_wcodec_hdr h;
+        CU_ASSERT_FATAL(coded && ork_wcodec_encode(src, 1 << 20, coded, cap, &got, 1) == ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, got, &h), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_decode(ce, ORK_LANE_H2D, dst, coded, &h), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c2, &d), ORK_OK);
+        CU_ASSERT(d > 0 && c2 == c);
+        CU_ASSERT_EQUAL(memcmp(dst, src, 1 << 20), 0);
+        /* off: later work is not counted */
+        CU_ASSERT_EQUAL(ork_ce_set_timing(ce, 0), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_D2H, dst, src, N), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_D2H, &c2, NULL), ORK_OK);
+        CU_ASSERT(c2 == 0);
+        CU_ASSERT_NOT_EQUAL(ork_ce_busy(ce, (ork_lane)7, &c2, NULL), ORK_OK);
+        free(coded);
+        ork_copy_engine_destroy(ce);
+    }
+    free(src);
+    free(dst);
 }
 
 static void test_rec_layout(void) {
@@ -452,6 +513,7 @@ static const ork_test_case cases[] = {
     {"records: data + scales contiguous, aligned", test_rec_layout},
     {"streamer: schedule, merged visit, order errors", test_streamer_schedule},
     {"streamed == resident, bit for bit", test_streamed_equals_resident},
+    {"copy engine lane timing", test_copy_engine_timing},
     {"coded in transit == resident, bit for bit", test_coded_equals_resident},
     {"FP8 E5M2 blocks coded by the byte codec, E4M3 raw", test_streamer_coding_fp8},
     {"streamer: coding, raw fallback, read back", test_streamer_coding},

@@ -10,6 +10,8 @@
 #ifdef ORAKUL_HAVE_CUDA
 #include "toy_model.h"
 
+#include <time.h>
+
 int ork_cuda_device_count(void);
 
 static toy g_toy;
@@ -51,8 +53,54 @@ static void test_cuda_streamed_equals_resident(void) {
     toy_out_free(&ref);
 }
 
+/* Lane timing on the CUDA engine (event pairs on the lane's stream): 8 copies
+ * of 256 MiB each way count on their lanes, no more than the wall time around
+ * them; the rate is printed (the link's, per direction alone), never asserted. */
+static void test_cuda_lane_timing(void) {
+    const ork_backend *be = ork_cuda_backend();
+    ork_alloc *a = NULL;
+    ork_graph *g = NULL;
+    ork_copy_engine *ce = NULL;
+    ork_graph_opts go = {.act_dtype = ORK_BF16, .nthreads = 1};
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(be, 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_graph_create(be, a, &go, &g), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create(be, &g->k, 2, &ce), ORK_OK);
+    const size_t n = (size_t)256 << 20;
+    void *host = NULL, *dev = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_ce_host_alloc(ce, n, &host), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_get(a, n, "timing", &dev), ORK_OK);
+    memset(host, 1, n);
+    CU_ASSERT_EQUAL(ork_ce_set_timing(ce, 1), ORK_OK);
+    double c[2] = {0, 0}, d = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; k < 8; k++) {
+        CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_H2D, dev, host, n), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_record(ce, ORK_LANE_H2D, 0), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_wait(ce, ORK_LANE_D2H, 0), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_copy(ce, ORK_LANE_D2H, host, dev, n), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_record(ce, ORK_LANE_D2H, 1), ORK_OK);
+        CU_ASSERT_EQUAL(ork_ce_wait(ce, ORK_LANE_H2D, 1), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c[0], &d), ORK_OK);
+    CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_D2H, &c[1], NULL), ORK_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CU_ASSERT(c[0] > 0 && c[1] > 0 && c[0] + c[1] <= wall * 1.01);
+    CU_ASSERT(d == 0);
+    printf("\n  lane timing: H2D %.1f GB/s, D2H %.1f GB/s busy (alternating, %.3f s wall)\n", 8 * (double)n / c[0] / 1e9,
+           8 * (double)n / c[1] / 1e9, wall);
+    CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
+    ork_alloc_put(a, dev);
+    ork_ce_host_free(ce, host);
+    ork_copy_engine_destroy(ce);
+    ork_graph_destroy(g);
+    ork_alloc_destroy(a);
+}
+
 static const ork_test_case cases[] = {
     {"cuda: streamed == resident, bit for bit", test_cuda_streamed_equals_resident},
+    {"cuda: copy lane timing", test_cuda_lane_timing},
     {NULL, NULL},
 };
 
