@@ -7,6 +7,10 @@
 #    determinism pair with ORK_CUDNN_SDPA=0), the FP8 r128 run with it under cuDNN
 #    (0.841 s with the scalar decoder), and "coded in N s" after c05a2a8's parallel
 #    copy-back (12 s for FLUX.2-dev's 20.6 GB at 21e3d8e);
+#    Every run now also prints "streaming lanes: host->device busy ..." (5677b62,
+#    ORAKUL_STREAM_TIMING=1 from bench/stream/run_gpu.sh): read the forward-bound cases
+#    (FLUX.1-dev 16 GiB, FP8 r128) and the `always` FP8 run that the plan overrates by it;
+#    stream_cuda's new lane-timing case prints each direction's rate;
 # 2. the seed's fp32-LoRA runs coded (`SEED_CASES="seed:1280:512:24 seed:1280:1024:24"
 #    ... seed`): not re-measured since coding reached FP8 (2.113 / 2.831 s uncoded; the
 #    plan codes both now).
