@@ -18,7 +18,7 @@ void *ork_cuda_kstream(const ork_kctx *k);
 
 /* Timing (ork_ce_set_timing): an event pair around each copy or decode, in a
  * ring; harvest waits for the oldest pairs and adds their elapsed time. */
-#define CE_TIMED 2048
+#define CE_TIMED 16384 /* pairs: a streamed-trainable FLUX step times ~4000 items; a fold stalls the host */
 typedef struct timed {
     cudaEvent_t a, b;
     int lane, kind; /* kind 0: copy, 1: decode */
