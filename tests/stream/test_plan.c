@@ -171,7 +171,7 @@ static void test_percent_honoured(void) {
 }
 
 /* Transit coding (model.stream_compression): the same streamed set moves
- * codec_ratio of the frozen bytes, the staging buffer (0.80 of a slot) is
+ * codec_ratio of the frozen bytes, the staging buffer (0.85 of a slot) is
  * counted in the VRAM total, the step is no slower; AUTO under a tight budget
  * pays the staging buffer with at most one more streamed block. */
 static void test_codec(void) {

@@ -294,8 +294,8 @@ static void test_streamer_coding(void) {
     ork_streamer *s;
     CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
     /* staging holds one coded piece, not a block */
-    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(0.8 * 32768));
-    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") <= (size_t)(0.8 * 32768) + 256);
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(ORK_STREAM_CODEC_RATIO * 32768));
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") <= (size_t)(ORK_STREAM_CODEC_RATIO * 32768) + 256);
     uint8_t *want[3];
     uint64_t x = 88172645463325252ull;
     for (int b = 0; b < 3; b++) {
