@@ -228,7 +228,8 @@ typedef struct size_job {
 
 /* Which codec: both code a sample (BF16 weights: the 16-bit one, ~0.75; FP8
  * E5M2: the byte one, ~0.76-0.80; each does badly on the other's bytes), the
- * smaller wins and only it sizes the whole piece. */
+ * smaller wins and sizes the whole piece; only when that does not pay does the
+ * other size it too (a sample unlike the rest of the block). */
 #define SIZE_SAMPLE ((size_t)1 << 20)
 
 static void size_range(void *ctx, int64_t lo, int64_t hi) {
@@ -240,8 +241,14 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         const uint8_t *p = j->s->host[b] + at;
         size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE;
         size_t s16 = ork_wcodec_coded_bytes(p, ns, NULL), s8 = ork_wcodec8_coded_bytes(p, ns, NULL);
-        j->bytewise[q] = s8 > 0 && (s16 == 0 || s8 < s16);
-        j->csize[q] = j->bytewise[q] ? ork_wcodec8_coded_bytes(p, raw, NULL) : ork_wcodec_coded_bytes(p, raw, NULL);
+        int b8 = s8 > 0 && (s16 == 0 || s8 < s16);
+        size_t c = b8 ? ork_wcodec8_coded_bytes(p, raw, NULL) : ork_wcodec_coded_bytes(p, raw, NULL);
+        if (c == 0 || (double)c > j->s->max_ratio * (double)raw) { /* the sample misled, or neither pays */
+            size_t o = b8 ? ork_wcodec_coded_bytes(p, raw, NULL) : ork_wcodec8_coded_bytes(p, raw, NULL);
+            if (o > 0 && (c == 0 || o < c)) { c = o; b8 = !b8; }
+        }
+        j->bytewise[q] = (uint8_t)b8;
+        j->csize[q] = c;
     }
 }
 

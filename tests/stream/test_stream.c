@@ -406,6 +406,58 @@ static void test_streamer_coding_fp8(void) {
     ork_alloc_destroy(a);
 }
 
+/* The codec is picked on a block's first MiB; a block whose first MiB looks
+ * like BF16 (16-bit words of few exponents) but whose other 15 MiB are E5M2
+ * bytes does not pay under the 16-bit codec (~0.94), so the byte codec sizes
+ * it too (~0.81) and it travels coded; the slot gets the exact bytes. */
+static void test_streamer_codec_fallback(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 4, &ce), ORK_OK);
+    enum { HEAD = 1 << 20, ROWS = 3840, COLS = 4096 }; /* 15 MiB of E5M2 */
+    uint8_t st[1] = {1};
+    size_t bytes[1] = {HEAD + (size_t)ROWS * COLS};
+    ork_streamer_opts o = {.n_blocks = 1, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    uint8_t *want = malloc(bytes[0]);
+    float *w = malloc(sizeof(float) * ROWS * COLS), *sc = malloc(sizeof(float) * ROWS);
+    CU_ASSERT_FATAL(want && w && sc);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i + 1 < HEAD; i += 2) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        uint16_t v = (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
+        want[i] = (uint8_t)v;
+        want[i + 1] = (uint8_t)(v >> 8);
+    }
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        w[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    CU_ASSERT_EQUAL_FATAL(ork_quantize_fp8("w", w, ORK_F32, ROWS, COLS, ORK_F8_E5M2, 0, want + HEAD, sc, NULL), ORK_OK);
+    memcpy(ork_streamer_host(s, 0), want, bytes[0]);
+    CU_ASSERT_EQUAL(ork_streamer_seal(s), ORK_OK);
+    ork_streamer_stats stats;
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT_EQUAL(stats.n_coded, 1);
+    int order[1] = {0};
+    void *dev = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 1), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, 0, &dev), ORK_OK);
+    CU_ASSERT(dev && memcmp(dev, want, bytes[0]) == 0);
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, 0), ORK_OK);
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_streamer_stats_get(s, &stats);
+    CU_ASSERT(stats.h2d_bytes < 0.85 * (double)bytes[0] && stats.h2d_bytes > 0.7 * (double)bytes[0]);
+    ork_streamer_destroy(s);
+    free(want);
+    free(w);
+    free(sc);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
 /* Loads per step: forward once each, backward once each for blocks >=
  * first_trainable, the last block's two uses merged into one load. */
 static void test_loads_per_step(void) {
@@ -516,6 +568,7 @@ static const ork_test_case cases[] = {
     {"copy engine lane timing", test_copy_engine_timing},
     {"coded in transit == resident, bit for bit", test_coded_equals_resident},
     {"FP8 E5M2 blocks coded by the byte codec, E4M3 raw", test_streamer_coding_fp8},
+    {"a sample unlike its block: the other codec sizes it too", test_streamer_codec_fallback},
     {"streamer: coding, raw fallback, read back", test_streamer_coding},
     {"loads per step", test_loads_per_step},
     {"lookup outside the block is refused", test_lookup_outside_block},
