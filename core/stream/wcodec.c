@@ -56,23 +56,24 @@ static void wc_hist(const uint8_t *raw, uint64_t lo, uint64_t hi, uint32_t h[256
     for (int e = 0; e < 256; e++) h[e] = t[0][e] + t[1][e] + t[2][e] + t[3][e];
 }
 
-/* The 15 most frequent exponents (ties: smaller value first; unused entries
- * repeat entry 0; table[15] = 0) and map[e] = the first index of e, or ESC. */
-static void wc_table(const uint64_t h[256], uint8_t table[16], uint8_t map[256]) {
+/* The k most frequent of n symbols (ties: smaller value first; unused entries
+ * repeat entry 0; table[k..15] = 0) and map[s] = the first index of s, or esc
+ * (k = esc). Both codecs build their table so (wcodec8.h). */
+void ork_wcodec_table(const uint64_t *h, int n, int esc, uint8_t table[16], uint8_t *map) {
     uint8_t used[256] = {0};
     memset(table, 0, 16);
     int k = 0;
-    for (; k < 15; k++) {
+    for (; k < esc; k++) {
         int best = -1;
-        for (int e = 0; e < 256; e++)
+        for (int e = 0; e < n; e++)
             if (!used[e] && h[e] > 0 && (best < 0 || h[e] > h[best])) best = e;
         if (best < 0) break;
         used[best] = 1;
         table[k] = (uint8_t)best;
     }
-    for (; k < 15; k++) table[k] = table[0];
-    memset(map, ORK_WCODEC_ESC, 256);
-    for (int i = 14; i >= 0; i--) map[table[i]] = (uint8_t)i;
+    for (; k < esc; k++) table[k] = table[0];
+    memset(map, esc, (size_t)n);
+    for (int i = esc - 1; i >= 0; i--) map[table[i]] = (uint8_t)i;
 }
 
 /* The header for raw_bytes with this table and exception count. */
@@ -138,7 +139,7 @@ static ork_status enc_plan(const void *raw, size_t raw_bytes, int nthreads, enc_
     for (uint64_t c = 0; c < nc; c++)
         for (int e = 0; e < 256; e++) h[e] += j->hist[c][e];
     uint8_t table[16];
-    wc_table(h, table, j->map);
+    ork_wcodec_table(h, 256, ORK_WCODEC_ESC, table, j->map);
     uint64_t n_exc = 0;
     for (uint64_t c = 0; c < nc; c++) {
         j->exc0[c] = n_exc;

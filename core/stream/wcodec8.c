@@ -66,8 +66,7 @@ static void w8_hist_range(void *ctx, int64_t clo, int64_t chi) {
 }
 
 /* The first pass, shared by coded_bytes and encode so that both give the same
- * header. The table: the 7 most frequent classes, ties by smaller value,
- * unused entries repeating entry 0, table[7..15] = 0. */
+ * header. The table: the 7 most frequent classes (ork_wcodec_table). */
 static ork_status w8_plan(const void *raw, size_t raw_bytes, int nthreads, w8_enc *j, ork_wcodec_hdr *hdr) {
     memset(j, 0, sizeof *j);
     if (!raw && raw_bytes) return ORK_FAIL(ORK_E_INVALID, "wcodec8: no raw bytes");
@@ -88,19 +87,8 @@ static ork_status w8_plan(const void *raw, size_t raw_bytes, int nthreads, w8_en
     uint64_t h[32] = {0};
     for (uint64_t c = 0; c < nc; c++)
         for (int e = 0; e < 32; e++) h[e] += j->hist[c][e];
-    uint8_t table[16] = {0}, used[32] = {0};
-    int k = 0;
-    for (; k < ORK_WCODEC8_ESC; k++) {
-        int best = -1;
-        for (int e = 0; e < 32; e++)
-            if (!used[e] && h[e] > 0 && (best < 0 || h[e] > h[best])) best = e;
-        if (best < 0) break;
-        used[best] = 1;
-        table[k] = (uint8_t)best;
-    }
-    for (; k < ORK_WCODEC8_ESC; k++) table[k] = table[0];
-    memset(j->map, ORK_WCODEC8_ESC, sizeof j->map);
-    for (int i = ORK_WCODEC8_ESC - 1; i >= 0; i--) j->map[table[i]] = (uint8_t)i;
+    uint8_t table[16];
+    ork_wcodec_table(h, 32, ORK_WCODEC8_ESC, table, j->map);
     for (unsigned v = 0; v < 256; v++) {
         unsigned x = j->map[w8_class(v)], cd = x << 3 | (v >> 7) << 2 | (v & 3u);
         j->code[v] = (uint8_t)((cd & 15u) | (cd >> 4) << 4 | (x == ORK_WCODEC8_ESC) << 6);

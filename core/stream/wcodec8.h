@@ -13,6 +13,12 @@ extern "C" {
  * inside limit; *end moves past it. ORK_E_FORMAT naming the field otherwise. */
 ork_status ork_wcodec_section(const char *name, uint64_t off, uint64_t len, uint64_t limit, uint64_t *end);
 
+/* The k = esc most frequent of n symbols by histogram h (ties: smaller value
+ * first; unused entries repeat entry 0; table[esc..15] = 0), and map[0..n) =
+ * each symbol's first index, or esc. wcodec.c's table (n 256, esc 15) and
+ * wcodec8.c's (n 32, esc 7). */
+void ork_wcodec_table(const uint64_t *h, int n, int esc, uint8_t table[16], uint8_t *map);
+
 /* The byte codec's header fields, checked (h->magic is ORK_WCODEC_MAGIC8). */
 ork_status ork_wcodec8_check(const ork_wcodec_hdr *h);
 
