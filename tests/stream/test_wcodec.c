@@ -565,37 +565,32 @@ static void test_malformed_exceptions(void) {
     free(b.out);
 }
 
-/* Random corruption of header, idx and exceptions: OK or ORK_E_FORMAT, never
- * a crash or an access out of bounds (the sanitizer builds would see one). */
-static void test_corruption_fuzz(void) {
-    bad_buf b;
-    bad_make(&b);
-    uint8_t *orig = malloc(b.cb);
+/* iters rounds of 1-4 bit flips in a copy of b's valid buffer, each flip in
+ * one of three sections (region[k] = {offset, bytes}, picked evenly), then
+ * header + decode: OK or ORK_E_FORMAT, never a crash or an access out of
+ * bounds (the sanitizer builds would see one). Returns the refusals. */
+static int corruption_fuzz(bad_buf *b, uint64_t seed, int iters, const size_t region[3][2]) {
+    uint8_t *orig = malloc(b->cb);
     CU_ASSERT_FATAL(orig != NULL);
-    memcpy(orig, b.c, b.cb);
+    memcpy(orig, b->c, b->cb);
     ork_log_level lvl = ork_log_get_level();
     ork_log_set_level((ork_log_level)(ORK_LOG_ERROR + 1)); /* thousands of refusals: keep stderr quiet */
     ork_rng r;
-    ork_rng_init(&r, 1234, 2);
+    ork_rng_init(&r, seed, 2);
     int n_ok = 0, n_fmt = 0, n_other = 0, n_size = 0;
-    for (int it = 0; it < 3000; it++) {
-        memcpy(b.c, orig, b.cb);
+    for (int it = 0; it < iters; it++) {
+        memcpy(b->c, orig, b->cb);
         int flips = 1 + (int)(ork_rng_u32(&r) % 4);
         for (int f = 0; f < flips; f++) {
             uint32_t u = ork_rng_u32(&r);
-            size_t at;
-            switch (u % 3) {
-            case 0: at = u / 3 % 96; break; /* the header's fields */
-            case 1: at = b.h.idx_offset + u / 3 % (b.h.n_words / 2 + 1); break;
-            default: at = b.h.exc_pos_offset + u / 3 % (b.cb - b.h.exc_pos_offset); break;
-            }
-            b.c[at] ^= (uint8_t)(1u << (ork_rng_u32(&r) % 8));
+            size_t at = region[u % 3][0] + u / 3 % region[u % 3][1];
+            b->c[at] ^= (uint8_t)(1u << (ork_rng_u32(&r) % 8));
         }
         ork_wcodec_hdr h;
-        ork_status sh = ork_wcodec_header(b.c, b.cb, &h);
+        ork_status sh = ork_wcodec_header(b->c, b->cb, &h);
         /* decode writes h.raw_bytes: only a header that agrees on the size */
-        if (sh == ORK_OK && h.raw_bytes != b.raw) { n_size++; continue; }
-        ork_status st = ork_wcodec_decode(b.c, b.cb, b.out, (it & 1) + 1);
+        if (sh == ORK_OK && h.raw_bytes != b->raw) { n_size++; continue; }
+        ork_status st = ork_wcodec_decode(b->c, b->cb, b->out, (it & 1) + 1);
         n_ok += st == ORK_OK;
         n_fmt += st == ORK_E_FORMAT;
         n_other += st != ORK_OK && st != ORK_E_FORMAT;
@@ -604,8 +599,18 @@ static void test_corruption_fuzz(void) {
     printf("\n  fuzz: %d decoded, %d refused as malformed, %d valid with another size (not decoded)\n", n_ok, n_fmt,
            n_size);
     CU_ASSERT_EQUAL(n_other, 0);
-    CU_ASSERT(n_fmt > 1000);
     free(orig);
+    return n_fmt;
+}
+
+/* Random corruption of header, idx and exceptions. */
+static void test_corruption_fuzz(void) {
+    bad_buf b;
+    bad_make(&b);
+    const size_t region[3][2] = {{0, 96}, /* the header's fields */
+                                 {b.h.idx_offset, b.h.n_words / 2 + 1},
+                                 {b.h.exc_pos_offset, b.cb - b.h.exc_pos_offset}};
+    CU_ASSERT(corruption_fuzz(&b, 1234, 3000, region) > 1000);
     free(b.c);
     free(b.out);
 }
@@ -753,41 +758,10 @@ static void test8_malformed_tiles(void) {
 static void test8_corruption_fuzz(void) {
     bad_buf b;
     bad_make8(&b);
-    uint8_t *orig = malloc(b.cb);
-    CU_ASSERT_FATAL(orig != NULL);
-    memcpy(orig, b.c, b.cb);
-    ork_log_level lvl = ork_log_get_level();
-    ork_log_set_level((ork_log_level)(ORK_LOG_ERROR + 1));
-    ork_rng r;
-    ork_rng_init(&r, 4321, 2);
-    int n_ok = 0, n_fmt = 0, n_other = 0, n_size = 0;
-    for (int it = 0; it < 2000; it++) {
-        memcpy(b.c, orig, b.cb);
-        int flips = 1 + (int)(ork_rng_u32(&r) % 4);
-        for (int f = 0; f < flips; f++) {
-            uint32_t u = ork_rng_u32(&r);
-            size_t at;
-            switch (u % 3) {
-            case 0: at = u / 3 % sizeof(ork_wcodec_hdr); break;
-            case 1: at = b.h.code_offset + u / 3 % (b.h.tile_exc_offset - b.h.code_offset); break;
-            default: at = b.h.tile_exc_offset + u / 3 % (b.cb - b.h.tile_exc_offset); break;
-            }
-            b.c[at] ^= (uint8_t)(1u << (ork_rng_u32(&r) % 8));
-        }
-        ork_wcodec_hdr h;
-        ork_status sh = ork_wcodec_header(b.c, b.cb, &h);
-        if (sh == ORK_OK && h.raw_bytes != b.raw) { n_size++; continue; }
-        ork_status st = ork_wcodec_decode(b.c, b.cb, b.out, (it & 1) + 1);
-        n_ok += st == ORK_OK;
-        n_fmt += st == ORK_E_FORMAT;
-        n_other += st != ORK_OK && st != ORK_E_FORMAT;
-    }
-    ork_log_set_level(lvl);
-    printf("\n  fuzz: %d decoded, %d refused as malformed, %d valid with another size (not decoded)\n", n_ok, n_fmt,
-           n_size);
-    CU_ASSERT_EQUAL(n_other, 0);
-    CU_ASSERT(n_fmt > 500);
-    free(orig);
+    const size_t region[3][2] = {{0, sizeof(ork_wcodec_hdr)},
+                                 {b.h.code_offset, b.h.tile_exc_offset - b.h.code_offset},
+                                 {b.h.tile_exc_offset, b.cb - b.h.tile_exc_offset}};
+    CU_ASSERT(corruption_fuzz(&b, 4321, 2000, region) > 500);
     free(b.c);
     free(b.out);
 }
