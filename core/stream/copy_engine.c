@@ -16,11 +16,14 @@ static double ce_now(void) {
 }
 
 /* One copy or decode, timed into ce->busy[lane] when timing is on. */
-static void cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *src, size_t bytes, const ork_wcodec_hdr *hdr) {
+static ork_status cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *src, size_t bytes,
+                         const ork_wcodec_hdr *hdr) {
     double t0 = ce->timing ? ce_now() : 0;
-    if (hdr) (void)ork_wcodec_decode(src, hdr->coded_bytes, dst, 1); /* checked when queued */
+    ork_status st = ORK_OK;
+    if (hdr) st = ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
     else memcpy(dst, src, bytes);
     if (ce->timing) ce->busy[lane][hdr != NULL] += ce_now() - t0;
+    return st;
 }
 
 /* A queued entry: a copy, a decode (hdr != NULL), or (wait_lane >= 0) a wait for the first wait_seq
@@ -67,7 +70,7 @@ static void perform(ork_copy_engine *ce, int lane, uint64_t seq) {
     while (l->done < seq && l->head < l->n) {
         cpu_entry e = l->q[l->head++];
         if (e.wait_lane >= 0) perform(ce, e.wait_lane, e.wait_seq);
-        else cpu_do(ce, lane, e.dst, e.src, e.bytes, e.hdr);
+        else (void)cpu_do(ce, lane, e.dst, e.src, e.bytes, e.hdr); /* a decode's header was checked when queued */
         l->done++;
     }
     if (l->head == l->n) l->head = l->n = 0;
@@ -87,21 +90,13 @@ static ork_status push(cpu_lane *l, cpu_entry e) {
 
 static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
     cpu_ce *c = ce->priv;
-    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) {
-        cpu_do(ce, lane, dst, src, bytes, NULL);
-        return ORK_OK;
-    }
+    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return cpu_do(ce, lane, dst, src, bytes, NULL);
     return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0, NULL});
 }
 
 static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
     cpu_ce *c = ce->priv;
-    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) {
-        double t0 = ce->timing ? ce_now() : 0;
-        ork_status st = ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
-        if (ce->timing) ce->busy[lane][1] += ce_now() - t0;
-        return st;
-    }
+    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return cpu_do(ce, lane, dst, src, hdr->raw_bytes, hdr);
     /* deferred: the coded bytes may not be there yet (a queued copy); the header was checked by the caller */
     return push(&c->lane[lane], (cpu_entry){dst, src, hdr->raw_bytes, -1, 0, hdr});
 }
