@@ -5,9 +5,11 @@
  * tensors of one file in one region: one exponent table), and each tensor
  * alone; then the same tensors quantized as model.quantize does (per-row
  * absmax, rows = the first dimension) to E5M2 (qtype bf8) and E4M3 (qfloat8),
- * coded by the byte codec. Prints the coded shares and the exceptions; the
+ * coded by the byte codec; and the two-level codecs' shares of the same
+ * (stream/wcodec2.c). Prints the coded shares and the exceptions; the
  * streamer codes a block when its share is <= ORK_STREAM_CODEC_RATIO. The
- * random weights of the streaming bench code to 0.750 (BF16) and 0.759 (E5M2).
+ * random weights of the streaming bench code to 0.750 (BF16) and 0.759 (E5M2),
+ * 0.664 and 0.679 under the two-level codecs.
  * Usage: bench_wcodec_ratio <weights> [...] */
 #include "cpu/cpu.h" /* ork_cpu_float_dt */
 #include "io/safetensors.h"
@@ -46,7 +48,7 @@ static int ratio_of(const char *path) {
     size_t c = ork_wcodec_coded_bytes(all, total * 2, &h);
     /* FP8 as the quantizer stores it, one region per format */
     uint8_t *q = malloc(total + 1);
-    double r8[2] = {0, 0}, e8[2] = {0, 0};
+    double r8[2] = {0, 0}, e8[2] = {0, 0}, r2[2] = {0, 0};
     for (int f = 0; q && f < 2; f++) {
         size_t o = 0;
         int ok = 1;
@@ -64,6 +66,8 @@ static int ratio_of(const char *path) {
         ork_wcodec_hdr h8;
         size_t c8 = ok ? ork_wcodec8_coded_bytes(q, o, &h8) : 0;
         r8[f] = c8 && o ? (double)c8 / (double)o : 0;
+        size_t c2 = ok ? ork_wcodec2_coded_bytes(q, o, 1, NULL) : 0;
+        r2[f] = c2 && o ? (double)c2 / (double)o : 0;
         e8[f] = c8 && o ? 100.0 * (double)h8.n_exc / (double)o : 0;
     }
     free(q);
@@ -75,6 +79,9 @@ static int ratio_of(const char *path) {
     printf("  as FP8 (per-row absmax), byte codec: E5M2 %.4f of the bytes (%.2f%% exceptions; streamed coded: %s), "
            "E4M3 %.4f (%.2f%%; %s)\n", r8[0], e8[0], r8[0] > 0 && r8[0] <= ORK_STREAM_CODEC_RATIO ? "yes" : "no (raw)", r8[1],
            e8[1], r8[1] > 0 && r8[1] <= ORK_STREAM_CODEC_RATIO ? "yes" : "no (raw)");
+    size_t cw = ork_wcodec2_coded_bytes(all, total * 2, 2, NULL);
+    printf("  two-level codecs: BF16 %.4f of the bytes, E5M2 %.4f, E4M3 %.4f (streamed coded when <= %.2f)\n",
+           total ? (double)cw / (double)(total * 2) : 0, r2[0], r2[1], ORK_STREAM_CODEC_RATIO);
     free(all);
     ork_st_set_close(set);
     return 0;

@@ -8,7 +8,7 @@
  * little-endian 16-bit values; the u32 positions and the header are host
  * order (little-endian on every target we build for). */
 #include "stream/wcodec.h"
-#include "stream/wcodec8.h"
+#include "stream/wcodec2.h"
 
 #include "cpu/cpu.h" /* ork_par_for */
 #include "util/log.h"
@@ -253,6 +253,27 @@ ork_status ork_wcodec_encode(const void *raw, size_t raw_bytes, void *out, size_
 
 /* Section [off, off + len): 256-aligned, at or after *end (the previous
  * section's end), inside limit (the header's coded_bytes); *end moves past it. */
+size_t ork_wcodec_kind_coded_bytes(ork_wcodec_kind k, const void *raw, size_t raw_bytes) {
+    switch (k) {
+    case ORK_WCODEC_WORDS: return ork_wcodec_coded_bytes(raw, raw_bytes, NULL);
+    case ORK_WCODEC_BYTES: return ork_wcodec8_coded_bytes(raw, raw_bytes, NULL);
+    case ORK_WCODEC2_WORDS: return ork_wcodec2_coded_bytes(raw, raw_bytes, 2, NULL);
+    case ORK_WCODEC2_BYTES: return ork_wcodec2_coded_bytes(raw, raw_bytes, 1, NULL);
+    default: return 0;
+    }
+}
+
+ork_status ork_wcodec_kind_encode(ork_wcodec_kind k, const void *raw, size_t raw_bytes, void *out, size_t out_cap,
+                                  size_t *coded, int nthreads) {
+    switch (k) {
+    case ORK_WCODEC_WORDS: return ork_wcodec_encode(raw, raw_bytes, out, out_cap, coded, nthreads);
+    case ORK_WCODEC_BYTES: return ork_wcodec8_encode(raw, raw_bytes, out, out_cap, coded, nthreads);
+    case ORK_WCODEC2_WORDS: return ork_wcodec2_encode(raw, raw_bytes, 2, out, out_cap, coded, nthreads);
+    case ORK_WCODEC2_BYTES: return ork_wcodec2_encode(raw, raw_bytes, 1, out, out_cap, coded, nthreads);
+    default: return ORK_FAIL(ORK_E_INVALID, "wcodec: no codec %d", (int)k);
+    }
+}
+
 ork_status ork_wcodec_section(const char *name, uint64_t off, uint64_t len, uint64_t limit, uint64_t *end) {
     if (off % WC_ALIGN != 0)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: %s %llu is not 256-aligned", name, (unsigned long long)off);
@@ -272,13 +293,13 @@ ork_status ork_wcodec_header(const void *coded, size_t coded_bytes, ork_wcodec_h
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: coded_bytes %zu is shorter than the header", coded_bytes);
     ork_wcodec_hdr h;
     memcpy(&h, coded, sizeof h);
-    if (h.magic != ORK_WCODEC_MAGIC && h.magic != ORK_WCODEC_MAGIC8)
+    if (h.magic != ORK_WCODEC_MAGIC && h.magic != ORK_WCODEC_MAGIC8 && !ork_wcodec2_word(h.magic))
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: bad magic 0x%08x", h.magic);
     if (h.coded_bytes > coded_bytes)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec: coded_bytes %llu but the buffer holds %zu (truncated)",
                         (unsigned long long)h.coded_bytes, coded_bytes);
-    if (h.magic == ORK_WCODEC_MAGIC8) {
-        ORK_TRY(ork_wcodec8_check(&h));
+    if (h.magic == ORK_WCODEC_MAGIC8 || ork_wcodec2_word(h.magic)) {
+        ORK_TRY(h.magic == ORK_WCODEC_MAGIC8 ? ork_wcodec8_check(&h) : ork_wcodec2_check(&h));
         *hdr = h;
         return ORK_OK;
     }
@@ -400,6 +421,7 @@ ork_status ork_wcodec_decode(const void *coded, size_t coded_bytes, void *out, i
     ork_wcodec_hdr h;
     ORK_TRY(ork_wcodec_header(coded, coded_bytes, &h));
     if (h.magic == ORK_WCODEC_MAGIC8) return ork_wcodec8_decode(coded, &h, out, nthreads);
+    if (ork_wcodec2_word(h.magic)) return ork_wcodec2_decode(coded, &h, out, nthreads);
     const uint8_t *c = coded;
     uint64_t nc = wc_chunks(h.n_words);
     dec_job j = {.sm = c + h.sm_offset, .idx = c + h.idx_offset, .exc_pos = c + h.exc_pos_offset,
