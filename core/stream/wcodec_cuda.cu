@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "stream/wcodec8.h"
+#include "stream/wcodec2.h"
 #include "util/log.h"
 }
 
@@ -97,6 +97,7 @@ extern "C" ork_status ork_wcodec_decode_cuda(const void *coded_dev, const ork_wc
     if (!coded_dev || !hdr || (!out_dev && hdr->raw_bytes))
         return ork_fail(ORK_E_INVALID, "wcodec: device decode needs coded_dev, hdr and out_dev");
     if (hdr->magic == ORK_WCODEC_MAGIC8) return ork_wcodec8_decode_cuda(coded_dev, hdr, out_dev, stream);
+    if (ork_wcodec2_word(hdr->magic)) return ork_wcodec2_decode_cuda(coded_dev, hdr, out_dev, stream);
     if (hdr->magic != ORK_WCODEC_MAGIC || hdr->tail_present > 1 || hdr->n_exc > hdr->n_words ||
         hdr->raw_bytes != hdr->n_words * 2 + hdr->tail_present)
         return ork_fail(ORK_E_FORMAT, "wcodec: device decode given an inconsistent header (use ork_wcodec_header)");

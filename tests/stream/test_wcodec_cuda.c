@@ -6,8 +6,14 @@
  * all-exception inputs, and buffers not 16-aligned (the byte path). The byte
  * codec (FP8 E5M2) the same way, against the CPU decode as well: E5M2
  * weights, random bytes (mostly exceptions), exception-free bytes, partial
- * groups and tiles, an output address 1 past 16-alignment. Prints both
- * decoders' throughput (informative only). Exits 77 without a CUDA device. */
+ * groups and tiles, an output address 1 past 16-alignment. The two-level
+ * codecs (16-bit words and E5M2 bytes) likewise: Gaussian BF16, E5M2 weights,
+ * uniform words and bytes (L2 and L3 escapes everywhere), inputs of at most 3
+ * classes (no escape), of 7 (L2 codes, no L3 byte) and with rare classes
+ * every few tiles (tiles with and without escapes side by side), ragged and
+ * odd sizes, empty and tail-only inputs, coded and output buffers off their
+ * alignment. Prints the decoders' throughput (informative only). Exits 77
+ * without a CUDA device. */
 #include "ork_test.h"
 
 #ifdef ORAKUL_HAVE_CUDA
@@ -147,17 +153,18 @@ static void test_throughput(void) {
 
 /* ---- the byte codec (FP8 E5M2) ----------------------------------------- */
 
-/* Code raw with the byte codec, decode it on the CPU and on the device (coded
- * at coded_off, output at out_off bytes into their allocations: 4 and 1 take
- * the byte loads and stores), compare both with raw and each other. */
-static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_off, size_t out_off) {
+/* Decode coded (cb bytes, the n bytes of raw, magic expected) on the CPU and
+ * on the device (coded at coded_off, output at out_off bytes into their
+ * allocations: 4 and 1 take the narrow loads and the byte stores), compare
+ * both with raw and each other, and the guard bytes past the output. */
+static void check_both(const char *what, const uint8_t *raw, size_t n, const uint8_t *coded, size_t cb,
+                       uint32_t magic, size_t coded_off, size_t out_off) {
     ork_wcodec_hdr h;
-    size_t cap = ork_wcodec8_coded_bytes(raw, n, NULL), cb = 0;
-    uint8_t *coded = malloc(cap), *back = malloc(n + GUARD), *cpu = malloc(n ? n : 1);
-    CU_ASSERT_FATAL(coded && back && cpu);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(raw, n, coded, cap, &cb, 4), ORK_OK);
+    uint8_t *back = malloc(n + GUARD), *cpu = malloc(n ? n : 1);
+    CU_ASSERT_FATAL(back && cpu);
     CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(h.magic, ORK_WCODEC_MAGIC8);
+    CU_ASSERT_EQUAL_FATAL(h.magic, magic);
+    CU_ASSERT_EQUAL_FATAL(h.raw_bytes, n);
     CU_ASSERT_EQUAL_FATAL(ork_wcodec_decode(coded, cb, cpu, 4), ORK_OK);
     uint8_t *dc, *dout;
     CK(cudaMalloc((void **)&dc, cb + coded_off));
@@ -173,8 +180,8 @@ static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_
     int same = first == n, cpu_ok = n == 0 || memcmp(cpu, raw, n) == 0, guard = 1;
     for (size_t i = 0; i < GUARD; i++) guard &= back[n + i] == 0xEE;
     if (!same || !guard || !cpu_ok) {
-        printf("\n  %s (%zu bytes, %llu exceptions, offsets %zu/%zu): ", what, n, (unsigned long long)h.n_exc,
-               coded_off, out_off);
+        printf("\n  %s (%zu bytes, %llu exceptions, %llu L2 codes, offsets %zu/%zu): ", what, n,
+               (unsigned long long)h.n_exc, (unsigned long long)h.l2_cap, coded_off, out_off);
         if (!same) printf("device differs from the CPU first at %zu (0x%02x, CPU 0x%02x) ", first, back[first], cpu[first]);
         if (!guard) printf("wrote past the output ");
         if (!cpu_ok) printf("CPU decode differs from the original");
@@ -183,9 +190,18 @@ static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_
     CU_ASSERT(same && guard && cpu_ok);
     cudaFree(dc);
     cudaFree(dout);
-    free(coded);
     free(back);
     free(cpu);
+}
+
+/* Code raw with the byte codec and check_both it. */
+static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_off, size_t out_off) {
+    size_t cap = ork_wcodec8_coded_bytes(raw, n, NULL), cb = 0;
+    uint8_t *coded = malloc(cap);
+    CU_ASSERT_FATAL(coded != NULL);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(raw, n, coded, cap, &cb, 4), ORK_OK);
+    check_both(what, raw, n, coded, cb, ORK_WCODEC_MAGIC8, coded_off, out_off);
+    free(coded);
 }
 
 /* Partial groups (32), tiles (8192 values, one CUDA block) and chunks. */
@@ -243,6 +259,152 @@ static void test8_throughput(void) {
     free(w);
 }
 
+/* ---- the two-level codecs (16-bit words and E5M2 bytes) -------------- */
+
+/* Code the first bytes of raw with the two-level codec for word (1: E5M2
+ * bytes, 2: 16-bit words) and check_both it. */
+static void check2(const char *what, const void *raw, size_t bytes, int word, size_t coded_off, size_t out_off) {
+    size_t cap = ork_wcodec2_coded_bytes(raw, bytes, word, NULL), cb = 0;
+    uint8_t *coded = malloc(cap);
+    CU_ASSERT_FATAL(coded != NULL);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec2_encode(raw, bytes, word, coded, cap, &cb, 4), ORK_OK);
+    check_both(what, raw, bytes, coded, cb, word == 1 ? ORK_WCODEC2_MAGIC8 : ORK_WCODEC2_MAGIC16, coded_off, out_off);
+    free(coded);
+}
+
+/* Values (not bytes): partial groups (32) and tiles (8192, one CUDA block). */
+static const size_t k_sizes2[] = {1, 31, 32, 33, 8191, 8192, 8193, 3 * 8192 + 5, 262144 + 77};
+#define POOL2 ((size_t)3 << 20) /* values in the inputs below: the big case */
+
+/* raw holds POOL2 values (and, for words, a byte more): each size, with the
+ * byte stores (output 1 past 16-alignment), for words also with an odd byte
+ * count; then the whole pool, also with the coded buffer 4 past 16-alignment
+ * (the narrow loads). */
+static void sizes2(const char *what, const void *raw, int word) {
+    for (size_t k = 0; k < sizeof k_sizes2 / sizeof k_sizes2[0]; k++) {
+        size_t bytes = k_sizes2[k] * (size_t)word;
+        check2(what, raw, bytes, word, 0, 0);
+        check2(what, raw, bytes, word, 0, 1);
+        if (word == 2) check2(what, raw, bytes + 1, word, 0, 0);
+    }
+    check2(what, raw, POOL2 * word, word, 0, 0);
+    check2(what, raw, POOL2 * word - (word == 2), word, 4, 1);
+    check2(what, raw, 100003 * (size_t)word, word, 4, 0);
+}
+
+/* POOL2 words (and a tail byte) whose class (bits 14..7) is one of k, cycling; sign and mantissa random. */
+static uint16_t *words_k_classes(int k, uint64_t seed) {
+    uint16_t *w = malloc(POOL2 * 2 + 2);
+    CU_ASSERT_FATAL(w != NULL);
+    ork_rng r;
+    ork_rng_init(&r, seed, 1);
+    for (size_t i = 0; i <= POOL2; i++) w[i] = (uint16_t)((ork_rng_u32(&r) & 0x807fu) | (120 + i % (size_t)k) << 7);
+    return w;
+}
+
+/* POOL2 bytes whose class (bits 6..2) is one of k, cycling; sign and mantissa random. */
+static uint8_t *bytes_k_classes(int k, uint64_t seed) {
+    uint8_t *b = malloc(POOL2);
+    CU_ASSERT_FATAL(b != NULL);
+    ork_rng r;
+    ork_rng_init(&r, seed, 1);
+    for (size_t i = 0; i < POOL2; i++) b[i] = (uint8_t)((ork_rng_u32(&r) & 0x83u) | (12 + i % (size_t)k) << 2);
+    return b;
+}
+
+static void test2_bf16(void) {
+    uint16_t *w = gauss_bf16(POOL2 + 1, 0.02, 31);
+    sizes2("two-level, gaussian bf16", w, 2);
+    check2("two-level, gaussian bf16, output 2 past 16-alignment", w, 100001 * 2 + 1, 2, 0, 2);
+    free(w);
+    w = gauss_bf16(POOL2 + 1, 1.0, 32); /* wider: exponents spread over more classes */
+    sizes2("two-level, gaussian bf16 (std 1)", w, 2);
+    free(w);
+}
+
+static void test2_e5m2(void) {
+    uint8_t *g = e5m2_weights(POOL2 / 4096, 4096, 1, 33), *u = e5m2_weights(POOL2 / 4096, 4096, 0, 34);
+    sizes2("two-level, gaussian e5m2", g, 1);
+    sizes2("two-level, uniform e5m2", u, 1);
+    free(g);
+    free(u);
+}
+
+static void test2_uniform(void) {
+    ork_rng r;
+    ork_rng_init(&r, 35, 1);
+    uint8_t *b = malloc(POOL2 * 2 + 2);
+    CU_ASSERT_FATAL(b != NULL);
+    for (size_t i = 0; i < POOL2 * 2 + 2; i++) b[i] = (uint8_t)ork_rng_u32(&r);
+    sizes2("two-level, uniform words (mostly L3 escapes)", b, 2);
+    sizes2("two-level, uniform bytes (L2 and L3 escapes)", b, 1);
+    free(b);
+}
+
+static void test2_few_classes(void) {
+    uint16_t *w = words_k_classes(3, 36);
+    uint8_t *b = bytes_k_classes(3, 37);
+    sizes2("two-level, 3 classes words (no escape)", w, 2);
+    sizes2("two-level, 3 classes bytes (no escape)", b, 1);
+    free(w);
+    free(b);
+    w = words_k_classes(7, 38);
+    b = bytes_k_classes(7, 39);
+    sizes2("two-level, 7 classes words (L2, no L3)", w, 2);
+    sizes2("two-level, 7 classes bytes (L2, no L3)", b, 1);
+    free(w);
+    free(b);
+    /* 3 classes, and every 3 tiles (and a bit) one of 12 rare ones: 5 of
+     * them miss the table, so some tiles have L1 escapes, some L3 bytes, most
+     * neither (the blocks that skip the scans and those that do not) */
+    w = words_k_classes(3, 40);
+    b = bytes_k_classes(3, 41);
+    for (size_t i = 0, j = 0; i < POOL2; i += 3 * 8192 + 17, j++) {
+        w[i] = (uint16_t)((w[i] & 0x807fu) | (40 + j % 12) << 7);
+        b[i] = (uint8_t)((b[i] & 0x83u) | (16 + j % 12) << 2);
+    }
+    sizes2("two-level, 3 classes words, rare ones every 3 tiles", w, 2);
+    sizes2("two-level, 3 classes bytes, rare ones every 3 tiles", b, 1);
+    free(w);
+    free(b);
+}
+
+static void test2_empty(void) {
+    const uint8_t x[2] = {0x5a, 0xa5};
+    check2("two-level words, nothing", x, 0, 2, 0, 0);
+    check2("two-level bytes, nothing", x, 0, 1, 0, 0);
+    check2("two-level words, the tail byte alone", x, 1, 2, 0, 0);
+    check2("two-level words, the tail byte alone, output 1 past alignment", x, 1, 2, 0, 1);
+    check2("two-level bytes, one", x, 1, 1, 0, 0);
+}
+
+/* 512 MiB of raw, code it with the two-level codec for word, time_decode it. */
+static void time2(const char *what, const uint8_t *raw, size_t bytes, int word) {
+    size_t cap = ork_wcodec2_coded_bytes(raw, bytes, word, NULL), cb;
+    uint8_t *coded = malloc(cap);
+    CU_ASSERT_FATAL(coded != NULL);
+    CU_ASSERT_EQUAL_FATAL(ork_wcodec2_encode(raw, bytes, word, coded, cap, &cb, 8), ORK_OK);
+    time_decode(what, coded, cb);
+    free(coded);
+}
+
+static void test2_throughput(void) {
+    size_t n = (size_t)256 << 20; /* 512 MiB of bf16 */
+    uint16_t *w = gauss_bf16(n, 0.02, 42);
+    time2("two-level, bf16: ", (const uint8_t *)w, n * 2, 2);
+    free(w);
+}
+
+static void test2_throughput8(void) {
+    size_t n = (size_t)512 << 20, piece = (size_t)32 << 20; /* 512 MiB of e5m2: 16 copies of 32 MiB */
+    uint8_t *b = malloc(n), *g = e5m2_weights(piece / 4096, 4096, 1, 42);
+    CU_ASSERT_FATAL(b != NULL);
+    for (size_t o = 0; o < n; o += piece) memcpy(b + o, g, piece);
+    free(g);
+    time2("two-level, e5m2: ", b, n, 1);
+    free(b);
+}
+
 static const ork_test_case cases[] = {
     {"cuda decode: gaussian bf16, bit for bit", test_gaussian},
     {"cuda decode: small and ragged sizes", test_small_and_ragged},
@@ -251,6 +413,13 @@ static const ork_test_case cases[] = {
     {"cuda byte codec: e5m2 weights, ragged sizes, = CPU decode", test8_e5m2},
     {"cuda byte codec: random, exception-free and sparse-exception bytes", test8_exceptions},
     {"cuda byte codec: throughput (informative)", test8_throughput},
+    {"cuda two-level: gaussian bf16, ragged and odd sizes, = CPU decode", test2_bf16},
+    {"cuda two-level: e5m2 weights, ragged sizes, = CPU decode", test2_e5m2},
+    {"cuda two-level: uniform words and bytes (L2 and L3 escapes)", test2_uniform},
+    {"cuda two-level: at most 3, 7 classes, rare classes every few tiles", test2_few_classes},
+    {"cuda two-level: empty and tail-only inputs", test2_empty},
+    {"cuda two-level: bf16 throughput (informative)", test2_throughput},
+    {"cuda two-level: e5m2 throughput (informative)", test2_throughput8},
     {NULL, NULL},
 };
 
