@@ -223,13 +223,14 @@ typedef struct size_job {
     ork_streamer *s;
     const int *blk; /* [pieces] the piece's block, -1: not to be coded now */
     size_t *csize;  /* [pieces] */
-    uint8_t *bytewise; /* [pieces] 1: the byte codec (FP8) codes it smaller */
+    uint8_t *kind;  /* [pieces] the ork_wcodec_kind that codes it smallest */
 } size_job;
 
-/* Which codec: both code a sample (BF16 weights: the 16-bit one, ~0.75; FP8
- * E5M2: the byte one, ~0.76-0.80; each does badly on the other's bytes), the
- * smaller wins and sizes the whole piece; only when that does not pay does the
- * other size it too (a sample unlike the rest of the block). */
+/* Which codec: each codes a sample (BF16 weights: the two-level 16-bit one,
+ * ~0.68-0.69; FP8 E5M2: the two-level byte one, ~0.68-0.77; each does badly
+ * on the others' bytes), the smallest sizes the whole piece; only when that
+ * does not pay do the others, smallest sample first (a sample unlike the
+ * rest of the block). */
 #define SIZE_SAMPLE ((size_t)1 << 20)
 
 static void size_range(void *ctx, int64_t lo, int64_t hi) {
@@ -239,15 +240,23 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         if (b < 0) continue;
         size_t at, raw = piece_raw(j->s, b, (int)q, &at);
         const uint8_t *p = j->s->host[b] + at;
-        size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE;
-        size_t s16 = ork_wcodec_coded_bytes(p, ns, NULL), s8 = ork_wcodec8_coded_bytes(p, ns, NULL);
-        int b8 = s8 > 0 && (s16 == 0 || s8 < s16);
-        size_t c = b8 ? ork_wcodec8_coded_bytes(p, raw, NULL) : ork_wcodec_coded_bytes(p, raw, NULL);
-        if (c == 0 || (double)c > j->s->max_ratio * (double)raw) { /* the sample misled, or neither pays */
-            size_t o = b8 ? ork_wcodec_coded_bytes(p, raw, NULL) : ork_wcodec8_coded_bytes(p, raw, NULL);
-            if (o > 0 && (c == 0 || o < c)) { c = o; b8 = !b8; }
+        size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE, ss[ORK_WCODEC_KINDS];
+        int order[ORK_WCODEC_KINDS];
+        for (int k = 0; k < ORK_WCODEC_KINDS; k++) {
+            ss[k] = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)k, p, ns);
+            if (!ss[k]) ss[k] = SIZE_MAX; /* refused */
+            int i = k;
+            for (; i > 0 && ss[order[i - 1]] > ss[k]; i--) order[i] = order[i - 1];
+            order[i] = k;
         }
-        j->bytewise[q] = (uint8_t)b8;
+        size_t c = 0;
+        int best = order[0];
+        for (int i = 0; i < ORK_WCODEC_KINDS && ss[order[i]] != SIZE_MAX; i++) {
+            size_t ci = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)order[i], p, raw);
+            if (ci > 0 && (c == 0 || ci < c)) { c = ci; best = order[i]; }
+            if (c > 0 && (double)c <= j->s->max_ratio * (double)raw) break; /* pays: the sample did not mislead */
+        }
+        j->kind[q] = (uint8_t)best;
         j->csize[q] = c;
     }
 }
@@ -284,15 +293,16 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     int np = s->pfirst[s->n_blocks], done = 0;
     int *blk = malloc(((size_t)np + 1) * sizeof *blk);
     size_t *csize = calloc((size_t)np + 1, sizeof *csize);
-    uint8_t *bytewise = calloc((size_t)np + 1, 1);
-    if (!blk || !csize || !bytewise) { free(blk); free(csize); free(bytewise); return ORK_E_NOMEM; }
+    uint8_t *kind = calloc((size_t)np + 1, 1);
+    if (!blk || !csize || !kind) { free(blk); free(csize); free(kind); return ORK_E_NOMEM; }
     for (int b = 0; b < s->n_blocks; b++)
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) blk[q] = s->streamed[b] && s->dirty[b] && s->bytes[b] ? b : -1;
-    size_job sj = {s, blk, csize, bytewise};
+    size_job sj = {s, blk, csize, kind};
     ork_par_for(s->nthreads, np, 1, size_range, &sj);
     free(blk);
     uint8_t *tmp = NULL;
     size_t tmp_cap = 0;
+    int n_kind[ORK_WCODEC_KINDS] = {0};
     for (int b = 0; b < s->n_blocks; b++) {
         if (!s->streamed[b] || !s->dirty[b]) continue;
         s->dirty[b] = 0;
@@ -312,28 +322,29 @@ ork_status ork_streamer_seal(ork_streamer *s) {
             free(tmp);
             tmp = malloc(n);
             tmp_cap = tmp ? n : 0;
-            if (!tmp) { free(csize); free(bytewise); return ORK_E_NOMEM; }
+            if (!tmp) { free(csize); free(kind); return ORK_E_NOMEM; }
         }
         ork_status st = ORK_OK;
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
             size_t at, raw = piece_raw(s, b, q, &at), got = 0, cap = (q + 1 < s->pfirst[b + 1] ? s->poff[q + 1] : n) - s->poff[q];
-            st = bytewise[q] ? ork_wcodec8_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads)
-                             : ork_wcodec_encode(s->host[b] + at, raw, tmp + s->poff[q], cap, &got, s->nthreads);
+            st = ork_wcodec_kind_encode((ork_wcodec_kind)kind[q], s->host[b] + at, raw, tmp + s->poff[q], cap, &got,
+                                        s->nthreads);
             if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
         }
         if (st == ORK_OK) par_copy(s->host[b], tmp, n, s->nthreads);
         if (st != ORK_OK) {
             free(tmp);
             free(csize);
-            free(bytewise);
+            free(kind);
             return ORK_FAIL(st, "streamer: coding block %d failed", b);
         }
         s->coded[b] = n;
         s->n_coded++;
+        n_kind[kind[s->pfirst[b]]]++;
     }
     free(tmp);
     free(csize);
-    free(bytewise);
+    free(kind);
     if (done && !s->n_coded)
         ORK_INFO("streaming: no streamed block shrinks to %.2f of its bytes when coded (E4M3 or F32 weights code "
                  "poorly): all travel raw", s->max_ratio);
@@ -345,8 +356,10 @@ ork_status ork_streamer_seal(ork_streamer *s) {
                 coded += (double)(s->coded[b] ? s->coded[b] : s->bytes[b]);
             }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless): %.3f of their bytes, staging %.1f MiB, "
-                 "coded in %.1f s", s->n_coded, s->n_streamed, coded / raw, (double)s->staging_bytes / 1048576.0,
+        ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless; blocks by codec: %d 16-bit, %d byte, "
+                 "%d two-level 16-bit, %d two-level byte): %.3f of their bytes, staging %.1f MiB, coded in %.1f s",
+                 s->n_coded, s->n_streamed, n_kind[ORK_WCODEC_WORDS], n_kind[ORK_WCODEC_BYTES],
+                 n_kind[ORK_WCODEC2_WORDS], n_kind[ORK_WCODEC2_BYTES], coded / raw, (double)s->staging_bytes / 1048576.0,
                  (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     }
     return ORK_OK;

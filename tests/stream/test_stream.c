@@ -344,9 +344,11 @@ static void test_streamer_coding(void) {
     ork_alloc_destroy(a);
 }
 
-/* FP8 blocks as the weight store packs them (a record of E5M2 bytes, one F32
- * scale per row): the byte codec takes them (the 16-bit one does not pay);
- * E4M3 does not shrink enough and travels raw; slots hold the exact bytes. */
+/* FP8 blocks as the weight store packs them (a record of FP8 bytes, one F32
+ * scale per row), of uniform weights: the two-level byte codec takes the E5M2
+ * block (~0.68) and, its class being E4M3's 4 exponent bits and top mantissa
+ * bit, the E4M3 one too (~0.78; trained E4M3 weights code to ~0.98 and travel
+ * raw); slots hold the exact bytes. */
 static void test_streamer_coding_fp8(void) {
     ork_alloc *a;
     ork_copy_engine *ce;
@@ -380,7 +382,7 @@ static void test_streamer_coding_fp8(void) {
     CU_ASSERT_EQUAL(ork_streamer_seal(s), ORK_OK);
     ork_streamer_stats stats;
     ork_streamer_stats_get(s, &stats);
-    CU_ASSERT_EQUAL(stats.n_coded, 1);
+    CU_ASSERT_EQUAL(stats.n_coded, 2);
     int order[4] = {0, 1, 1, 0};
     CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 4), ORK_OK);
     for (int q = 0; q < 4; q++) {
@@ -391,11 +393,13 @@ static void test_streamer_coding_fp8(void) {
     }
     CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
     ork_streamer_stats_get(s, &stats);
-    /* block 0 coded (~0.76 of its bytes; its second visit finds it in its slot),
-     * block 1 raw (one merged visit) */
+    /* block 0 (its second visit finds it in its slot) and block 1 (one merged
+     * visit) loaded once each, coded */
     CU_ASSERT_EQUAL(stats.loads, 2);
-    CU_ASSERT(stats.h2d_bytes < stats.raw_bytes - (size_t)(0.2 * (double)bytes[0]));
-    CU_ASSERT(stats.h2d_bytes > stats.raw_bytes - (size_t)(0.3 * (double)bytes[0]));
+    CU_ASSERT_EQUAL(stats.raw_bytes, bytes[0] + bytes[1]);
+    printf("\n  coded share of the loads: %.4f\n", (double)stats.h2d_bytes / (double)stats.raw_bytes);
+    CU_ASSERT((double)stats.h2d_bytes < 0.80 * (double)stats.raw_bytes);
+    CU_ASSERT((double)stats.h2d_bytes > 0.65 * (double)stats.raw_bytes);
     /* read back raw */
     uint8_t *h = ork_streamer_host(s, 0);
     CU_ASSERT(h && memcmp(h, want[0], bytes[0]) == 0);
@@ -408,8 +412,8 @@ static void test_streamer_coding_fp8(void) {
 
 /* The codec is picked on a block's first MiB; a block whose first MiB looks
  * like BF16 (16-bit words of few exponents) but whose other 15 MiB are E5M2
- * bytes does not pay under the 16-bit codec (~0.94), so the byte codec sizes
- * it too (~0.81) and it travels coded; the slot gets the exact bytes. */
+ * bytes does not pay under the 16-bit codecs (~0.94), so the byte codecs size
+ * it too (~0.79-0.81) and it travels coded; the slot gets the exact bytes. */
 static void test_streamer_codec_fallback(void) {
     ork_alloc *a;
     ork_copy_engine *ce;
@@ -567,7 +571,7 @@ static const ork_test_case cases[] = {
     {"streamed == resident, bit for bit", test_streamed_equals_resident},
     {"copy engine lane timing", test_copy_engine_timing},
     {"coded in transit == resident, bit for bit", test_coded_equals_resident},
-    {"FP8 E5M2 blocks coded by the byte codec, E4M3 raw", test_streamer_coding_fp8},
+    {"FP8 E5M2 and uniform E4M3 blocks coded by the two-level byte codec", test_streamer_coding_fp8},
     {"a sample unlike its block: the other codec sizes it too", test_streamer_codec_fallback},
     {"streamer: coding, raw fallback, read back", test_streamer_coding},
     {"loads per step", test_loads_per_step},
