@@ -1,19 +1,12 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's eighth session:
-# 1. `CODEC_CASES="seed:128:512:0:auto seed:128:512:24:auto f1:0:auto f1:16:auto" bash
-#    bench/run_open_gpu.sh tests codec` (~420 s): the GPU suite on a82fbb5 and later
-#    (4ec01e1's four-bytes-a-lane FP8 decoder ran only in stream_wcodec_cuda and the
-#    determinism pair with ORK_CUDNN_SDPA=0), the FP8 r128 run with it under cuDNN
-#    (0.841 s with the scalar decoder), and "coded in N s" after c05a2a8's parallel
-#    copy-back (12 s for FLUX.2-dev's 20.6 GB at 21e3d8e);
-#    Every run now also prints "streaming lanes: host->device busy ..." (5677b62,
-#    ORAKUL_STREAM_TIMING=1 from bench/stream/run_gpu.sh): read the forward-bound cases
-#    (FLUX.1-dev 16 GiB, FP8 r128) and the `always` FP8 run that the plan overrates by it;
-#    stream_cuda's new lane-timing case prints each direction's rate;
-# 2. the seed's fp32-LoRA runs coded (`SEED_CASES="seed:1280:512:24 seed:1280:1024:24"
-#    ... seed`): not re-measured since coding reached FP8 (2.113 / 2.831 s uncoded; the
-#    plan codes both now).
+# numbers are missing). Still open after 2026-11-30's ninth session (two-level codecs):
+# 1. `SEED_CASES="seed:1280:512:24 seed:1280:1024:24" bash bench/run_open_gpu.sh seed`
+#    (fp32 LoRA masters, coded per plan; never measured coded: 2.113 / 2.831 s uncoded);
+# 2. `TRAINABLE_CASES=f1:16 bash bench/run_open_gpu.sh trainable` with the two-level
+#    codecs (0.853 s with `always` under the 16-bit codec); compute-sanitizer memcheck on
+#    stream_wcodec_cuda with the two-level decoder (its tests passed at 5a3d07a; memcheck
+#    ran only on the helper's scratch harness).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
