@@ -243,7 +243,7 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE, ss[ORK_WCODEC_KINDS];
         int order[ORK_WCODEC_KINDS];
         for (int k = 0; k < ORK_WCODEC_KINDS; k++) {
-            ss[k] = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)k, p, ns);
+            ss[k] = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)k, p, ns, NULL);
             if (!ss[k]) ss[k] = SIZE_MAX; /* refused */
             int i = k;
             for (; i > 0 && ss[order[i - 1]] > ss[k]; i--) order[i] = order[i - 1];
@@ -252,7 +252,7 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         size_t c = 0;
         int best = order[0];
         for (int i = 0; i < ORK_WCODEC_KINDS && ss[order[i]] != SIZE_MAX; i++) {
-            size_t ci = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)order[i], p, raw);
+            size_t ci = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)order[i], p, raw, NULL);
             if (ci > 0 && (c == 0 || ci < c)) { c = ci; best = order[i]; }
             if (c > 0 && (double)c <= j->s->max_ratio * (double)raw) break; /* pays: the sample did not mislead */
         }

@@ -253,12 +253,12 @@ ork_status ork_wcodec_encode(const void *raw, size_t raw_bytes, void *out, size_
 
 /* Section [off, off + len): 256-aligned, at or after *end (the previous
  * section's end), inside limit (the header's coded_bytes); *end moves past it. */
-size_t ork_wcodec_kind_coded_bytes(ork_wcodec_kind k, const void *raw, size_t raw_bytes) {
+size_t ork_wcodec_kind_coded_bytes(ork_wcodec_kind k, const void *raw, size_t raw_bytes, ork_wcodec_hdr *hdr) {
     switch (k) {
-    case ORK_WCODEC_WORDS: return ork_wcodec_coded_bytes(raw, raw_bytes, NULL);
-    case ORK_WCODEC_BYTES: return ork_wcodec8_coded_bytes(raw, raw_bytes, NULL);
-    case ORK_WCODEC2_WORDS: return ork_wcodec2_coded_bytes(raw, raw_bytes, 2, NULL);
-    case ORK_WCODEC2_BYTES: return ork_wcodec2_coded_bytes(raw, raw_bytes, 1, NULL);
+    case ORK_WCODEC_WORDS: return ork_wcodec_coded_bytes(raw, raw_bytes, hdr);
+    case ORK_WCODEC_BYTES: return ork_wcodec8_coded_bytes(raw, raw_bytes, hdr);
+    case ORK_WCODEC2_WORDS: return ork_wcodec2_coded_bytes(raw, raw_bytes, 2, hdr);
+    case ORK_WCODEC2_BYTES: return ork_wcodec2_coded_bytes(raw, raw_bytes, 1, hdr);
     default: return 0;
     }
 }

@@ -141,7 +141,7 @@ typedef enum ork_wcodec_kind {
     ORK_WCODEC2_BYTES = 3, /* E5M2 bytes, two levels (ORK_WCODEC2_MAGIC8) */
     ORK_WCODEC_KINDS = 4,
 } ork_wcodec_kind;
-size_t ork_wcodec_kind_coded_bytes(ork_wcodec_kind k, const void *raw, size_t raw_bytes);
+size_t ork_wcodec_kind_coded_bytes(ork_wcodec_kind k, const void *raw, size_t raw_bytes, ork_wcodec_hdr *hdr);
 ork_status ork_wcodec_kind_encode(ork_wcodec_kind k, const void *raw, size_t raw_bytes, void *out, size_t out_cap,
                                   size_t *coded, int nthreads);
 

@@ -10,28 +10,14 @@
  * malformed headers naming the field, malformed tile starts and escape counts
  * refused, random corruption answered OK or ORK_E_FORMAT. */
 #include "ork_test.h"
-#include "wcodec_test.h"
+#include "wcodec_cpu_test.h"
 
 #include "io/safetensors.h"
 #include "stream/wcodec2.h"
-#include "util/log.h"
 
 #include <stdint.h>
 
-static char g_line[512];
-static void sink(ork_log_level lvl, const char *line, void *user) {
-    (void)user;
-    if (lvl >= ORK_LOG_ERROR) snprintf(g_line, sizeof g_line, "%s", line);
-}
 
-static uint8_t *random_bytes(size_t n, uint64_t seed) {
-    uint8_t *b = malloc(n ? n : 1);
-    CU_ASSERT_FATAL(b != NULL);
-    ork_rng r;
-    ork_rng_init(&r, seed, 1);
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)ork_rng_u32(&r);
-    return b;
-}
 
 static uint32_t ld32(const uint8_t *p) {
     uint32_t v;
@@ -98,32 +84,21 @@ static int ref_decode(const uint8_t *c, const ork_wcodec_hdr *h, uint8_t *out) {
 
 /* ---- round trips -------------------------------------------------------- */
 
-/* Encode (nthreads), check size, header and layout rules, decode with the
- * library and the reference, compare; returns the coded buffer (caller frees). */
+/* codec_roundtrip, then the layout rules and the reference decoder; returns
+ * the coded buffer (caller frees). */
 static uint8_t *roundtrip(const void *raw, size_t bytes, int word, int nthreads, size_t *coded_out) {
-    ork_wcodec_hdr want, got;
-    size_t cb = ork_wcodec2_coded_bytes(raw, bytes, word, &want);
-    CU_ASSERT_FATAL(cb >= ORK_WCODEC_HDR_BYTES && cb % 256 == 0);
-    uint8_t *coded = malloc(cb), *out = malloc(bytes + 1), *ref = malloc(bytes + 1);
-    CU_ASSERT_FATAL(coded && out && ref);
-    size_t n = 0;
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec2_encode(raw, bytes, word, coded, cb, &n, nthreads), ORK_OK);
-    CU_ASSERT_EQUAL(n, cb);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, n, &got), ORK_OK);
-    CU_ASSERT(memcmp(&want, &got, sizeof want) == 0);
+    ork_wcodec_hdr got;
+    size_t n;
+    uint8_t *coded = codec_roundtrip(word == 2 ? ORK_WCODEC2_WORDS : ORK_WCODEC2_BYTES, raw, bytes, nthreads, &n, &got);
     CU_ASSERT_EQUAL(got.magic, word == 2 ? ORK_WCODEC2_MAGIC16 : ORK_WCODEC2_MAGIC8);
-    CU_ASSERT_EQUAL(got.raw_bytes, bytes);
     CU_ASSERT_EQUAL(got.l2_cap % 32, 0);
-    out[bytes] = 0xA5;
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_decode(coded, n, out, nthreads), ORK_OK);
-    CU_ASSERT(bytes == 0 || memcmp(out, raw, bytes) == 0);
-    CU_ASSERT_EQUAL(out[bytes], 0xA5);
+    uint8_t *ref = malloc(bytes + 1);
+    CU_ASSERT_FATAL(ref != NULL);
     memset(ref, 0x5A, bytes + 1);
     CU_ASSERT_EQUAL(ref_decode(coded, &got, ref), 0);
     CU_ASSERT(bytes == 0 || memcmp(ref, raw, bytes) == 0);
     /* the 4 words past the L2 codes are zero: a decoder may read them */
     for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(ld32(coded + got.l2_offset + 4 * (3 * (got.l2_cap / 32) + k)), 0);
-    free(out);
     free(ref);
     *coded_out = n;
     return coded;
@@ -307,20 +282,12 @@ static void test_taef1(void) {
 
 /* ---- malformed buffers -------------------------------------------------- */
 
-typedef struct bad_buf {
-    uint8_t *c;
-    size_t cb, raw;
-    int word;
-    ork_wcodec_hdr h;
-    uint8_t *out;
-} bad_buf;
 
 /* A valid buffer with L2 and L3 escapes in every tile: 4 tiles and a bit of
  * Gaussian weights (words with an odd tail, or E5M2 bytes), every 50th value
  * given a rare exponent (cycling through all of them: L3 escapes). */
 static void bad_make(bad_buf *b, int word) {
     size_t n = 4 * 8192 + 77;
-    b->word = word;
     if (word == 2) {
         uint16_t *w = gauss_bf16(n + 1, 0.02, 99);
         for (size_t i = 5; i < n; i += 50) w[i] = (uint16_t)((w[i] & 0x807f) | (i / 50 % 256) << 7); /* rare exponents */
@@ -340,21 +307,7 @@ static void bad_make(bad_buf *b, int word) {
     CU_ASSERT_FATAL(b->out != NULL);
 }
 
-static void bad_free(bad_buf *b) {
-    free(b->c);
-    free(b->out);
-}
 
-static void bad_set_hdr(bad_buf *b, const ork_wcodec_hdr *h) { memcpy(b->c, h, sizeof *h); }
-
-static void expect_hdr_format(const bad_buf *b, size_t cb, const char *field) {
-    ork_wcodec_hdr h;
-    g_line[0] = 0;
-    CU_ASSERT_EQUAL(ork_wcodec_header(b->c, cb, &h), ORK_E_FORMAT);
-    if (!strstr(g_line, field)) printf("\n  word %d: expected '%s' in: %s\n", b->word, field, g_line);
-    CU_ASSERT(strstr(g_line, field) != NULL);
-    CU_ASSERT_EQUAL(ork_wcodec_decode(b->c, cb, b->out, 2), ORK_E_FORMAT);
-}
 
 static void test_malformed_header(void) {
     for (int word = 1; word <= 2; word++) {
@@ -362,13 +315,6 @@ static void test_malformed_header(void) {
         bad_make(&b, word);
         ork_log_set_sink(sink, NULL);
         ork_wcodec_hdr h;
-#define BAD(field, stmt)                    \
-    do {                                    \
-        h = b.h;                            \
-        stmt;                               \
-        bad_set_hdr(&b, &h);                \
-        expect_hdr_format(&b, b.cb, field); \
-    } while (0)
         BAD("magic", h.magic ^= 0x100);
         BAD("raw_bytes", h.raw_bytes += 2);
         if (word == 2) BAD("tail", h.tail_present = 2);
@@ -386,7 +332,6 @@ static void test_malformed_header(void) {
         BAD("exc_offset", h.exc_offset = UINT64_MAX & ~(uint64_t)255);
         BAD("coded_bytes", h.coded_bytes = h.exc_offset);
         BAD("coded_bytes", h.coded_bytes += 256);
-#undef BAD
         bad_set_hdr(&b, &b.h);
         expect_hdr_format(&b, b.cb - 256, "coded_bytes");
         CU_ASSERT_EQUAL(ork_wcodec_decode(b.c, b.cb, b.out, 2), ORK_OK); /* restored */
@@ -421,13 +366,7 @@ static void test_malformed_tiles(void) {
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
             uint32_t save = get32(&b, cases[k].off);
             set32(&b, cases[k].off, (uint32_t)((int64_t)save + cases[k].delta));
-            ork_wcodec_hdr h;
-            CU_ASSERT_EQUAL(ork_wcodec_header(b.c, b.cb, &h), ORK_OK);
-            g_line[0] = 0;
-            ork_status st = ork_wcodec_decode(b.c, b.cb, b.out, 2);
-            if (st != ORK_E_FORMAT) printf("\n  word %d, %s: status %d\n", word, cases[k].what, st);
-            CU_ASSERT_EQUAL(st, ORK_E_FORMAT);
-            CU_ASSERT(strstr(g_line, "tile") != NULL);
+            expect_decode_format_tile(&b, cases[k].what);
             set32(&b, cases[k].off, save);
         }
         if (word == 1) { /* an L3 class past 5 bits */
@@ -448,39 +387,11 @@ static void test_corruption_fuzz(void) {
     for (int word = 1; word <= 2; word++) {
         bad_buf b;
         bad_make(&b, word);
-        uint8_t *orig = malloc(b.cb);
-        CU_ASSERT_FATAL(orig != NULL);
-        memcpy(orig, b.c, b.cb);
         const size_t region[3][2] = {{0, sizeof(ork_wcodec_hdr)},
                                      {b.h.tile_l2_offset, b.h.l2_offset + 4 * ork_wcodec2_l2_words(b.h.l2_cap) - b.h.tile_l2_offset},
                                      {b.h.tile_l3_offset, b.cb - b.h.tile_l3_offset}};
-        ork_log_level lvl = ork_log_get_level();
-        ork_log_set_level((ork_log_level)(ORK_LOG_ERROR + 1));
-        ork_rng r;
-        ork_rng_init(&r, 4321 + (uint64_t)word, 2);
-        int n_ok = 0, n_fmt = 0, n_other = 0, n_size = 0;
-        for (int it = 0; it < 3000; it++) {
-            memcpy(b.c, orig, b.cb);
-            int flips = 1 + (int)(ork_rng_u32(&r) % 4);
-            for (int f = 0; f < flips; f++) {
-                uint32_t u = ork_rng_u32(&r);
-                size_t at = region[u % 3][0] + u / 3 % region[u % 3][1];
-                b.c[at] ^= (uint8_t)(1u << (ork_rng_u32(&r) % 8));
-            }
-            ork_wcodec_hdr h;
-            ork_status sh = ork_wcodec_header(b.c, b.cb, &h);
-            if (sh == ORK_OK && h.raw_bytes != b.raw) { n_size++; continue; }
-            ork_status st = ork_wcodec_decode(b.c, b.cb, b.out, (it & 1) + 1);
-            n_ok += st == ORK_OK;
-            n_fmt += st == ORK_E_FORMAT;
-            n_other += st != ORK_OK && st != ORK_E_FORMAT;
-        }
-        ork_log_set_level(lvl);
-        printf("\n  word %d fuzz: %d decoded, %d refused as malformed, %d valid with another size\n", word, n_ok, n_fmt,
-               n_size);
-        CU_ASSERT_EQUAL(n_other, 0);
-        CU_ASSERT(n_fmt > 1000);
-        free(orig);
+        printf("\n  word %d:", word);
+        CU_ASSERT(corruption_fuzz(&b, 4321 + (uint64_t)word, 3000, region) > 1000);
         bad_free(&b);
     }
 }
