@@ -232,13 +232,12 @@ ork_status ork_wcodec_encode(const void *raw, size_t raw_bytes, void *out, size_
     uint64_t n = hdr.n_words, n_exc = hdr.n_exc;
     uint8_t *o = out;
     /* Header, its padding and the gaps between sections are zero: the coded
-     * bytes are a function of the input alone. */
-    memset(o, 0, ORK_WCODEC_HDR_BYTES);
+     * bytes are a function of the input alone (idx: the coding writes n / 2
+     * whole bytes, an odd last word the byte after, whole) */
+    const uint64_t sec[4][2] = {{hdr.sm_offset, n}, {hdr.idx_offset, n / 2}, {hdr.exc_pos_offset, 4 * n_exc},
+                                {hdr.exc_e_offset, n_exc}};
+    ork_wcodec_zero_gaps(o, hdr.coded_bytes, sec, 4);
     memcpy(o, &hdr, sizeof hdr);
-    memset(o + hdr.sm_offset + n, 0, hdr.idx_offset - hdr.sm_offset - n);
-    memset(o + hdr.idx_offset + n / 2, 0, hdr.exc_pos_offset - hdr.idx_offset - n / 2);
-    memset(o + hdr.exc_pos_offset + 4 * n_exc, 0, hdr.exc_e_offset - hdr.exc_pos_offset - 4 * n_exc);
-    memset(o + hdr.exc_e_offset + n_exc, 0, hdr.coded_bytes - hdr.exc_e_offset - n_exc);
     j.sm = o + hdr.sm_offset;
     j.idx = o + hdr.idx_offset;
     j.exc_pos = o + hdr.exc_pos_offset;
@@ -271,6 +270,15 @@ ork_status ork_wcodec_kind_encode(ork_wcodec_kind k, const void *raw, size_t raw
     case ORK_WCODEC2_WORDS: return ork_wcodec2_encode(raw, raw_bytes, 2, out, out_cap, coded, nthreads);
     case ORK_WCODEC2_BYTES: return ork_wcodec2_encode(raw, raw_bytes, 1, out, out_cap, coded, nthreads);
     default: return ORK_FAIL(ORK_E_INVALID, "wcodec: no codec %d", (int)k);
+    }
+}
+
+void ork_wcodec_zero_gaps(uint8_t *o, uint64_t coded_bytes, const uint64_t (*sec)[2], int n) {
+    uint64_t at = 0;
+    for (int i = 0; i <= n; i++) {
+        uint64_t next = i < n ? sec[i][0] : coded_bytes;
+        if (next > at) memset(o + at, 0, next - at);
+        if (i < n) at = sec[i][0] + sec[i][1];
     }
 }
 

@@ -189,12 +189,71 @@ static inline void w2_flush(w2_bits *b) {
     if (b->nbits) w2_st32(b->words + 4 * b->at, (uint32_t)b->acc);
 }
 
+/* Group g's L1 code (and, for words, its sm bytes) from per-class tables, no
+ * branch per value; returns the mask of its L1 escapes (bit q: value q). */
+static inline uint32_t w2_group_words(const uint8_t *raw, uint64_t i0, unsigned m, const uint8_t l1t[256],
+                                      uint8_t *sm, uint32_t w[5]) {
+    uint32_t esc = 0;
+    if (m == ORK_WCODEC8_GROUP) { /* a whole group: 16 values a code word, 4 a u64 load */
+        for (unsigned h = 0; h < 2; h++) {
+            uint32_t acc = 0;
+            for (unsigned r = 0; r < 4; r++) {
+                uint64_t v4;
+                uint32_t sm4 = 0;
+                memcpy(&v4, raw + 2 * (i0 + 16 * h + 4 * r), 8);
+                for (unsigned k = 0; k < 4; k++) {
+                    unsigned v = (unsigned)(v4 >> (16 * k)) & 0xffffu, q = 4 * r + k, l1 = l1t[(v >> 7) & 0xffu];
+                    sm4 |= (((v >> 8) & 0x80u) | (v & 0x7fu)) << (8 * k);
+                    acc |= (uint32_t)l1 << (2 * q);
+                }
+                memcpy(sm + i0 + 16 * h + 4 * r, &sm4, 4); /* one store: byte stores would alias the tables */
+            }
+            w[h] = acc;
+            /* bit q of the escape mask: both bits of crumb q set (even bits, unzipped) */
+            uint32_t x = acc & (acc >> 1) & 0x55555555u;
+            x = (x | x >> 1) & 0x33333333u;
+            x = (x | x >> 2) & 0x0f0f0f0fu;
+            x = (x | x >> 4) & 0x00ff00ffu;
+            x = (x | x >> 8) & 0x0000ffffu;
+            esc |= x << (16 * h);
+        }
+        return esc;
+    }
+    for (unsigned q = 0; q < m; q++) {
+        unsigned v = w2_word_at(raw, i0 + q), l1 = l1t[(v >> 7) & 0xffu];
+        sm[i0 + q] = (uint8_t)(((v >> 8) & 0x80u) | (v & 0x7fu));
+        w[q / 16] |= (uint32_t)l1 << (2 * (q % 16));
+        esc |= (uint32_t)(l1 == ORK_WCODEC2_L1_ESC) << q;
+    }
+    return esc;
+}
+
+/* The same for bytes: ct[byte] = its 5-bit code, bit 5 set for an L1 escape. */
+static inline uint32_t w2_group_bytes(const uint8_t *raw, uint64_t i0, unsigned m, const uint8_t ct[256], uint32_t w[5]) {
+    uint32_t esc = 0;
+    for (unsigned q = 0; q < m; q++) {
+        unsigned cd = ct[raw[i0 + q]];
+        w[q / 8] |= (uint32_t)(cd & 15u) << (4 * (q % 8));
+        w[4] |= (uint32_t)((cd >> 4) & 1u) << q;
+        esc |= (uint32_t)(cd >> 5) << q;
+    }
+    return esc;
+}
+
 static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
     const w2_enc *j = ctx;
     /* locals: the byte stores below may alias *j as far as the compiler knows */
     const uint8_t *raw = j->raw;
-    uint8_t map[W2_MAX_CLASSES];
-    memcpy(map, j->map, sizeof map);
+    uint8_t l1t[W2_MAX_CLASSES], l2t[W2_MAX_CLASSES], ct[256];
+    for (int c = 0; c < W2_MAX_CLASSES; c++) {
+        unsigned x = j->map[c];
+        l1t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? x : ORK_WCODEC2_L1_ESC);
+        l2t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? 0 : x < ORK_WCODEC2_TABLE ? x - ORK_WCODEC2_L1_ESC : ORK_WCODEC2_L2_ESC);
+    }
+    for (unsigned v = 0; v < 256; v++) {
+        unsigned l1 = l1t[(v >> 2) & 31u];
+        ct[v] = (uint8_t)((l1 & 1u) << 3 | (v >> 7) << 2 | (v & 3u) | (l1 >> 1) << 4 | (l1 == ORK_WCODEC2_L1_ESC) << 5);
+    }
     uint8_t *sm = j->sm, *code = j->code, *tile_l2 = j->tile_l2, *l2 = j->l2, *tile_l3 = j->tile_l3, *l3 = j->l3;
     int word = j->word;
     unsigned gw = ork_wcodec2_group_words(word);
@@ -209,27 +268,16 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
             for (uint64_t g = t * ORK_WCODEC8_TILE; g < (t + 1) * ORK_WCODEC8_TILE && g < groups; g++) {
                 uint32_t w[5] = {0, 0, 0, 0, 0};
                 uint64_t i0 = g * ORK_WCODEC8_GROUP;
-                for (unsigned q = 0; q < ORK_WCODEC8_GROUP && i0 + q < n; q++) {
-                    uint64_t i = i0 + q;
-                    unsigned cls = w2_class_of(raw, i, word), x = map[cls];
-                    unsigned l1 = x < ORK_WCODEC2_L1_ESC ? x : ORK_WCODEC2_L1_ESC;
-                    if (word == 2) {
-                        unsigned v = w2_word_at(raw, i);
-                        sm[i] = (uint8_t)(((v >> 8) & 0x80u) | (v & 0x7fu));
-                        w[q / 16] |= (uint32_t)l1 << (2 * (q % 16));
-                    } else {
-                        unsigned v = raw[i], cd = (l1 & 1u) << 3 | (v >> 7) << 2 | (v & 3u);
-                        w[q / 8] |= (uint32_t)cd << (4 * (q % 8));
-                        w[4] |= (uint32_t)(l1 >> 1) << q;
-                    }
-                    if (l1 == ORK_WCODEC2_L1_ESC) {
-                        unsigned v2 = x < ORK_WCODEC2_TABLE ? x - ORK_WCODEC2_L1_ESC : ORK_WCODEC2_L2_ESC;
-                        w2_put3(&b, v2);
-                        n2++;
-                        if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)cls;
-                    }
-                }
+                unsigned m = i0 + ORK_WCODEC8_GROUP <= n ? ORK_WCODEC8_GROUP : (unsigned)(n - i0);
+                uint32_t esc = word == 2 ? w2_group_words(raw, i0, m, l1t, sm, w) : w2_group_bytes(raw, i0, m, ct, w);
                 memcpy(code + 4 * gw * g, w, 4 * gw);
+                /* the escapes' L2 codes (and L3 classes), in value order */
+                for (; esc; esc &= esc - 1) {
+                    unsigned cls = w2_class_of(raw, i0 + (unsigned)__builtin_ctz(esc), word), v2 = l2t[cls];
+                    w2_put3(&b, v2);
+                    n2++;
+                    if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)cls;
+                }
             }
             w2_flush(&b);
             k2 += w2_up32(n2);
@@ -250,8 +298,16 @@ ork_status ork_wcodec2_encode(const void *raw, size_t raw_bytes, int word_bytes,
                         (unsigned long long)h.coded_bytes);
     }
     uint8_t *o = out;
-    /* header, padding, gaps and unused codes zero: the coded bytes are a function of the input alone */
-    memset(o, 0, h.coded_bytes);
+    /* what the coding pass fills in full; the rest (header padding, gaps, the
+     * sparse L2 section between tile_l2 and tile_l3) is zeroed */
+    uint64_t tiles = ork_wcodec8_tiles(h.n_words);
+    const uint64_t sec[5][2] = {
+        {h.sm_offset, word_bytes == 2 ? h.n_words : 0},
+        {h.code_offset, 4 * (uint64_t)ork_wcodec2_group_words(word_bytes) * ork_wcodec8_groups(h.n_words)},
+        {h.tile_l2_offset, 4 * (tiles + 1)},
+        {h.tile_l3_offset, 4 * (tiles + 1)},
+        {h.exc_offset, h.n_exc}};
+    ork_wcodec_zero_gaps(o, h.coded_bytes, word_bytes == 2 ? sec : sec + 1, word_bytes == 2 ? 5 : 4);
     memcpy(o, &h, sizeof h);
     j.sm = o + h.sm_offset;
     j.code = o + h.code_offset;
@@ -260,7 +316,6 @@ ork_status ork_wcodec2_encode(const void *raw, size_t raw_bytes, int word_bytes,
     j.tile_l3 = o + h.tile_l3_offset;
     j.l3 = o + h.exc_offset;
     ork_par_for(nthreads, (int64_t)w2_chunks(h.n_words), 1, w2_code_range, &j);
-    uint64_t tiles = ork_wcodec8_tiles(h.n_words);
     w2_st32(j.tile_l2 + 4 * tiles, (uint32_t)h.l2_cap);
     w2_st32(j.tile_l3 + 4 * tiles, (uint32_t)h.n_exc);
     w2_free(&j);

@@ -175,8 +175,11 @@ ork_status ork_wcodec8_encode(const void *raw, size_t raw_bytes, void *out, size
                         (unsigned long long)h.coded_bytes);
     }
     uint8_t *o = out;
-    /* header, padding and gaps zero: the coded bytes are a function of the input alone */
-    memset(o, 0, h.coded_bytes);
+    /* header, padding and gaps zero (the coding fills its three sections in full) */
+    const uint64_t sec[3][2] = {{h.code_offset, 24 * ork_wcodec8_groups(h.n_words)},
+                                {h.tile_exc_offset, 4 * (ork_wcodec8_tiles(h.n_words) + 1)},
+                                {h.exc_offset, h.n_exc}};
+    ork_wcodec_zero_gaps(o, h.coded_bytes, sec, 3);
     memcpy(o, &h, sizeof h);
     j.code_out = o + h.code_offset;
     j.tile_exc = o + h.tile_exc_offset;

@@ -13,6 +13,13 @@ extern "C" {
  * inside limit; *end moves past it. ORK_E_FORMAT naming the field otherwise. */
 ork_status ork_wcodec_section(const char *name, uint64_t off, uint64_t len, uint64_t limit, uint64_t *end);
 
+/* Zero what an encoder does not write: every byte of [0, coded_bytes) outside
+ * the n sections sec[i] = {offset, bytes}, given in ascending order (the
+ * header's bytes too: the caller copies the header in afterwards), so that
+ * the coded bytes are a function of the input alone without a pass over the
+ * bytes the coding fills anyway. */
+void ork_wcodec_zero_gaps(uint8_t *o, uint64_t coded_bytes, const uint64_t (*sec)[2], int n);
+
 /* The k = esc most frequent of n symbols by histogram h (ties: smaller value
  * first; unused entries repeat entry 0; table[esc..15] = 0), and map[0..n) =
  * each symbol's first index, or esc. wcodec.c's table (n 256, esc 15) and
