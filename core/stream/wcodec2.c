@@ -437,9 +437,12 @@ ork_status ork_wcodec2_decode(const uint8_t *coded, const ork_wcodec_hdr *h, voi
         return ORK_FAIL(ORK_E_FORMAT, "wcodec2: tile_l2 does not run from 0 to l2_cap %llu", (unsigned long long)h->l2_cap);
     if (w2_ld32(tl3) != 0 || w2_ld32(tl3 + 4 * tiles) != h->n_exc)
         return ORK_FAIL(ORK_E_FORMAT, "wcodec2: tile_l3 does not run from 0 to n_exc %llu", (unsigned long long)h->n_exc);
-    w2_dec j = {.sm = coded + h->sm_offset, .code = coded + h->code_offset, .tile_l2 = tl2, .l2 = coded + h->l2_offset,
+    /* bytes have no sm section and its offset is not checked: no pointer from it */
+    int word = ork_wcodec2_word(h->magic);
+    w2_dec j = {.sm = word == 2 ? coded + h->sm_offset : NULL, .code = coded + h->code_offset, .tile_l2 = tl2,
+                .l2 = coded + h->l2_offset,
                 .tile_l3 = tl3, .l3 = coded + h->exc_offset, .out = out, .n = n, .n_exc = h->n_exc,
-                .l2_cap = h->l2_cap, .word = ork_wcodec2_word(h->magic)};
+                .l2_cap = h->l2_cap, .word = word};
     memcpy(j.table, h->table, 16);
     j.bad = calloc(nc ? nc : 1, sizeof *j.bad);
     if (!j.bad) return ORK_FAIL(ORK_E_NOMEM, "wcodec2: decode scratch for %llu chunks", (unsigned long long)nc);

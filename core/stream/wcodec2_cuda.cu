@@ -271,7 +271,7 @@ extern "C" ork_status ork_wcodec2_decode_cuda(const void *coded_dev, const ork_w
         return ork_fail(ORK_E_INVALID, "wcodec2: device decode needs a 4-aligned coded buffer");
     wc2_args a;
     a.code = c + h->code_offset;
-    a.sm = c + h->sm_offset;
+    a.sm = word == 2 ? c + h->sm_offset : NULL; /* bytes have no sm section: its offset is not checked */
     a.l3 = c + h->exc_offset;
     a.tile_l2 = (const uint32_t *)(c + h->tile_l2_offset);
     a.l2 = (const uint32_t *)(c + h->l2_offset);
