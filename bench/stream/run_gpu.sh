@@ -11,7 +11,9 @@
 # Carry .gpu-deps and .carry (torch_flux_ref.py, taef1/). Env: STEPS (default 4);
 # WEIGHT_DTYPE (seed cases: network.weight_dtype, fp32 masters by default, bf16 as the seed);
 # STREAM_TRAINABLE (model.stream_trainable_state: always | never; unset: auto);
-# STREAM_COMPRESSION (model.stream_compression: always | never; unset: auto).
+# STREAM_COMPRESSION (model.stream_compression: always | never; unset: auto);
+# TRACE=1 (the lanes' timeline, ORAKUL_STREAM_TRACE, summarised by trace_timeline.py;
+# TRACE_BLOCKS=1 adds the per-block table).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; root=$PWD
 bash bench/train/run_gpu.sh build | tail -1
@@ -49,9 +51,11 @@ for c in "$@"; do
   [ -n "${STREAM_TRAINABLE:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_trainable_state: $STREAM_TRAINABLE#" $y; name="$name, stream_trainable_state $STREAM_TRAINABLE"; }
   [ -n "${STREAM_COMPRESSION:-}" ] && { sed -i "s#^\( *\)vram_budget_gb: \(.*\)#\1vram_budget_gb: \2\n\1stream_compression: $STREAM_COMPRESSION#" $y; name="$name, stream_compression $STREAM_COMPRESSION"; }
   watch_mem /tmp/mem.txt & wp=$!
-  t0=$(date +%s); ORAKUL_STREAM_TIMING=${ORAKUL_STREAM_TIMING:-1} timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
+  tr=; [ -n "${TRACE:-}" ] && tr=${log%.log}.trace
+  t0=$(date +%s); ORAKUL_STREAM_TRACE=$tr ORAKUL_STREAM_TIMING=${ORAKUL_STREAM_TIMING:-1} timeout ${TRAIN_TIMEOUT:-300} $B/bin/orakul run $y > "$log" 2>&1; rc=$?
   kill $wp 2>/dev/null; wait $wp 2>/dev/null
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s; device memory used (nvidia-smi max) $(sort -n /tmp/mem.txt | tail -1) MiB"
   [ $kind = qloss ] && { grep -oE "^step [0-9]+/[0-9]+ +loss [0-9.eE+-]+" "$log" | awk '{print $4}' > "$OUT/qloss_$a.txt"; echo "   steps $(wc -l < "$OUT/qloss_$a.txt"), mean loss of the last 50: $(tail -50 "$OUT/qloss_$a.txt" | awk '{s+=$1} END {if (NR) printf "%.5f", s/NR}')"; grep -E "error" "$log" | head -3; continue; }
-  grep -E "^step|error|peak|streaming|host memory|LoRA:|quantized|plan|weights on|ready in" "$log" | grep -v "^step [2-9]/" | tail -12
+  grep -E "^step|error|peak|streaming|host memory|LoRA:|quantized|plan|weights on|ready in" "$log" | grep -v "^step [2-9]/" | tail -13
+  [ -n "$tr" ] && [ -s "$tr" ] && python3 bench/stream/trace_timeline.py "$tr" ${TRACE_BLOCKS:+--blocks}
 done

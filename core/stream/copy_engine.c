@@ -22,7 +22,12 @@ static ork_status cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *s
     ork_status st = ORK_OK;
     if (hdr) st = ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
     else memcpy(dst, src, bytes);
-    if (ce->timing) ce->busy[lane][hdr != NULL] += ce_now() - t0;
+    if (ce->timing) {
+        double t1 = ce_now();
+        ce->busy[lane][hdr != NULL] += t1 - t0;
+        if (ce->trace)
+            fprintf(ce->trace, "%d %d %d %.4f %.4f\n", lane, hdr != NULL, ce->tag, 1e3 * (t0 - ce->t0), 1e3 * (t1 - ce->t0));
+    }
     return st;
 }
 
@@ -128,8 +133,15 @@ static ork_status cpu_sync(ork_copy_engine *ce) {
 }
 
 /* performed work was timed as it ran; what is still queued counts when performed */
-static ork_status cpu_timing_on(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
+static ork_status cpu_timing_on(ork_copy_engine *ce) { ce->t0 = ce_now(); return ORK_OK; }
 static ork_status cpu_harvest(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
+/* the CPU's lanes are the host's order: a mark is now (DEFERRED copies queued
+ * before it run later and are written when they run) */
+static ork_status cpu_mark(ork_copy_engine *ce, ork_lane lane) {
+    double t = 1e3 * (ce_now() - ce->t0);
+    fprintf(ce->trace, "%d %d %d %.4f %.4f\n", (int)lane, ORK_CE_MARK, ce->tag, t, t);
+    return ORK_OK;
+}
 
 static void cpu_destroy(ork_copy_engine *ce) {
     cpu_ce *c = ce->priv;
@@ -141,7 +153,7 @@ static void cpu_destroy(ork_copy_engine *ce) {
 }
 
 static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_decode,   cpu_record,
-                                 cpu_wait,       cpu_sync,      cpu_destroy, cpu_timing_on, cpu_harvest};
+                                 cpu_wait,       cpu_sync,      cpu_destroy, cpu_timing_on, cpu_harvest, cpu_mark};
 
 ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ORK_FAIL(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);
@@ -233,7 +245,27 @@ ork_status ork_ce_set_timing(ork_copy_engine *ce, int on) {
 ork_status ork_ce_busy(ork_copy_engine *ce, ork_lane lane, double *copy_s, double *decode_s) {
     if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
     if (ce->timing) ORK_TRY(ce->vt->harvest(ce));
-    if (copy_s) *copy_s = ce->busy[lane][0];
-    if (decode_s) *decode_s = ce->busy[lane][1];
+    if (copy_s) *copy_s = ce->busy[lane][ORK_CE_COPY];
+    if (decode_s) *decode_s = ce->busy[lane][ORK_CE_DECODE];
     return ORK_OK;
+}
+
+ork_status ork_ce_waited(ork_copy_engine *ce, ork_lane lane, double *wait_s) {
+    if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
+    if (ce->timing) ORK_TRY(ce->vt->harvest(ce));
+    *wait_s = ce->busy[lane][ORK_CE_WAIT];
+    return ORK_OK;
+}
+
+void ork_ce_set_trace(ork_copy_engine *ce, FILE *f) { ce->trace = f; }
+void ork_ce_set_tag(ork_copy_engine *ce, int tag) { ce->tag = tag; }
+
+ork_status ork_ce_mark(ork_copy_engine *ce, ork_lane lane, int tag) {
+    if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
+    if (!ce->timing || !ce->trace) return ORK_OK;
+    int keep = ce->tag;
+    ce->tag = tag;
+    ork_status st = ce->vt->mark(ce, lane);
+    ce->tag = keep;
+    return st;
 }

@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,22 @@ uint64_t ork_ce_host_bytes(const ork_copy_engine *ce);
  * on the compute (slot FREE events). Call it where the host syncs anyway. */
 ork_status ork_ce_set_timing(ork_copy_engine *ce, int on);
 ork_status ork_ce_busy(ork_copy_engine *ce, ork_lane lane, double *copy_s, double *decode_s);
+/* Seconds the lane spent in event waits since timing began (CUDA: an event pair
+ * around each cudaStreamWaitEvent: the compute lane's waits are where it stood
+ * for a load, the H2D lane's where a load stood for a free slot; CPU: 0). */
+ork_status ork_ce_waited(ork_copy_engine *ce, ork_lane lane, double *wait_s);
+
+/* Trace, a diagnostic (ORAKUL_STREAM_TRACE=path in the trainer; needs timing
+ * on): every timed item is also written to f as it is harvested, one line
+ * "lane kind tag start_ms end_ms" — lane 0 compute, 1 H2D, 2 D2H; kind 0 copy,
+ * 1 decode, 2 wait, 3 mark; tag as set by ork_ce_set_tag when the item was
+ * issued (the streamer: the block); times from when timing went on. Lines come
+ * in harvest order, per lane in issue order. f is borrowed; NULL stops it. */
+void ork_ce_set_trace(ork_copy_engine *ce, FILE *f);
+void ork_ce_set_tag(ork_copy_engine *ce, int tag);
+/* A zero-length item on lane at this point of its order, tagged tag (a no-op
+ * unless timing is on and a trace is set). */
+ork_status ork_ce_mark(ork_copy_engine *ce, ork_lane lane, int tag);
 
 #ifdef __cplusplus
 }

@@ -21,13 +21,14 @@ void *ork_cuda_kstream(const ork_kctx *k);
 #define CE_TIMED 16384 /* pairs: a streamed-trainable FLUX step times ~4000 items; a fold stalls the host */
 typedef struct timed {
     cudaEvent_t a, b;
-    int lane, kind; /* kind 0: copy, 1: decode */
+    int lane, kind, tag; /* kind: ORK_CE_COPY, DECODE, WAIT, MARK */
 } timed;
 
 typedef struct cuda_ce {
     cudaStream_t s[ORK_LANES]; /* s[COMPUTE] borrowed from the graph */
     cudaEvent_t *ev;           /* [n_events] */
     timed *t;                  /* [CE_TIMED] when timing was ever on */
+    cudaEvent_t ref;           /* recorded on the compute lane when timing went on: the trace's zero */
     int t_head, t_n;           /* pending pairs: t[(t_head + i) % CE_TIMED], i < t_n */
 } cuda_ce;
 
@@ -39,7 +40,12 @@ static ork_status cu_fold(ork_copy_engine *ce, int upto) {
         float ms = 0;
         CE_TRY(cudaEventSynchronize(p->b));
         CE_TRY(cudaEventElapsedTime(&ms, p->a, p->b));
-        ce->busy[p->lane][p->kind] += 1e-3 * (double)ms;
+        if (p->kind < ORK_CE_MARK) ce->busy[p->lane][p->kind] += 1e-3 * (double)ms;
+        if (ce->trace) {
+            float a = 0;
+            CE_TRY(cudaEventElapsedTime(&a, c->ref, p->a));
+            fprintf(ce->trace, "%d %d %d %.4f %.4f\n", p->lane, p->kind, p->tag, (double)a, (double)a + (double)ms);
+        }
         c->t_head = (c->t_head + 1) % CE_TIMED;
         c->t_n--;
     }
@@ -50,13 +56,16 @@ static ork_status cu_harvest(ork_copy_engine *ce) { return cu_fold(ce, CE_TIMED)
 
 static ork_status cu_timing_on(ork_copy_engine *ce) {
     cuda_ce *c = (cuda_ce *)ce->priv;
-    if (c->t) return ORK_OK;
-    c->t = (timed *)calloc(CE_TIMED, sizeof *c->t);
-    if (!c->t) return ORK_E_NOMEM;
-    for (int i = 0; i < CE_TIMED; i++) {
-        CE_TRY(cudaEventCreate(&c->t[i].a));
-        CE_TRY(cudaEventCreate(&c->t[i].b));
+    if (!c->t) {
+        c->t = (timed *)calloc(CE_TIMED, sizeof *c->t);
+        if (!c->t) return ORK_E_NOMEM;
+        for (int i = 0; i < CE_TIMED; i++) {
+            CE_TRY(cudaEventCreate(&c->t[i].a));
+            CE_TRY(cudaEventCreate(&c->t[i].b));
+        }
+        CE_TRY(cudaEventCreate(&c->ref));
     }
+    CE_TRY(cudaEventRecord(c->ref, c->s[ORK_LANE_COMPUTE]));
     return ORK_OK;
 }
 
@@ -69,6 +78,7 @@ static ork_status cu_time_begin(ork_copy_engine *ce, ork_lane lane, int kind, ti
     timed *p = &c->t[(c->t_head + c->t_n) % CE_TIMED];
     p->lane = (int)lane;
     p->kind = kind;
+    p->tag = ce->tag;
     CE_TRY(cudaEventRecord(p->a, c->s[lane]));
     *out = p;
     return ORK_OK;
@@ -119,8 +129,16 @@ static ork_status cu_record(ork_copy_engine *ce, ork_lane lane, int ev) {
 
 static ork_status cu_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     cuda_ce *c = (cuda_ce *)ce->priv;
+    timed *p;
+    ORK_TRY(cu_time_begin(ce, lane, ORK_CE_WAIT, &p));
     CE_TRY(cudaStreamWaitEvent(c->s[lane], c->ev[ev], 0));
-    return ORK_OK;
+    return cu_time_end(ce, lane, p);
+}
+
+static ork_status cu_mark(ork_copy_engine *ce, ork_lane lane) {
+    timed *p;
+    ORK_TRY(cu_time_begin(ce, lane, ORK_CE_MARK, &p));
+    return cu_time_end(ce, lane, p);
 }
 
 static ork_status cu_sync(ork_copy_engine *ce) {
@@ -139,6 +157,7 @@ static void cu_destroy(ork_copy_engine *ce) {
         if (c->t[i].a) cudaEventDestroy(c->t[i].a);
         if (c->t[i].b) cudaEventDestroy(c->t[i].b);
     }
+    if (c->ref) cudaEventDestroy(c->ref);
     free(c->t);
     if (c->s[ORK_LANE_H2D]) cudaStreamDestroy(c->s[ORK_LANE_H2D]);
     if (c->s[ORK_LANE_D2H]) cudaStreamDestroy(c->s[ORK_LANE_D2H]);
@@ -147,7 +166,7 @@ static void cu_destroy(ork_copy_engine *ce) {
 }
 
 static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,    cu_decode, cu_record,
-                                  cu_wait,       cu_sync,      cu_destroy, cu_timing_on, cu_harvest};
+                                  cu_wait,       cu_sync,      cu_destroy, cu_timing_on, cu_harvest, cu_mark};
 
 extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ork_fail(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);

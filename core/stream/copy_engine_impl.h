@@ -5,6 +5,8 @@
 
 #include "stream/copy_engine.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,7 +24,12 @@ typedef struct ork_ce_vt {
      * decode issued so far into busy, waiting for them where needed */
     ork_status (*timing_on)(ork_copy_engine *ce);
     ork_status (*harvest)(ork_copy_engine *ce);
+    /* a zero-length timed item on lane (kind ORK_CE_MARK) for the trace */
+    ork_status (*mark)(ork_copy_engine *ce, ork_lane lane);
 } ork_ce_vt;
+
+/* Timed item kinds: busy[lane][kind] for the first three; the trace's column. */
+enum { ORK_CE_COPY = 0, ORK_CE_DECODE = 1, ORK_CE_WAIT = 2, ORK_CE_MARK = 3 };
 
 struct ork_copy_engine {
     const ork_ce_vt *vt;
@@ -30,7 +37,10 @@ struct ork_copy_engine {
     uint64_t bytes[ORK_LANES];
     uint64_t host_bytes;   /* pinned host memory handed out (ork_ce_host_alloc), never decremented */
     int timing;            /* ork_ce_set_timing */
-    double busy[ORK_LANES][2]; /* seconds busy: [lane][0] copies, [lane][1] decodes (harvested) */
+    double busy[ORK_LANES][3]; /* seconds: [lane][ORK_CE_COPY / DECODE / WAIT] (harvested) */
+    FILE *trace;           /* ork_ce_set_trace: timed items are written here as harvested */
+    int tag;               /* ork_ce_set_tag: the tag of items timed from now on */
+    double t0;             /* CPU: wall time when timing went on (trace times count from it) */
     void *priv;
 };
 

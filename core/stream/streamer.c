@@ -367,6 +367,7 @@ ork_status ork_streamer_seal(ork_streamer *s) {
 
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
+    ork_ce_set_tag(s->ce, b); /* the lane trace's tag: the block loaded */
     if (s->content[slot] == b) {
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
         s->reused++;
@@ -422,12 +423,14 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
         for (int x = 0; x < s->K && x < s->nv; x++) hit += s->content[(x + base) % s->K] == s->vis[x].block;
         if (hit > best) { best = hit; s->base = base; }
     }
+    ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, ORK_STREAM_MARK_PASS_BEGIN));
     while (s->issued < s->nv && s->issued < s->K) ORK_TRY(issue(s));
     return ORK_OK;
 }
 
 ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
     *dev = NULL;
+    ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, block)); /* the trace's block boundaries, resident ones too */
     if (!ork_streamer_is_streamed(s, block)) return ORK_OK;
     if (!s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: block %d entered outside a pass", block);
     if (s->v >= 0 && s->left > 0 && s->vis[s->v].block == block) { /* a merged repeat: still in its slot */
@@ -444,6 +447,7 @@ ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
     s->v = nxt;
     s->left = s->vis[nxt].uses;
     int slot = slot_of(s, nxt);
+    ork_ce_set_tag(s->ce, block);
     ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
     *dev = s->slot[slot];
     return ORK_OK;
@@ -465,6 +469,7 @@ ork_status ork_streamer_pass_end(ork_streamer *s) {
     int ok = !s->active || (s->v == s->nv - 1 && s->left == 0);
     int v = s->v, nv = s->nv;
     s->active = 0;
+    ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, ORK_STREAM_MARK_PASS_END));
     if (!ok) return ORK_FAIL(ORK_E_INTERNAL, "streamer: pass ended after %d of %d block visits", v + 1, nv);
     return ORK_OK;
 }

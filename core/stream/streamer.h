@@ -117,6 +117,11 @@ void *ork_streamer_host(ork_streamer *s, int block);
  * Logs one line with the coded share when it coded anything. */
 ork_status ork_streamer_seal(ork_streamer *s);
 
+/* The trace's marks on the compute lane (ork_ce_mark): a pass's start and end,
+ * and each block's enter tagged with the block. */
+#define ORK_STREAM_MARK_PASS_BEGIN (-1)
+#define ORK_STREAM_MARK_PASS_END (-2)
+
 /* Start a pass over blocks in `order` (n entries; resident ones are skipped).
  * A pass left unfinished by an error is dropped by the next pass_begin. */
 ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n);

@@ -115,6 +115,8 @@ typedef struct job {
     uint64_t ss_h2d[2], ss_d2h[2];
     int ss_timing;              /* ORAKUL_STREAM_TIMING=1: the copy lanes are timed (ork_ce_busy) */
     double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 copies, 1 decodes] seconds */
+    double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
+    FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -152,7 +154,9 @@ static void job_free(job *j) {
     if (j->ws) ork_wstore_destroy(j->ws);
     if (j->quant) j->qvt->destroy(j->quant);
     free(j->quant_params);
+    if (j->ce && j->ss_trace) (void)ork_ce_busy(j->ce, ORK_LANE_H2D, NULL, NULL); /* writes what is left */
     if (j->ce) ork_copy_engine_destroy(j->ce);
+    if (j->ss_trace) fclose(j->ss_trace);
     if (j->plan) ork_stream_plan_free(j->plan);
     if (j->opt) j->ovt->destroy(j->opt);
     if (j->loss) j->lvt->destroy(j->loss);
@@ -1448,6 +1452,14 @@ static ork_status setup(job *j) {
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
         const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
         j->ss_timing = tm && atoi(tm) > 0;
+        const char *tp = getenv("ORAKUL_STREAM_TRACE"); /* a diagnostic: the lanes' timeline (bench/stream/trace_timeline.py) */
+        if (tp && *tp) {
+            if (!(j->ss_trace = fopen(tp, "w"))) ORK_WARN("ORAKUL_STREAM_TRACE: cannot write %s: %s", tp, strerror(errno));
+            else {
+                ork_ce_set_trace(j->ce, j->ss_trace);
+                j->ss_timing = 1;
+            }
+        }
         if (j->ss_timing) ORK_TRY(ork_ce_set_timing(j->ce, 1));
         ork_wstore_stream ws = {j->ce, j->plan->streamed, j->plan->n_slots, 0, j->plan->stream_codec};
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, &ws, j->quant ? &wq : NULL, &j->ws));
@@ -1543,7 +1555,8 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
     j->ss_d2h[e] = ork_ce_bytes(j->ce, ORK_LANE_D2H);
     j->ss_steps[e] = step;
     for (int l = 0; j->ss_timing && l < 2; l++)
-        if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &j->ss_busy[e][l][0], &j->ss_busy[e][l][1]) != ORK_OK)
+        if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &j->ss_busy[e][l][0], &j->ss_busy[e][l][1]) != ORK_OK ||
+            ork_ce_waited(j->ce, l ? ORK_LANE_H2D : ORK_LANE_COMPUTE, &j->ss_wait[e][l]) != ORK_OK)
             j->ss_timing = 0; /* a diagnostic: the run goes on without it */
 }
 
@@ -1565,6 +1578,9 @@ static void stream_stats_report(job *j) {
                      "decodes %.3f s), device->host busy %.3f s/step (%.0f%%)", b[0][0] + b[0][1],
                      100.0 * (b[0][0] + b[0][1]) / step_s, b[0][0], b[0][0] > 0 ? h / 1e9 / b[0][0] : 0.0, b[0][1],
                      b[1][0], 100.0 * b[1][0] / step_s);
+            ORK_INFO("streaming waits: the compute lane stood %.3f s/step for loads, the host->device lane %.3f s/step "
+                     "for free slots", (j->ss_wait[1][0] - j->ss_wait[0][0]) / (double)n,
+                     (j->ss_wait[1][1] - j->ss_wait[0][1]) / (double)n);
         }
     }
     ORK_INFO("host memory: %.1f GiB pinned for streaming, peak resident set %.1f GiB",

@@ -550,9 +550,10 @@ static ork_status hk_pass_begin(void *ctx, const int *order, int n) {
 
 static ork_status hk_enter(void *ctx, int b) {
     ork_wstore *w = ctx;
-    if (!w->st || !ork_streamer_is_streamed(w->st, b)) return ORK_OK;
+    if (!w->st) return ORK_OK;
     void *dev;
-    ORK_TRY(ork_streamer_enter(w->st, b, &dev));
+    ORK_TRY(ork_streamer_enter(w->st, b, &dev)); /* a resident block: NULL, the lane trace's mark only */
+    if (!dev) return ORK_OK;
     for (int q = w->blk_start[b]; q < w->blk_start[b + 1]; q++) {
         int i = w->blk_w[q];
         w->t[i]->base = (uint8_t *)dev + w->rec[i].offset;

@@ -184,6 +184,66 @@ static void test_streamer_schedule(void) {
     ork_alloc_destroy(a);
 }
 
+/* The lane trace (ork_ce_set_trace, the streamer's marks): one line per timed
+ * item, the compute lane's marks in pass order — pass begin, every block's
+ * enter (resident ones too), pass end — and each load's copy tagged with its
+ * block; times from timing on, never decreasing along the compute lane; no line
+ * before timing is on or after the trace is cleared. */
+static void test_copy_engine_trace(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 4, &ce), ORK_OK);
+    uint8_t st[4] = {0, 1, 0, 1};
+    size_t bytes[4] = {0, 1000, 0, 700};
+    ork_streamer_opts o = {.n_blocks = 4, .streamed = st, .block_bytes = bytes, .n_slots = 2};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    FILE *f = tmpfile();
+    CU_ASSERT_FATAL(f != NULL);
+    ork_ce_set_trace(ce, f);
+    CU_ASSERT_EQUAL(ork_ce_mark(ce, ORK_LANE_COMPUTE, 99), ORK_OK); /* timing off: nothing written */
+    CU_ASSERT_EQUAL(ork_ce_set_timing(ce, 1), ORK_OK);
+    int order[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 8), ORK_OK);
+    for (int q = 0; q < 8; q++) {
+        void *dev;
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, order[q]), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+    ork_ce_set_trace(ce, NULL);
+    CU_ASSERT_EQUAL(ork_ce_mark(ce, ORK_LANE_COMPUTE, 98), ORK_OK); /* cleared: not written */
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ork_ce_mark(ce, (ork_lane)9, 0), ORK_OK);
+    ork_log_set_level(ORK_LOG_INFO);
+    rewind(f);
+    int lane, kind, tag, n_marks = 0, marks[16], copies[8], n_copies = 0;
+    double t0, t1, last = 0;
+    while (fscanf(f, "%d %d %d %lf %lf", &lane, &kind, &tag, &t0, &t1) == 5) {
+        CU_ASSERT(t1 >= t0 && t0 >= 0);
+        if (lane == ORK_LANE_COMPUTE && kind == 3 && n_marks < 16) {
+            CU_ASSERT(t0 >= last);
+            last = t0;
+            marks[n_marks++] = tag;
+        } else if (lane == ORK_LANE_H2D && kind == 0 && n_copies < 8) {
+            copies[n_copies++] = tag;
+        } else {
+            CU_FAIL("unexpected trace line");
+        }
+    }
+    /* -1, the 8 enters, -2; the loads 1 and 3 (3's visits merged, the backward's 1 still in its slot) */
+    int want[10] = {ORK_STREAM_MARK_PASS_BEGIN, 0, 1, 2, 3, 3, 2, 1, 0, ORK_STREAM_MARK_PASS_END};
+    CU_ASSERT_EQUAL(n_marks, 10);
+    CU_ASSERT(n_marks == 10 && memcmp(marks, want, sizeof want) == 0);
+    CU_ASSERT_EQUAL(n_copies, 2);
+    CU_ASSERT(n_copies == 2 && copies[0] == 1 && copies[1] == 3);
+    fclose(f);
+    ork_streamer_destroy(s);
+    ork_copy_engine_destroy(ce);
+    ork_alloc_destroy(a);
+}
+
 static void run_ok(const toy_run_opts *o, toy_run_out *out) {
     ork_status s = toy_train(&g_toy, o, out);
     CU_ASSERT_EQUAL_FATAL(s, ORK_OK);
@@ -570,6 +630,7 @@ static const ork_test_case cases[] = {
     {"streamer: schedule, merged visit, order errors", test_streamer_schedule},
     {"streamed == resident, bit for bit", test_streamed_equals_resident},
     {"copy engine lane timing", test_copy_engine_timing},
+    {"lane trace: the streamer's marks and loads", test_copy_engine_trace},
     {"coded in transit == resident, bit for bit", test_coded_equals_resident},
     {"FP8 E5M2 and uniform E4M3 blocks coded by the two-level byte codec", test_streamer_coding_fp8},
     {"a sample unlike its block: the other codec sizes it too", test_streamer_codec_fallback},
