@@ -67,6 +67,9 @@ def main():
             busy_c, busy_d, lw = (overlap(lane[k], w0, w1) for k in (0, 1, 2))
             st[name] = dict(dur=w1 - w0, cwait=overlap(cwait, w0, w1), copy=busy_c, decode=busy_d, lwait=lw,
                             idle=(w1 - w0) - busy_c - busy_d - lw, d2h=overlap(d2h, w0, w1))
+        # the tail's own marks (train.c: -3 norm, -4 optimizer enqueued, -5 next step, -6 inputs up)
+        tm = [m for m in marks if end <= m[3] <= s1 and m[2] <= -3] + [(0, 3, -1, s1, s1)]
+        st["tail_parts"] = {f"{a[2]}..{b[2]}": b[3] - a[3] for a, b in zip([(0, 3, -2, end, end)] + tm, tm)}
         nxt = [m[3] for m in ms[1:]] + [end]
         for i, m in enumerate(ms):
             if m[2] < 0:
@@ -82,6 +85,11 @@ def main():
         g = lambda k: med(lambda s: s[w][k])
         print(f"  {w:9s} {g('dur'):6.1f}  {g('cwait'):12.1f}  {g('copy'):9.1f} {g('decode'):7.1f} {g('lwait'):9.1f}"
               f" {g('idle'):6.1f} {g('d2h'):6.1f}")
+    names = {-2: "pass end", -3: "norm", -4: "optimizer enqueued", -5: "next step", -6: "inputs up", -1: "pass begin"}
+    keys = steps[0]["tail_parts"].keys()
+    if all(s["tail_parts"].keys() == keys for s in steps):
+        print("  tail: " + ", ".join(f"{names.get(int(k.split('..')[0]), k)} -> {names.get(int(k.split('..')[1]), k)} "
+                                     f"{med(lambda s: s['tail_parts'][k]):.1f}" for k in keys))
     if "--blocks" in sys.argv:
         s = sorted(steps, key=lambda s: s["step"])[len(steps) // 2]
         print("  block  pass  compute-lane ms  of it waiting")

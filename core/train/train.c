@@ -1105,6 +1105,15 @@ static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor 
     return ORK_OK;
 }
 
+/* The trainer's marks in the lane trace (ORAKUL_STREAM_TRACE; the streamer's are
+ * -1, -2 and the blocks): where the step's tail goes (bench/stream/trace_timeline.py). */
+enum {
+    ORK_TRACE_MARK_NORM = -3,      /* the micro-steps are in: the gradient norm next (a host sync) */
+    ORK_TRACE_MARK_OPTIMIZER = -4, /* the optimizer step is enqueued */
+    ORK_TRACE_MARK_STEP = -5,      /* the next step begins (its gradients zeroed next) */
+    ORK_TRACE_MARK_INPUTS = -6,    /* its inputs are built and uploaded: the runner next */
+};
+
 static ork_status upload_act(job *j, const float *host, int ndim, const int64_t *shape, ork_tensor **out) {
     ORK_TRY(j->ta->from_host(j->g, ORK_F32, ndim, shape, host, out));
     if (j->g->act_dt != ORK_F32) ORK_TRY(j->ops->cast(j->g, *out, j->g->act_dt, out));
@@ -1172,6 +1181,7 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (s == ORK_OK && in.guidance_host) s = j->ta->from_host(j->g, ORK_F32, 1, &shb, gd, &in.guidance);
     free(x0); free(xt); free(tg); free(txt); free(vec);
     if (s != ORK_OK) return s;
+    if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
     return ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out);
 }
 
@@ -1587,6 +1597,7 @@ static void stream_stats_report(job *j) {
              (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);
 }
 
+
 /* ---- samples, progress line, metrics.jsonl, loss.png ------------------------- */
 
 static ork_status sample_now(job *j, int64_t step) {
@@ -1641,6 +1652,7 @@ static ork_status train_loop(job *j) {
     for (int64_t step = start + 1; step <= t->steps; step++) {
         ork_progress_begin(j->progress);
         int64_t skipped0 = j->skipped;
+        if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_STEP));
         if (!j->zero) {
             ORK_TRY(zero_grads(j));
         } else { /* the runtime steps each block at grads_ready with these */
@@ -1657,6 +1669,7 @@ static ork_status train_loop(job *j) {
             loss += l;
         }
         ORK_TRY(dist_step_end(j, &loss, &bad));
+        if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_NORM)); /* the lane trace's tail */
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
         int zskip = 0;
         float applied = 1.0f;
@@ -1679,6 +1692,7 @@ static ork_status train_loop(job *j) {
             ORK_TRY(optimizer_step(j, step - j->skipped, lr, gs));
             if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
         }
+        if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_OPTIMIZER));
         ORK_TRY(step_outputs(j, step, loss, norm, j->skipped != skipped0)); /* progress line, metrics.jsonl */
         if (j->ce) stream_stats_mark(j, step, start, t->steps);
         if (step % save_every == 0 || step == t->steps) {
