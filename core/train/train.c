@@ -54,6 +54,14 @@ typedef struct item {
     float *vec;     /* (vec_dim), or NULL: zeros */
 } item;
 
+/* A micro-batch's inputs on the host (inputs_build). */
+typedef struct step_inputs {
+    int64_t k;                       /* the micro-batch, -1: none */
+    int nb, N, h_tok, w_tok;
+    float *x0, *xt, *tg, *txt, *vec; /* [nb, N, C] x [3], [nb, T, ctx], [nb, vec_dim] */
+    float ts[256], gd[256], wsum;
+} step_inputs;
+
 typedef struct job {
     ork_config *cfg;
     const ork_process_config *p;
@@ -126,10 +134,14 @@ typedef struct job {
     int failed;             /* the run failed: abort the communicator */
     ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
     int64_t data_k;
+    step_inputs next_in;    /* micro-batch next_in.k's host inputs, built ahead (micro_step) */
     int short_warned;
 } job;
 
+static void inputs_free(step_inputs *si);
+
 static void job_free(job *j) {
+    inputs_free(&j->next_in);
     ork_progress_destroy(j->progress);
     ork_metrics_close(j->metrics);
     ork_samples_destroy(j->samples);
@@ -1120,69 +1132,101 @@ static ork_status upload_act(job *j, const float *host, int ndim, const int64_t 
     return ORK_OK;
 }
 
-/* One micro-batch: inputs built on the host from the latent cache and the
- * step's noise and timesteps, then forward + loss + backward. */
-static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
+/* Micro-batch k's inputs built on the host (from the latent cache and the
+ * step's noise and timesteps): a pure function of k. */
+static void inputs_free(step_inputs *si) {
+    free(si->x0); free(si->xt); free(si->tg); free(si->txt); free(si->vec);
+    memset(si, 0, sizeof *si);
+    si->k = -1;
+}
+
+static ork_status inputs_build(job *j, int64_t k, step_inputs *si) {
     const int C = j->info.token_channels, ctx = j->info.context_dim, T = j->T;
     int B = batch_of(j), idx[256], slot[256], nb;
+    inputs_free(si);
     ORK_TRY(shard_items(j, k, B, idx, slot, &nb));
     const item *first = &j->items[idx[0]];
     int N = first->h_tok * first->w_tok;
     size_t nt = (size_t)nb * N * C;
-    float *x0 = malloc(nt * sizeof *x0), *xt = malloc(nt * sizeof *xt), *tg = malloc(nt * sizeof *tg);
-    float *txt = calloc((size_t)nb * T * ctx, sizeof *txt);
-    float *vec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *vec) : NULL;
-    float ts[256], gd[256], wsum = 0;
-    ork_status s = (x0 && xt && tg && txt && (vec || !j->info.vec_dim)) ? ORK_OK : ORK_E_NOMEM;
+    si->nb = nb;
+    si->N = N;
+    si->h_tok = first->h_tok;
+    si->w_tok = first->w_tok;
+    si->x0 = malloc(nt * sizeof *si->x0);
+    si->xt = malloc(nt * sizeof *si->xt);
+    si->tg = malloc(nt * sizeof *si->tg);
+    si->txt = calloc((size_t)nb * T * ctx, sizeof *si->txt);
+    si->vec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *si->vec) : NULL;
+    if (!si->x0 || !si->xt || !si->tg || !si->txt || (!si->vec && j->info.vec_dim)) {
+        inputs_free(si);
+        return ORK_E_NOMEM;
+    }
     ork_rng rn, rt;
     ork_rng_init(&rn, j->seed, ORK_RNG_NOISE);
     ork_rng_seek(&rn, (uint64_t)k << 32);
     ork_rng_init(&rt, j->seed, ORK_RNG_TIMESTEP);
     ork_rng_seek(&rt, (uint64_t)k << 16);
-    for (int b = 0, drawn = 0; s == ORK_OK && b < nb; b++) {
+    si->wsum = 0;
+    for (int b = 0, drawn = 0; b < nb; b++) {
         const item *it = &j->items[idx[b]];
         float w;
         /* slot s of the global batch: the s-th timestep draw, noise from s·N·C normals on */
-        for (; drawn < slot[b]; drawn++) ork_ts_sample(&j->ts, &rt, &ts[b], &w);
-        ork_ts_sample(&j->ts, &rt, &ts[b], &w);
+        for (; drawn < slot[b]; drawn++) ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
+        ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
         drawn++;
         ork_rng_seek(&rn, ((uint64_t)k << 32) + (uint64_t)slot[b] * (uint64_t)N * (uint64_t)C);
-        wsum += w;
-        gd[b] = (float)j->p->train.cfg_scale;
-        float t = ts[b];
+        si->wsum += w;
+        si->gd[b] = (float)j->p->train.cfg_scale;
+        float t = si->ts[b];
         for (size_t q = 0; q < (size_t)N * C; q++) {
             float e = (float)ork_rng_normal(&rn), x = it->tokens[q];
             size_t o = (size_t)b * N * C + q;
-            x0[o] = x;
-            xt[o] = (1.0f - t) * x + t * e;
-            tg[o] = e - x;
+            si->x0[o] = x;
+            si->xt[o] = (1.0f - t) * x + t * e;
+            si->tg[o] = e - x;
         }
-        if (it->txt) memcpy(txt + (size_t)b * T * ctx, it->txt, (size_t)T * ctx * sizeof *txt);
-        if (vec && it->vec) memcpy(vec + (size_t)b * j->info.vec_dim, it->vec, (size_t)j->info.vec_dim * sizeof *vec);
+        if (it->txt) memcpy(si->txt + (size_t)b * T * ctx, it->txt, (size_t)T * ctx * sizeof *si->txt);
+        if (si->vec && it->vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, it->vec, (size_t)j->info.vec_dim * sizeof *si->vec);
     }
-    loss_ctx lc = {.j = j, .t_host = ts, .h_tok = first->h_tok, .w_tok = first->w_tok,
-                   .scale = inv_accum * (nb ? wsum / (float)nb : 1.0f)};
-    ork_model_inputs in = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = first->h_tok, .w_tokens = first->w_tok,
-                           .timesteps_host = ts, .guidance_host = j->info.has_guidance ? gd : NULL};
-    if (s == ORK_OK) s = ork_graph_reset(j->g);
+    si->k = k;
+    return ORK_OK;
+}
+
+/* One micro-batch: its inputs (built ahead by the previous micro-step, or
+ * now), uploaded, then forward + loss + backward; then, while the device runs
+ * the backward the host has only enqueued, micro-batch k + 1's inputs (their
+ * noise alone is N·C normals: 0.8 M at FLUX.2's 512², ~55 ms of the step's
+ * tail the device would otherwise wait through; docs/PERF.md). */
+static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
+    const int ctx = j->info.context_dim, T = j->T, C = j->info.token_channels;
+    step_inputs *si = &j->next_in;
+    if (si->k != k) ORK_TRY(inputs_build(j, k, si));
+    int nb = si->nb, N = si->N;
+    loss_ctx lc = {.j = j, .t_host = si->ts, .h_tok = si->h_tok, .w_tok = si->w_tok,
+                   .scale = inv_accum * (nb ? si->wsum / (float)nb : 1.0f)};
+    ork_model_inputs in = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = si->h_tok, .w_tokens = si->w_tok,
+                           .timesteps_host = si->ts, .guidance_host = j->info.has_guidance ? si->gd : NULL};
+    ORK_TRY(ork_graph_reset(j->g));
     /* LoRA dropout masks of this micro-step: a function of (seed, k), so the
      * recompute and a resumed run draw the same ones */
     j->g->dropout_seed = j->p->network.dropout > 0 ? (j->seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)k + 1) : 0;
     if (j->g->dropout_seed == 0 && j->p->network.dropout > 0) j->g->dropout_seed = 1;
     int64_t sh3[3] = {nb, N, C}, sht[3] = {nb, T, ctx}, shv[2] = {nb, j->info.vec_dim}, shb = nb;
-    if (s == ORK_OK) s = upload_act(j, xt, 3, sh3, &in.tokens);
-    if (s == ORK_OK) s = upload_act(j, tg, 3, sh3, &lc.target);
-    if (s == ORK_OK) s = upload_act(j, x0, 3, sh3, &lc.x0);
-    if (s == ORK_OK) lc.x_t = in.tokens;
-    if (s == ORK_OK) s = upload_act(j, txt, 3, sht, &in.txt);
-    if (s == ORK_OK && vec) s = upload_act(j, vec, 2, shv, &in.vec);
-    if (s == ORK_OK) s = j->ta->from_host(j->g, ORK_F32, 1, &shb, ts, &in.timesteps);
-    if (s == ORK_OK) lc.t = in.timesteps;
-    if (s == ORK_OK && in.guidance_host) s = j->ta->from_host(j->g, ORK_F32, 1, &shb, gd, &in.guidance);
-    free(x0); free(xt); free(tg); free(txt); free(vec);
-    if (s != ORK_OK) return s;
+    ORK_TRY(upload_act(j, si->xt, 3, sh3, &in.tokens));
+    ORK_TRY(upload_act(j, si->tg, 3, sh3, &lc.target));
+    ORK_TRY(upload_act(j, si->x0, 3, sh3, &lc.x0));
+    lc.x_t = in.tokens;
+    ORK_TRY(upload_act(j, si->txt, 3, sht, &in.txt));
+    if (si->vec) ORK_TRY(upload_act(j, si->vec, 2, shv, &in.vec));
+    ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->ts, &in.timesteps));
+    lc.t = in.timesteps;
+    if (in.guidance_host) ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->gd, &in.guidance));
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
-    return ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out);
+    ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
+    /* lc's host arrays are si's: the next micro-batch's build may now reuse them
+     * (the uploads above copied them; the runner has read t_host) */
+    if (k + 1 < j->p->train.steps * accum_of(j)) ORK_TRY(inputs_build(j, k + 1, si));
+    return ORK_OK;
 }
 
 static ork_status setup_schedule(job *j) {
@@ -1730,6 +1774,7 @@ static ork_status train_loop(job *j) {
 
 static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) {
     memset(j, 0, sizeof *j);
+    j->next_in.k = -1;
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);
