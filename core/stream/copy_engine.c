@@ -152,7 +152,7 @@ static void cpu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_decode,   cpu_record,
+static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_copy_fn, cpu_decode,   cpu_record,
                                  cpu_wait,       cpu_sync,      cpu_destroy, cpu_timing_on, cpu_harvest, cpu_mark};
 
 ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out) {
@@ -216,9 +216,13 @@ ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void
     ce->bytes[lane] += bytes;
     return ce->vt->copy(ce, lane, dst, src, bytes);
 }
+ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
+    if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
+    return bytes ? ce->vt->copy_d2d(ce, lane, dst, src, bytes) : ORK_OK;
+}
 ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
-    if (lane != ORK_LANE_H2D)
-        return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the H2D lane (got %d)", (int)lane);
+    if (lane != ORK_LANE_H2D && lane != ORK_LANE_COMPUTE)
+        return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the H2D or the compute lane (got %d)", (int)lane);
     if (!hdr->raw_bytes) return ORK_OK;
     return ce->vt->decode(ce, lane, dst, src, hdr);
 }

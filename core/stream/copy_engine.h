@@ -65,11 +65,14 @@ void ork_ce_host_free(ork_copy_engine *ce, void *ptr);
  * copy completes. */
 ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
 /* Decode a wcodec buffer (stream/wcodec.h) already on the device, in lane
- * order: src holds hdr->coded_bytes, dst gets hdr->raw_bytes. hdr must stay
+ * order (the H2D lane, or the compute lane): src holds hdr->coded_bytes, dst gets hdr->raw_bytes. hdr must stay
  * valid until the decode has run (the CPU engine may defer it). CUDA: kernels
  * on the lane's stream (the H2D lane has the highest stream priority, so a
  * decode is not queued behind the compute lane's kernels). */
 ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr);
+/* Device to device on any lane (the streamer's lent memory into a slot, on the
+ * compute lane); not counted in ork_ce_bytes (no PCIe). */
+ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
 ork_status ork_ce_record(ork_copy_engine *ce, ork_lane lane, int ev);
 ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev);
 /* The host waits for both copy lanes (not the compute lane). */

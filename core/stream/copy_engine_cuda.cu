@@ -113,6 +113,14 @@ static ork_status cu_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const v
     return cu_time_end(ce, lane, p);
 }
 
+static ork_status cu_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    timed *p;
+    ORK_TRY(cu_time_begin(ce, lane, ORK_CE_COPY, &p));
+    CE_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->s[lane]));
+    return cu_time_end(ce, lane, p);
+}
+
 static ork_status cu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     timed *p;
@@ -165,7 +173,7 @@ static void cu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,    cu_decode, cu_record,
+static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,    cu_copy_d2d, cu_decode, cu_record,
                                   cu_wait,       cu_sync,      cu_destroy, cu_timing_on, cu_harvest, cu_mark};
 
 extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out) {

@@ -15,6 +15,7 @@ typedef struct ork_ce_vt {
     ork_status (*host_alloc)(ork_copy_engine *ce, size_t bytes, void **ptr);
     void (*host_free)(ork_copy_engine *ce, void *ptr);
     ork_status (*copy)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
+    ork_status (*copy_d2d)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
     ork_status (*decode)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr);
     ork_status (*record)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*wait)(ork_copy_engine *ce, ork_lane lane, int ev);

@@ -48,7 +48,26 @@ struct ork_streamer {
     void *staging;
     size_t staging_bytes;
     int n_coded;
+    /* lending (ork_streamer_lend): the forward's loads copied back to back into
+     * borrowed memory, a FIFO of entries, each decoded into its slot on the
+     * compute lane when its visit is entered */
+    uint8_t *kind;         /* [cap] this pass's visit: 0 ring (or reused), 1 lent */
+    int x_turn;            /* the first visit after the forward (nv: a forward-only pass) */
+    int lend_ok;           /* the copy engine has the events lending needs */
+    uint8_t *lend;         /* the lent memory, NULL: none */
+    size_t lend_bytes;
+    int r_first, r_next;   /* lent visits r_first.. (kind 1) copied up to r_next, not yet entered */
+    int r_last;            /* the last one copied (-1: none): the FIFO's head */
+    size_t *r_off;         /* [cap] a lent visit's offset in the lent memory */
+    int *r_block;          /* [cap] its block when copied (lend copies for a predicted pass) */
+    int *r_ev;             /* [cap] its copy's event */
+    int r_seq;             /* entries copied so far: event ev_rc(r_seq % R_EVENTS) */
+    uint64_t lent_loads;
 };
+
+/* Lending's events after the ring's 2K: "lent memory free" (compute lane),
+ * "lent copies done" (H2D lane), then one per entry in flight. */
+#define R_EVENTS 16
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
@@ -63,6 +82,11 @@ void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork
 
 static int ev_ready(const ork_streamer *s, int slot) { return s->ev0 + 2 * slot; }
 static int ev_free(const ork_streamer *s, int slot) { return s->ev0 + 2 * slot + 1; }
+static int ev_rfree(const ork_streamer *s) { return s->ev0 + 2 * s->K; }
+static int ev_rdone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 1; }
+static int ev_rc(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + seq % R_EVENTS; }
+
+int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 2 + R_EVENTS; }
 
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
@@ -76,6 +100,8 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->n_blocks = o->n_blocks;
     s->K = o->n_slots;
     s->ev0 = o->event_base;
+    s->lend_ok = o->event_base + ork_streamer_n_events(o->n_slots) <= ork_ce_n_events(ce);
+    s->r_last = -1;
     size_t nb = (size_t)o->n_blocks + 1;
     s->streamed = calloc(nb, 1);
     s->bytes = calloc(nb, sizeof *s->bytes);
@@ -168,6 +194,10 @@ void ork_streamer_destroy(ork_streamer *s) {
     free(s->phdr);
     free(s->poff);
     free(s->vis);
+    free(s->kind);
+    free(s->r_off);
+    free(s->r_block);
+    free(s->r_ev);
     free(s);
 }
 
@@ -367,6 +397,10 @@ ork_status ork_streamer_seal(ork_streamer *s) {
 
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
+    if (s->kind[x]) { /* lent: copied by r_fill, decoded at enter */
+        s->issued++;
+        return ORK_OK;
+    }
     ork_ce_set_tag(s->ce, b); /* the lane trace's tag: the block loaded */
     if (s->content[slot] == b) {
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
@@ -397,13 +431,164 @@ static ork_status issue(ork_streamer *s) {
     return ORK_OK;
 }
 
+/* ---- lending -------------------------------------------------------------- */
+
+static size_t align_up(size_t n) { return (n + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
+/* What a block's lent entry holds: its coded bytes, or its raw ones. */
+static size_t entry_bytes(const ork_streamer *s, int b) { return s->coded[b] ? s->coded[b] : s->bytes[b]; }
+
+/* The first lent visit at or after x (x_turn: none left). */
+static int next_lent(const ork_streamer *s, int x) {
+    while (x < s->x_turn && !s->kind[x]) x++;
+    return x < s->x_turn ? x : s->x_turn;
+}
+
+/* The pass's ring rotation (the one that finds the most of the first K visits
+ * in place), where the forward ends, and each visit's kind: lent when memory is
+ * lent, the visit is in the forward and its block is not still in its slot. */
+static void assign(ork_streamer *s) {
+    int best = -1;
+    for (int base = 0; base < s->K; base++) {
+        int hit = 0;
+        for (int x = 0; x < s->K && x < s->nv; x++) hit += s->content[(x + base) % s->K] == s->vis[x].block;
+        if (hit > best) { best = hit; s->base = base; }
+    }
+    s->x_turn = s->nv;
+    for (int x = 1; x < s->nv; x++)
+        if (s->vis[x].block < s->vis[x - 1].block) { s->x_turn = x; break; }
+    for (int x = 0; x < s->nv; x++)
+        s->kind[x] = s->lend && x < s->x_turn && !(x < s->K && s->content[slot_of(s, x)] == s->vis[x].block);
+}
+
+/* Where the next entry of `len` bytes goes in the FIFO (entries r_first..r_last
+ * lie in copy order, possibly wrapped once), or 0 when it does not fit yet. */
+static int fifo_place(const ork_streamer *s, size_t len, size_t *off) {
+    if (s->r_first >= s->r_next || s->r_last < 0) {
+        *off = 0;
+        return len <= s->lend_bytes;
+    }
+    if (s->r_seq - s->r_ev[s->r_first] >= R_EVENTS) return 0; /* every entry event in flight */
+    size_t tail = s->r_off[s->r_first], head = s->r_off[s->r_last] + align_up(entry_bytes(s, s->vis[s->r_last].block));
+    if (s->r_off[s->r_last] >= tail) { /* not wrapped: [head, end) then [0, tail) */
+        if (head + len <= s->lend_bytes) { *off = head; return 1; }
+        if (len <= tail) { *off = 0; return 1; }
+        return 0;
+    }
+    if (head + len <= tail) { *off = head; return 1; }
+    return 0;
+}
+
+/* Copy the next lent visits into the lent memory while they fit: back to back
+ * on the H2D lane, no slot to wait for; each copy waits for the decodes that
+ * freed its bytes (the last "free" record on the compute lane covers them all). */
+static ork_status r_fill(ork_streamer *s) {
+    for (int x = next_lent(s, s->r_next); s->lend && x < s->x_turn; x = next_lent(s, x + 1)) {
+        int b = s->vis[x].block;
+        size_t off, len = entry_bytes(s, b);
+        if (!fifo_place(s, align_up(len), &off)) break;
+        ork_ce_set_tag(s->ce, b);
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rfree(s)));
+        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->lend + off, s->host[b], len));
+        s->r_ev[x] = s->r_seq++;
+        ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rc(s, s->r_ev[x])));
+        s->r_off[x] = off;
+        s->r_block[x] = b;
+        s->r_last = x;
+        s->r_next = x + 1;
+        s->h2d += len;
+        s->raw += s->bytes[b];
+    }
+    return ORK_OK;
+}
+
+/* Enter a lent visit: wait for its copy, decode it (a raw block: copy it) from
+ * the lent memory into its slot on the compute lane, free its bytes. */
+static ork_status r_enter(ork_streamer *s, int x) {
+    int b = s->vis[x].block, slot = slot_of(s, x);
+    if (x >= s->r_next) ORK_TRY(r_fill(s)); /* a lend that came after this pass began */
+    if (x != s->r_first || x >= s->r_next)
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent visit %d (block %d) entered out of order", x, b);
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_rc(s, s->r_ev[x])));
+    const uint8_t *src = s->lend + s->r_off[x];
+    if (s->coded[b]) {
+        for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
+            size_t at;
+            (void)piece_raw(s, b, q, &at);
+            ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_COMPUTE, (uint8_t *)s->slot[slot] + at, src + s->poff[q], &s->phdr[q]));
+        }
+    } else {
+        ORK_TRY(ork_ce_copy_d2d(s->ce, ORK_LANE_COMPUTE, s->slot[slot], src, s->bytes[b]));
+    }
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rfree(s)));
+    s->content[slot] = b;
+    s->loads++;
+    s->lent_loads++;
+    s->r_first = next_lent(s, x + 1);
+    if (s->r_first >= s->r_next) s->r_last = -1; /* empty */
+    return r_fill(s);
+}
+
+static void r_drop(ork_streamer *s) {
+    s->r_first = s->r_next = 0;
+    s->r_last = -1;
+}
+
+ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
+    if (s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: memory lent during a pass");
+    if (s->lend) return s->lend == dev ? ORK_OK : ORK_FAIL(ORK_E_INTERNAL, "streamer: memory lent twice");
+    size_t need = 0;
+    for (int b = 0; b < s->n_blocks; b++)
+        if (s->streamed[b] && align_up(entry_bytes(s, b)) > need) need = align_up(entry_bytes(s, b));
+    if (!s->lend_ok || !s->n_streamed || !dev || bytes < need) return ORK_OK; /* too small for a block: not taken */
+    s->lend = dev;
+    s->lend_bytes = bytes;
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rfree(s))); /* free from here */
+    r_drop(s);
+    if (!s->nv) return ORK_OK;
+    /* the next pass's first loads, as the last pass's visits predict them */
+    assign(s);
+    s->r_first = s->r_next = next_lent(s, 0);
+    return r_fill(s);
+}
+
+ork_status ork_streamer_reclaim(ork_streamer *s) {
+    if (!s->lend) return ORK_OK;
+    if (s->active && (s->r_first < s->r_next || next_lent(s, s->r_next) < s->x_turn))
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent memory reclaimed before the pass's forward visits were entered");
+    /* the compute lane's later work (the owner's) after every copy into it */
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rdone(s)));
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_rdone(s)));
+    s->lend = NULL;
+    s->lend_bytes = 0;
+    r_drop(s);
+    for (int x = 0; s->active && x < s->nv; x++) s->kind[x] = 0;
+    return ORK_OK;
+}
+
+int ork_streamer_lent(const ork_streamer *s) { return s->lend != NULL; }
+
+/* ---- passes --------------------------------------------------------------- */
+
 ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
     if (n > s->cap) {
         visit *v = realloc(s->vis, (size_t)n * sizeof *v);
-        if (!v) return ORK_E_NOMEM;
-        s->vis = v;
+        if (v) s->vis = v;
+        uint8_t *k = realloc(s->kind, (size_t)n);
+        if (k) s->kind = k;
+        size_t *ro = realloc(s->r_off, (size_t)n * sizeof *ro);
+        if (ro) s->r_off = ro;
+        int *rb = realloc(s->r_block, (size_t)n * sizeof *rb);
+        if (rb) s->r_block = rb;
+        int *re = realloc(s->r_ev, (size_t)n * sizeof *re);
+        if (re) s->r_ev = re;
+        if (!v || !k || !ro || !rb || !re) return ORK_E_NOMEM;
         s->cap = n;
     }
+    /* entries lend copied for the predicted pass: kept only if this is it */
+    int pred = s->r_first < s->r_next, n_pred = s->r_next;
+    int *pb = pred ? malloc((size_t)n_pred * sizeof *pb) : NULL;
+    if (pred && !pb) return ORK_E_NOMEM;
+    for (int x = 0; pred && x < n_pred; x++) pb[x] = s->kind[x] ? s->r_block[x] : -1;
     s->nv = 0;
     for (int i = 0; i < n; i++) {
         int b = order[i];
@@ -411,19 +596,25 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
         if (s->nv > 0 && s->vis[s->nv - 1].block == b) s->vis[s->nv - 1].uses++;
         else s->vis[s->nv++] = (visit){b, 1};
     }
+    for (int b = 0; pred && b < s->n_blocks; b++) pred = !s->dirty[b]; /* seal may recode: not the bytes copied */
     ORK_TRY(ork_streamer_seal(s));
     s->v = -1;
     s->issued = 0;
     s->left = 0;
     s->active = 1;
-    /* the ring's rotation that finds the most of the first K visits in place */
-    int best = -1;
-    for (int base = 0; base < s->K; base++) {
-        int hit = 0;
-        for (int x = 0; x < s->K && x < s->nv; x++) hit += s->content[(x + base) % s->K] == s->vis[x].block;
-        if (hit > best) { best = hit; s->base = base; }
+    uint8_t *pk = pred ? malloc((size_t)n_pred) : NULL;
+    if (pred && !pk) pred = 0;
+    for (int x = 0; pred && x < n_pred; x++) pk[x] = pb[x] >= 0;
+    assign(s);
+    for (int x = 0; pred && x < n_pred; x++) pred = x < s->nv && s->kind[x] == pk[x] && (!pk[x] || s->vis[x].block == pb[x]);
+    free(pb);
+    free(pk);
+    if (!pred) { /* start the FIFO over (copies still in flight write nothing anyone reads) */
+        r_drop(s);
+        s->r_first = s->r_next = next_lent(s, 0);
     }
     ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, ORK_STREAM_MARK_PASS_BEGIN));
+    ORK_TRY(r_fill(s));
     while (s->issued < s->nv && s->issued < s->K) ORK_TRY(issue(s));
     return ORK_OK;
 }
@@ -448,7 +639,8 @@ ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
     s->left = s->vis[nxt].uses;
     int slot = slot_of(s, nxt);
     ork_ce_set_tag(s->ce, block);
-    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
+    if (s->kind[nxt]) ORK_TRY(r_enter(s, nxt));
+    else ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
     *dev = s->slot[slot];
     return ORK_OK;
 }
@@ -481,6 +673,7 @@ void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out) {
     out->n_coded = s->n_coded;
     out->staging_bytes = s->staging_bytes;
     out->reused = s->reused;
+    out->lent_loads = s->lent_loads;
     out->slot_bytes = s->n_streamed ? s->slot_bytes : 0;
     out->n_slots = s->n_streamed ? s->K : 0;
     out->n_streamed = s->n_streamed;

@@ -91,6 +91,7 @@ typedef struct ork_streamer ork_streamer;
 typedef struct ork_streamer_stats {
     uint64_t loads;      /* block loads issued (copies) */
     uint64_t reused;     /* visits whose block its slot still held: no copy */
+    uint64_t lent_loads; /* of the loads, those through lent memory (ork_streamer_lend) */
     uint64_t h2d_bytes;  /* bytes of them (coded bytes for coded blocks) */
     uint64_t raw_bytes;  /* the same loads' decoded bytes */
     int n_coded;         /* streamed blocks that travel coded */
@@ -134,5 +135,31 @@ ork_status ork_streamer_leave(ork_streamer *s, int block);
 ork_status ork_streamer_pass_end(ork_streamer *s);
 
 void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out);
+
+/* Copy-engine events a streamer of n_slots uses from event_base on: 2 per slot,
+ * and the lending's (with fewer, ork_streamer_lend takes nothing). */
+int ork_streamer_n_events(int n_slots);
+
+/* Lending. The owner of device memory it does not use from this point of the
+ * compute lane until ork_streamer_reclaim (the trainer: the LoRA gradients,
+ * dead from the optimizer step to the next backward) lends it between passes.
+ * While lent, each pass's forward loads (the visits before the first repeat of
+ * a lower block, those whose block its slot does not still hold) are copied
+ * into it back to back — a FIFO of coded blocks, raw ones as they are —
+ * without waiting for a free slot, and each is decoded into its slot on the
+ * compute lane when entered. Copying starts at once for the visits of the
+ * last pass (the next pass keeps them when it begins with the same visits), so
+ * the step's tail moves the next forward's first loads; neither a slot's FREE
+ * nor a decode holds up the copies (the forward pass, bound by the link, then
+ * runs at the link's rate; a decode took the SMs either way). Memory smaller
+ * than the largest block (or too few events) is not taken: a no-op. Slots hold
+ * the same bytes either way. */
+ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes);
+/* The owner takes it back: the compute lane's later work is ordered after
+ * every copy into it. Between passes, or in a pass once its forward visits
+ * were entered (the trainer: in the loss, before the backward); else an
+ * internal error. No-op when nothing is lent. */
+ork_status ork_streamer_reclaim(ork_streamer *s);
+int ork_streamer_lent(const ork_streamer *s);
 
 #endif

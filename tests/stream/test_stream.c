@@ -404,6 +404,119 @@ static void test_streamer_coding(void) {
     ork_alloc_destroy(a);
 }
 
+/* One pass over `order` checking each slot's bytes against want[]; the trainer's
+ * shape when reclaim_at >= 0: the lent memory is taken back after that many
+ * enters (its loss, between the forward and the backward). */
+static void lend_pass(ork_streamer *s, const int *order, int n, uint8_t **want, const size_t *bytes, int reclaim_at) {
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, n), ORK_OK);
+    for (int q = 0; q < n; q++) {
+        if (q == reclaim_at) CU_ASSERT_EQUAL(ork_streamer_reclaim(s), ORK_OK);
+        void *dev = NULL;
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_enter(s, order[q], &dev), ORK_OK);
+        if (want[order[q]]) CU_ASSERT(dev && memcmp(dev, want[order[q]], bytes[order[q]]) == 0);
+        CU_ASSERT_EQUAL_FATAL(ork_streamer_leave(s, order[q]), ORK_OK);
+    }
+    CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
+}
+
+/* Lending (ork_streamer_lend): the forward's loads go through the lent memory
+ * — copied at lend for the predicted pass, decoded (coded blocks) or copied
+ * (raw ones) into the slot on the compute lane at enter — and every slot holds
+ * its block's bytes: with the deferred engine a missing wait shows as stale
+ * bytes. Lent memory that holds one block at a time (the FIFO waits and wraps),
+ * or many; a pass unlike the predicted one; a forward-only pass; reclaim too
+ * early refused; too small a loan not taken; fewer events: not taken. */
+static void test_streamer_lend(void) {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, ork_streamer_n_events(2), &ce), ORK_OK);
+    enum { NBL = 7 };
+    uint8_t st[NBL] = {0, 1, 1, 0, 1, 1, 1};
+    size_t bytes[NBL] = {0, 40000, 60002, 0, 30000, 50000, 20001};
+    ork_streamer_opts o = {.n_blocks = NBL, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
+    ork_streamer *s;
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    uint8_t *want[NBL] = {0};
+    uint64_t x = 88172645463325252ull;
+    for (int b = 0; b < NBL; b++) {
+        if (!st[b]) continue;
+        want[b] = malloc(bytes[b]);
+        for (size_t i = 0; i + 1 < bytes[b]; i += 2) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            /* blocks 1, 4, 6: bf16 values of a few exponents (coded); 2, 5: random words (raw) */
+            uint16_t w = (b == 2 || b == 5) ? (uint16_t)x : (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
+            want[b][i] = (uint8_t)w;
+            want[b][i + 1] = (uint8_t)(w >> 8);
+        }
+        if (bytes[b] & 1) want[b][bytes[b] - 1] = (uint8_t)(0x30 + b);
+        memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
+    }
+    int order[13] = {0, 1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1}, fwd[7] = {0, 1, 2, 3, 4, 5, 6};
+    lend_pass(s, order, 13, want, bytes, -1); /* codes 1, 4, 6 */
+    ork_streamer_stats st0, st1;
+    ork_streamer_stats_get(s, &st0);
+    CU_ASSERT_EQUAL(st0.n_coded, 3);
+    CU_ASSERT_EQUAL(st0.lent_loads, 0);
+    /* too small (under the largest block's 60 KiB raw): not taken */
+    uint8_t *mem = malloc(1 << 20);
+    CU_ASSERT_FATAL(mem != NULL);
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 40000), ORK_OK);
+    CU_ASSERT_FALSE(ork_streamer_lent(s));
+    size_t sizes[2] = {60416, 1 << 20}; /* one block at a time, all of them */
+    for (int k = 0; k < 2; k++) {
+        /* the trainer's cycle, three times: lend after the optimizer, reclaim in the loss */
+        for (int step = 0; step < 3; step++) {
+            memset(mem, 0xee, sizes[k]); /* the owner's bytes, overwritten by the copies */
+            CU_ASSERT_EQUAL_FATAL(ork_streamer_lend(s, mem, sizes[k]), ORK_OK);
+            CU_ASSERT_TRUE(ork_streamer_lent(s));
+            ork_streamer_stats_get(s, &st0);
+            lend_pass(s, order, 13, want, bytes, 7);
+            ork_streamer_stats_get(s, &st1);
+            CU_ASSERT_FALSE(ork_streamer_lent(s));
+            /* forward visits 1 2 4 5 6 (6 merged), the two in the slots reused: the other 3 lent */
+            CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads, 3);
+            memset(mem, 0xdd, sizes[k]); /* the owner's backward writes it again */
+        }
+    }
+    /* a forward-only pass takes the predicted loads; then one unlike them (the
+     * backward's order first): the copies are dropped, the pass loads its own */
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    ork_streamer_stats_get(s, &st0);
+    lend_pass(s, fwd, 7, want, bytes, -1);
+    ork_streamer_stats_get(s, &st1);
+    CU_ASSERT(st1.lent_loads - st0.lent_loads >= 3);
+    CU_ASSERT_EQUAL(ork_streamer_reclaim(s), ORK_OK);
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    int back[6] = {6, 5, 4, 3, 2, 1};
+    lend_pass(s, back, 6, want, bytes, -1);
+    lend_pass(s, order, 13, want, bytes, 7);
+    /* reclaim before the forward's lent visits were entered: refused */
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_pass_begin(s, order, 13), ORK_OK);
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_reclaim(s), ORK_OK);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_lend(s, mem + 4096, 1 << 19), ORK_OK); /* during a pass */
+    ork_log_set_level(ORK_LOG_INFO);
+    ork_streamer_destroy(s);
+    ork_copy_engine_destroy(ce);
+    /* an engine without lending's events: lend takes nothing, the passes work */
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 4, &ce), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    for (int b = 0; b < NBL; b++)
+        if (st[b]) memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
+    lend_pass(s, order, 13, want, bytes, -1);
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    CU_ASSERT_FALSE(ork_streamer_lent(s));
+    lend_pass(s, order, 13, want, bytes, 7);
+    ork_streamer_destroy(s);
+    ork_copy_engine_destroy(ce);
+    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
+    for (int b = 0; b < NBL; b++) free(want[b]);
+    free(mem);
+    ork_alloc_destroy(a);
+}
+
 /* FP8 blocks as the weight store packs them (a record of FP8 bytes, one F32
  * scale per row), of uniform weights: the two-level byte codec takes the E5M2
  * block (~0.68) and, its class being E4M3's 4 exponent bits and top mantissa
@@ -635,6 +748,7 @@ static const ork_test_case cases[] = {
     {"FP8 E5M2 and uniform E4M3 blocks coded by the two-level byte codec", test_streamer_coding_fp8},
     {"a sample unlike its block: the other codec sizes it too", test_streamer_codec_fallback},
     {"streamer: coding, raw fallback, read back", test_streamer_coding},
+    {"streamer: lent memory carries the forward's loads", test_streamer_lend},
     {"loads per step", test_loads_per_step},
     {"lookup outside the block is refused", test_lookup_outside_block},
     {"streaming needs checkpointing", test_needs_checkpointing},
