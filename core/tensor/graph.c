@@ -45,6 +45,12 @@ ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_g
     return ORK_OK;
 }
 
+void ork_graph_set_grad_pool(ork_graph *g, void *base, size_t bytes) {
+    g->grad_pool = base;
+    g->grad_pool_bytes = base ? bytes : 0;
+    g->grad_pool_used = 0;
+}
+
 ork_status ork_graph_set_fp8_gemm(ork_graph *g, int mode, const char *what) {
     const char *env = getenv("ORK_FP8_GEMM");
     if (env && *env) {

@@ -43,6 +43,8 @@ struct ork_graph {
     uint64_t dropout_seed; /* LoRA dropout of this micro-step; 0: none (inference) */
     int fp8_gemm;          /* ORK_FP8_GEMM_*: the forward GEMM of fp8-quantized linear weights */
     int fp8_warned;        /* the one line saying the native path fell back was logged */
+    uint8_t *grad_pool;    /* ork_graph_set_grad_pool: parameter gradients are made here first */
+    size_t grad_pool_bytes, grad_pool_used;
 };
 
 /* Forward GEMM of an fp8-quantized linear weight (ops->linear; backward always
@@ -67,6 +69,12 @@ ork_status ork_graph_reset(ork_graph *g);
 /* Returns the previous mode. With grad off nothing is recorded. */
 int ork_graph_set_grad(ork_graph *g, int enabled);
 void ork_graph_set_weight_fn(ork_graph *g, ork_weight_fn fn, void *ctx);
+/* Device memory (the caller's, bytes long) where a parameter's gradient is
+ * placed when the backward first makes it (ORK_GRAD_ALIGN-aligned, in the
+ * order they come; the rest get their own allocation): one contiguous region
+ * the trainer can lend while the gradients are dead (stream/streamer.h). */
+void ork_graph_set_grad_pool(ork_graph *g, void *base, size_t bytes);
+#define ORK_GRAD_ALIGN 256
 ork_status ork_graph_sync(ork_graph *g);
 
 /* Regions: everything made after begin (tensors, arena blocks, tape nodes) is

@@ -125,6 +125,7 @@ typedef struct job {
     double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 copies, 1 decodes] seconds */
     double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
     FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
+    uint64_t ss_loads[2][3];    /* [mark] the streamer's loads, of them lent, visits reused */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -135,10 +136,13 @@ typedef struct job {
     ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
     int64_t data_k;
     step_inputs next_in;    /* micro-batch next_in.k's host inputs, built ahead (micro_step) */
+    void *grad_pool;        /* the LoRA gradients, one region lent to the streamer between steps */
+    size_t grad_pool_bytes;
     int short_warned;
 } job;
 
 static void inputs_free(step_inputs *si);
+static int grads_lent(const job *j);
 
 static void job_free(job *j) {
     inputs_free(&j->next_in);
@@ -167,6 +171,7 @@ static void job_free(job *j) {
     if (j->quant) j->qvt->destroy(j->quant);
     free(j->quant_params);
     if (j->ce && j->ss_trace) (void)ork_ce_busy(j->ce, ORK_LANE_H2D, NULL, NULL); /* writes what is left */
+    if (j->grad_pool) ork_alloc_put(j->alloc, j->grad_pool); /* the streamer (destroyed with ws) synced its copies */
     if (j->ce) ork_copy_engine_destroy(j->ce);
     if (j->ss_trace) fclose(j->ss_trace);
     if (j->plan) ork_stream_plan_free(j->plan);
@@ -818,7 +823,7 @@ static ork_status setup_zero(job *j) {
     const char *chunks = getenv("ORAKUL_ZERO_CHUNKS");
     /* BF16 activations: forward visits read BF16 shadows of the F32 masters
      * (what the linear op would cast them to; half the bytes over PCIe) */
-    ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? 2 * j->plan->n_slots : 0,
+    ork_zero_opts o = {nb, np, blk, dt, numel, sb, ZERO_SLOTS, j->plan->n_streamed > 0 ? ork_streamer_n_events(j->plan->n_slots) : 0,
                        j->p->train.max_grad_norm, zero_step_cb, j,
                        j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0,
                        chunks ? atoi(chunks) : 0};
@@ -1109,6 +1114,10 @@ static ork_status decode_cb(void *ctx, ork_graph *g, ork_tensor *tokens, ork_ten
 static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss) {
     loss_ctx *lc = ctx;
     job *j = lc->j;
+    if (grads_lent(j)) { /* the forward is in: the gradients' memory back, zeroed for the backward */
+        ORK_TRY(ork_streamer_reclaim(ork_wstore_streamer(j->ws)));
+        ORK_TRY(zero_grads(j));
+    }
     ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = pred, .target = lc->target, .x_t = lc->x_t,
                           .x0 = lc->x0, .t = lc->t, .t_host = lc->t_host, .h_tokens = lc->h_tok,
                           .w_tokens = lc->w_tok, .decode = j->mvt->decode ? decode_cb : NULL, .decode_ctx = lc};
@@ -1455,6 +1464,31 @@ static void setup_times_report(const double *t) {
     ORK_INFO("ready in %.1f s: %s", total, parts);
 }
 
+/* The LoRA gradients in one region (ork_graph_set_grad_pool) when frozen blocks
+ * stream and the trainable state does not: dead from the optimizer step to the
+ * next backward, it is lent to the streamer (ork_streamer_lend), which moves
+ * the next forward's loads through it — they start in the step's tail and
+ * never wait for a slot. Not with data parallelism (its flat buffer holds the
+ * gradients). ORAKUL_STREAM_LEND=0 (bench) turns it off. */
+static ork_status setup_grad_pool(job *j) {
+    const char *e = getenv("ORAKUL_STREAM_LEND");
+    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || (e && !strcmp(e, "0"))) return ORK_OK;
+    size_t bytes = 0;
+    for (int i = 0; i < j->n_params; i++)
+        bytes += ((size_t)ork_tensor_numel(j->pt[i]) * sizeof(float) + ORK_GRAD_ALIGN - 1) / ORK_GRAD_ALIGN * ORK_GRAD_ALIGN;
+    if (!bytes) return ORK_OK;
+    ORK_TRY(ork_alloc_get(j->alloc, bytes, "grads", &j->grad_pool));
+    j->grad_pool_bytes = bytes;
+    ork_graph_set_grad_pool(j->g, j->grad_pool, bytes);
+    ORK_TRY(ork_streamer_lend(ork_wstore_streamer(j->ws), j->grad_pool, bytes)); /* dead until the first backward */
+    if (ork_streamer_lent(ork_wstore_streamer(j->ws)))
+        ORK_INFO("streaming: the LoRA gradients' %.2f GiB carry the forward's loads between backward passes",
+                 (double)bytes / 1073741824.0);
+    return ORK_OK;
+}
+
+static int grads_lent(const job *j) { return j->grad_pool && ork_streamer_lent(ork_wstore_streamer(j->ws)); }
+
 static ork_status setup(job *j) {
     double t[PH_N];
     t[PH_START] = now_s();
@@ -1503,7 +1537,7 @@ static ork_status setup(job *j) {
         if (!j->p->train.gradient_checkpointing)
             return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
                             ork_config_file(j->cfg), j->plan->n_streamed);
-        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, 2 * j->plan->n_slots + zero_events, &j->ce));
+        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, ork_streamer_n_events(j->plan->n_slots) + zero_events, &j->ce));
         const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
         j->ss_timing = tm && atoi(tm) > 0;
         const char *tp = getenv("ORAKUL_STREAM_TRACE"); /* a diagnostic: the lanes' timeline (bench/stream/trace_timeline.py) */
@@ -1571,6 +1605,7 @@ static ork_status setup(job *j) {
     ORK_TRY(dist_grads(j));
     t[PH_OPT] = now_s();
     if (j->plan->trainable_streamed) ORK_TRY(setup_zero(j));
+    ORK_TRY(setup_grad_pool(j));
     t[PH_END] = now_s();
     setup_times_report(t);
     return ORK_OK;
@@ -1608,6 +1643,14 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
     j->ss_h2d[e] = ork_ce_bytes(j->ce, ORK_LANE_H2D);
     j->ss_d2h[e] = ork_ce_bytes(j->ce, ORK_LANE_D2H);
     j->ss_steps[e] = step;
+    ork_streamer *st = ork_wstore_streamer(j->ws);
+    if (st) {
+        ork_streamer_stats ss;
+        ork_streamer_stats_get(st, &ss);
+        j->ss_loads[e][0] = ss.loads;
+        j->ss_loads[e][1] = ss.lent_loads;
+        j->ss_loads[e][2] = ss.reused;
+    }
     for (int l = 0; j->ss_timing && l < 2; l++)
         if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &j->ss_busy[e][l][0], &j->ss_busy[e][l][1]) != ORK_OK ||
             ork_ce_waited(j->ce, l ? ORK_LANE_H2D : ORK_LANE_COMPUTE, &j->ss_wait[e][l]) != ORK_OK)
@@ -1624,6 +1667,12 @@ static void stream_stats_report(job *j) {
         ORK_INFO("streaming measured over %lld steps: %.3f s/step; host->device %.2f GB/step (%.1f GB/s), "
                  "device->host %.2f GB/step (%.1f GB/s)", (long long)n, dt / (double)n, h / 1e9, h / 1e9 / (dt / (double)n),
                  d / 1e9, d / 1e9 / (dt / (double)n));
+        if (ork_wstore_streamer(j->ws)) {
+            double q[3];
+            for (int k = 0; k < 3; k++) q[k] = (double)(j->ss_loads[1][k] - j->ss_loads[0][k]) / (double)n;
+            ORK_INFO("streaming loads: %.1f blocks per step (%.1f through the lent gradients' memory), %.1f visits "
+                     "found their block still in its slot", q[0], q[1], q[2]);
+        }
         if (j->ss_timing) {
             double b[2][2], step_s = dt / (double)n;
             for (int l = 0; l < 2; l++)
@@ -1698,7 +1747,7 @@ static ork_status train_loop(job *j) {
         int64_t skipped0 = j->skipped;
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_STEP));
         if (!j->zero) {
-            ORK_TRY(zero_grads(j));
+            if (!grads_lent(j)) ORK_TRY(zero_grads(j)); /* lent: zeroed when taken back (loss_fn) */
         } else { /* the runtime steps each block at grads_ready with these */
             j->cur_step = step - j->skipped;
             j->cur_lr = ork_lr_at(&j->lr, step - 1);
@@ -1737,6 +1786,8 @@ static ork_status train_loop(job *j) {
             if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
         }
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_OPTIMIZER));
+        if (j->grad_pool && step < t->steps) /* read by the optimizer step just enqueued: dead from here */
+            ORK_TRY(ork_streamer_lend(ork_wstore_streamer(j->ws), j->grad_pool, j->grad_pool_bytes));
         ORK_TRY(step_outputs(j, step, loss, norm, j->skipped != skipped0)); /* progress line, metrics.jsonl */
         if (j->ce) stream_stats_mark(j, step, start, t->steps);
         if (step % save_every == 0 || step == t->steps) {

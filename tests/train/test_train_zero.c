@@ -213,6 +213,54 @@ static void test_stream_compression_key(void) {
     tt_rm_rf(root);
 }
 
+/* The LoRA gradients lent to the streamer between backward passes (train.c
+ * setup_grad_pool, stream/streamer.h ork_streamer_lend): every transformer
+ * block streamed, rank 64 (its gradients hold a block), clipping on, with and
+ * without gradient accumulation — the resident run's losses, LoRA files and
+ * state exactly, and the log says loads went through the lent memory. */
+static void lent_case(int accum) {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], p[1200];
+    CU_ASSERT_FATAL(tt_setup("zero_lend", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(oa, sizeof oa, "%s/resident", root);
+    tt_fmt(ob, sizeof ob, "%s/lent", root);
+    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
+    tt_fmt(cb, sizeof cb, "%s/lent.yaml", root);
+    tt_cfg c = tt_cfg_default(oa, data);
+    c.steps = 4;
+    c.save_every = 2;
+    c.keep = 4;
+    c.dtype = "float32";
+    CU_ASSERT_FATAL(write_cfg(ca, &c, "0.02", accum) == 0);
+    c.out = ob;
+    CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0.02", accum,
+                                "layer_offloading: true\nlayer_offloading_transformer_percent: 1.0\n") == 0);
+    for (int k = 0; k < 2; k++) { /* rank 64 in both */
+        const char *f = k ? cb : ca;
+        char *t = tt_read_all(f, NULL), *r = t ? strstr(t, "linear: 16") : NULL;
+        CU_ASSERT_FATAL(r != NULL);
+        memcpy(r, "linear: 64", 10);
+        CU_ASSERT_FATAL(tt_write_all(f, t) == 0);
+        free(t);
+    }
+    CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
+    CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
+    CU_ASSERT(same_losses(oa, 0, ob, 4));
+    CU_ASSERT(same_file(oa, ob, "000000002"));
+    CU_ASSERT(same_file(oa, ob, "000000004"));
+    CU_ASSERT(same_file(oa, ob, "state"));
+    tt_fmt(p, sizeof p, "%s.err", ob);
+    CU_ASSERT(tt_file_has(p, "carry the forward's loads"));
+    char *e = tt_read_all(p, NULL), *l = e ? strstr(e, "blocks per step (") : NULL;
+    double lent = l ? atof(l + strlen("blocks per step (")) : 0;
+    CU_ASSERT(lent > 0);
+    if (!(lent > 0)) printf("  %s: no load went through the lent gradients' memory\n", ob);
+    free(e);
+    tt_rm_rf(root);
+}
+static void test_lent_grads(void) { lent_case(1); }
+static void test_lent_grads_accumulated(void) { lent_case(2); }
+
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
     char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb2[1100], cb4[1100], lb2[1100], lb4[1100];
@@ -279,6 +327,8 @@ static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed
                                       {"streamed_equals_resident_bf16", test_streamed_equals_resident_bf16},
                                       {"model.stream_trainable_state", test_stream_trainable_state_key},
                                       {"model.stream_compression", test_stream_compression_key},
+                                      {"lent gradients == resident", test_lent_grads},
+                                      {"lent gradients, accumulated == resident", test_lent_grads_accumulated},
                                       {"streamed_resume", test_streamed_resume},
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},
