@@ -235,6 +235,18 @@ static void predict(ork_stream_plan *p) {
     double chunk = rec_max / ORK_ZERO_CHUNKS_DEFAULT;
     double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* a forward visit's record bytes: the BF16 shadow, or the params */
     int tv = -1;
+    /* lending (streamer.h): the forward's loads go through the LoRA gradients'
+     * bytes, a FIFO whose entries free when their visit decodes (on the compute
+     * lane) — no slot to wait for */
+    double lend_cap = 0;
+    for (int b = 0; p->lend_grads && !p->trainable_streamed && b < n; b++)
+        if (p->streamed[b] && (double)p->block_bytes[b] * p->codec_ratio > lend_cap) lend_cap = (double)p->block_bytes[b] * p->codec_ratio;
+    int lend = lend_cap > 0 && (double)p->grads >= lend_cap;
+    double *f_bytes = lend ? calloc((size_t)n + 1, sizeof *f_bytes) : NULL, *f_free = lend ? calloc((size_t)n + 1, sizeof *f_free) : NULL;
+    int f_head = 0, f_tail = 0; /* entries f_tail..f_head-1 in flight */
+    double f_used = 0;
+    if (lend && (!f_bytes || !f_free)) lend = 0;
+    p->lend_applies = lend;
     for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];
         double start = now, h2d = q >= n ? h2d1 * duplex : h2d1;
@@ -256,7 +268,16 @@ static void predict(ork_stream_plan *p) {
                 int load = held[v % K] != b;
                 if (load) fbytes = (double)p->block_bytes[b] * p->codec_ratio;
                 held[v % K] = b;
-                if (p->stream_codec && load) { /* coded: the copy into staging need not wait for the slot, its decode does */
+                if (lend && q < n && load) { /* lent: room in the FIFO, then the copy; the decode is compute's */
+                    while (f_tail < f_head && f_used + fbytes > (double)p->grads) {
+                        if (f_free[f_tail] > ls) ls = f_free[f_tail];
+                        f_used -= f_bytes[f_tail++];
+                    }
+                    le = ls + fbytes / h2d;
+                    f_bytes[f_head] = fbytes;
+                    f_free[f_head++] = -1; /* set when the visit starts */
+                    f_used += fbytes;
+                } else if (p->stream_codec && load) { /* coded: the copy into staging need not wait for the slot, its decode does */
                     le = fmax(ls + fbytes / h2d, slot_free[v % K]) + (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
                 } else {
                     if (slot_free[v % K] > ls) ls = slot_free[v % K];
@@ -275,6 +296,10 @@ static void predict(ork_stream_plan *p) {
             ph[q >= n] += (fbytes + tbytes) / h2d;
             hb += fbytes + tbytes;
             if (le > start) start = le;
+            if (lend && q < n && fbytes > 0) { /* decoded into the slot on the compute lane, its bytes free */
+                start += (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+                f_free[f_head - 1] = start;
+            }
         }
         now = start + cmp[q];
         int last_use = q + 1 >= ne || blk[q + 1] != b;
@@ -304,6 +329,7 @@ static void predict(ork_stream_plan *p) {
     free(slot_free);
     free(held);
     free(t_free); free(t_wb0); free(t_wb1);
+    free(f_bytes); free(f_free);
     p->t_compute = tc;
     p->t_h2d = th;
     p->t_d2h = td;
@@ -390,6 +416,7 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
     p->n_slots = in->n_slots > 0 ? in->n_slots : 2;
     p->stream_codec = in->stream_codec != 0;
     p->codec_ratio = in->stream_codec && in->codec_ratio > 0 ? in->codec_ratio : 1.0;
+    p->lend_grads = in->lend_grads;
     if (p->stream_codec && !(p->dev.decode_gbs > 0)) p->dev.decode_gbs = 1000.0;
     size_t nb = (size_t)n + 1;
     p->streamed = calloc(nb, 1);
@@ -643,6 +670,8 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     if (p->n_streamed && p->t_step_other_codec > 0)
         fprintf(f, p->stream_codec ? " (raw: %.3f s predicted)" : ", raw in transit (coded: %.3f s predicted)",
                 p->t_step_other_codec);
+    if (p->n_streamed && p->lend_applies)
+        fprintf(f, "; the forward's loads through the LoRA gradients' %s between backward passes", mib((double)p->grads, b, sizeof b));
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
     fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",

@@ -105,6 +105,10 @@ typedef struct ork_plan_inputs {
                                   * ORK_STREAM_CODEC_RATIO x a slot, loads of codec_ratio x their bytes + a decode:
                                   * 1; raw: 0; ORK_PLAN_CODEC_PREDICT: coded unless the raw plan is predicted faster */
     double codec_ratio;          /* expected coded / raw bytes (0: 1, nothing saved) */
+    int lend_grads;              /* 1: the trainer lends the LoRA gradients to the streamer between backward
+                                  * passes (stream/streamer.h ork_streamer_lend) when the trainable state is
+                                  * resident: the forward's loads then wait for no slot, only for room in
+                                  * the gradients' bytes, and decode on the compute lane */
     int quiet;                   /* 1: a refusal returns ORK_E_BUDGET without its line (a plan tried on the side) */
     /* storage of frozen weights */
     int weight_bytes;            /* linear weights: 4 F32, 2 BF16, 1 FP8 */
@@ -152,6 +156,9 @@ typedef struct ork_stream_plan {
     size_t frozen_resident, codec, slot_bytes, slots, staging;
     int stream_codec;            /* the inputs' */
     double codec_ratio;          /* the inputs' (1 when not coded) */
+    int lend_grads;              /* the inputs', where it applies: the trainable state resident, its
+                                  * gradients' bytes at least the largest streamed block's load */
+    int lend_applies;            /* the last prediction lent (set by it) */
     size_t lora, grads, opt, saved, carry_grads, work, workspace, total;
     /* host and PCIe */
     size_t host_pinned;

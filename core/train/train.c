@@ -32,6 +32,7 @@
 #include "util/prof.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <signal.h>
 #include <math.h>
@@ -135,17 +136,24 @@ typedef struct job {
     int failed;             /* the run failed: abort the communicator */
     ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
     int64_t data_k;
-    step_inputs next_in;    /* micro-batch next_in.k's host inputs, built ahead (micro_step) */
+    step_inputs in_cur, in_next; /* micro-batch inputs: the one running, the one a thread builds ahead */
+    pthread_t in_thread;    /* builds in_next (micro_step) */
+    int in_running;
+    ork_status in_st;
     void *grad_pool;        /* the LoRA gradients, one region lent to the streamer between steps */
     size_t grad_pool_bytes;
+    int grads_dead;         /* no gradient is live (set at the optimizer step; the loss zeroes them) */
     int short_warned;
 } job;
 
 static void inputs_free(step_inputs *si);
 static int grads_lent(const job *j);
+static ork_status grads_lend(job *j);
 
 static void job_free(job *j) {
-    inputs_free(&j->next_in);
+    if (j->in_running) pthread_join(j->in_thread, NULL);
+    inputs_free(&j->in_cur);
+    inputs_free(&j->in_next);
     ork_progress_destroy(j->progress);
     ork_metrics_close(j->metrics);
     ork_samples_destroy(j->samples);
@@ -1114,9 +1122,10 @@ static ork_status decode_cb(void *ctx, ork_graph *g, ork_tensor *tokens, ork_ten
 static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss) {
     loss_ctx *lc = ctx;
     job *j = lc->j;
-    if (grads_lent(j)) { /* the forward is in: the gradients' memory back, zeroed for the backward */
-        ORK_TRY(ork_streamer_reclaim(ork_wstore_streamer(j->ws)));
+    if (j->grad_pool && j->grads_dead) { /* the forward is in: the gradients' memory back, zeroed for the backward */
+        if (grads_lent(j)) ORK_TRY(ork_streamer_reclaim(ork_wstore_streamer(j->ws)));
         ORK_TRY(zero_grads(j));
+        j->grads_dead = 0;
     }
     ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = pred, .target = lc->target, .x_t = lc->x_t,
                           .x0 = lc->x0, .t = lc->t, .t_host = lc->t_host, .h_tokens = lc->h_tok,
@@ -1201,15 +1210,54 @@ static ork_status inputs_build(job *j, int64_t k, step_inputs *si) {
     return ORK_OK;
 }
 
-/* One micro-batch: its inputs (built ahead by the previous micro-step, or
- * now), uploaded, then forward + loss + backward; then, while the device runs
- * the backward the host has only enqueued, micro-batch k + 1's inputs (their
- * noise alone is N·C normals: 0.8 M at FLUX.2's 512², ~55 ms of the step's
- * tail the device would otherwise wait through; docs/PERF.md). */
+/* The builder thread: micro-batch in_next.k's inputs (it alone touches the
+ * data order cache while it runs; micro_step joins it before anything else). */
+typedef struct inputs_job {
+    job *j;
+    int64_t k;
+} inputs_job;
+
+static void *inputs_thread(void *arg) {
+    inputs_job *ij = arg;
+    ij->j->in_st = inputs_build(ij->j, ij->k, &ij->j->in_next);
+    free(ij);
+    return NULL;
+}
+
+static void inputs_join(job *j) {
+    if (!j->in_running) return;
+    pthread_join(j->in_thread, NULL);
+    j->in_running = 0;
+}
+
+static void inputs_ahead(job *j, int64_t k) {
+    inputs_job *ij = malloc(sizeof *ij);
+    if (!ij) return; /* built when needed instead */
+    *ij = (inputs_job){j, k};
+    j->in_next.k = -1;
+    if (pthread_create(&j->in_thread, NULL, inputs_thread, ij) != 0) {
+        free(ij);
+        return;
+    }
+    j->in_running = 1;
+}
+
+/* One micro-batch: its inputs (built ahead on a thread while the device ran
+ * the previous one, or now), uploaded, then forward + loss + backward; micro-
+ * batch k + 1's build starts once these are up. Its noise alone is N·C normals
+ * (0.8 M at FLUX.2's 512²): built in the step's tail, the device waited ~55 ms
+ * for it each step (docs/PERF.md). */
 static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
     const int ctx = j->info.context_dim, T = j->T, C = j->info.token_channels;
-    step_inputs *si = &j->next_in;
-    if (si->k != k) ORK_TRY(inputs_build(j, k, si));
+    inputs_join(j);
+    if (j->in_next.k == k && j->in_st == ORK_OK) { /* swap: the built one runs */
+        step_inputs t = j->in_cur;
+        j->in_cur = j->in_next;
+        j->in_next = t;
+    } else {
+        ORK_TRY(inputs_build(j, k, &j->in_cur));
+    }
+    step_inputs *si = &j->in_cur;
     int nb = si->nb, N = si->N;
     loss_ctx lc = {.j = j, .t_host = si->ts, .h_tok = si->h_tok, .w_tok = si->w_tok,
                    .scale = inv_accum * (nb ? si->wsum / (float)nb : 1.0f)};
@@ -1231,11 +1279,9 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     lc.t = in.timesteps;
     if (in.guidance_host) ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->gd, &in.guidance));
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
-    ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
-    /* lc's host arrays are si's: the next micro-batch's build may now reuse them
-     * (the uploads above copied them; the runner has read t_host) */
-    if (k + 1 < j->p->train.steps * accum_of(j)) ORK_TRY(inputs_build(j, k + 1, si));
-    return ORK_OK;
+    ORK_TRY(grads_lend(j));
+    if (k + 1 < j->p->train.steps * accum_of(j)) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
+    return ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out);
 }
 
 static ork_status setup_schedule(job *j) {
@@ -1356,6 +1402,10 @@ static ork_status make_plan(job *j, ork_device dev) {
      * when that would be faster — where this run could take it */
     in.suggest_trainable_streaming = in.allow_trainable_streaming == 1 && j->p->train.gradient_accumulation_steps <= 1 &&
                                      j->p->train.gradient_checkpointing && !j->dist;
+    /* the LoRA gradients lent to the forward's loads (setup_grad_pool): not with
+     * data parallelism or accumulation (then only the first micro-batch's forward) */
+    const char *le = getenv("ORAKUL_STREAM_LEND");
+    in.lend_grads = !j->dist && j->p->train.gradient_accumulation_steps <= 1 && !(le && !strcmp(le, "0"));
     /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
      * unset, densest first when predicted faster by more than ORK_SELECT_MARGIN */
     const char *sel = getenv("ORAKUL_STREAM_SELECT");
@@ -1480,14 +1530,21 @@ static ork_status setup_grad_pool(job *j) {
     ORK_TRY(ork_alloc_get(j->alloc, bytes, "grads", &j->grad_pool));
     j->grad_pool_bytes = bytes;
     ork_graph_set_grad_pool(j->g, j->grad_pool, bytes);
-    ORK_TRY(ork_streamer_lend(ork_wstore_streamer(j->ws), j->grad_pool, bytes)); /* dead until the first backward */
-    if (ork_streamer_lent(ork_wstore_streamer(j->ws)))
-        ORK_INFO("streaming: the LoRA gradients' %.2f GiB carry the forward's loads between backward passes",
-                 (double)bytes / 1073741824.0);
+    j->grads_dead = 1; /* until the first backward */
+    ORK_INFO("streaming: the LoRA gradients' %.2f GiB carry the forward's loads between backward passes",
+             (double)bytes / 1073741824.0);
     return ORK_OK;
 }
 
 static int grads_lent(const job *j) { return j->grad_pool && ork_streamer_lent(ork_wstore_streamer(j->ws)); }
+
+/* Lend the dead gradients for this micro-batch's forward — after its inputs
+ * are up: its copies, queued first, would hold the uploads back (the H2D
+ * copies share one queue: 59 ms measured). */
+static ork_status grads_lend(job *j) {
+    if (!j->grad_pool || !j->grads_dead) return ORK_OK;
+    return ork_streamer_lend(ork_wstore_streamer(j->ws), j->grad_pool, j->grad_pool_bytes);
+}
 
 static ork_status setup(job *j) {
     double t[PH_N];
@@ -1747,7 +1804,7 @@ static ork_status train_loop(job *j) {
         int64_t skipped0 = j->skipped;
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_STEP));
         if (!j->zero) {
-            if (!grads_lent(j)) ORK_TRY(zero_grads(j)); /* lent: zeroed when taken back (loss_fn) */
+            if (!(j->grad_pool && j->grads_dead)) ORK_TRY(zero_grads(j)); /* else zeroed in loss_fn, after the loan */
         } else { /* the runtime steps each block at grads_ready with these */
             j->cur_step = step - j->skipped;
             j->cur_lr = ork_lr_at(&j->lr, step - 1);
@@ -1786,8 +1843,7 @@ static ork_status train_loop(job *j) {
             if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
         }
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_OPTIMIZER));
-        if (j->grad_pool && step < t->steps) /* read by the optimizer step just enqueued: dead from here */
-            ORK_TRY(ork_streamer_lend(ork_wstore_streamer(j->ws), j->grad_pool, j->grad_pool_bytes));
+        if (j->grad_pool) j->grads_dead = 1; /* read by the optimizer step just enqueued: dead from here on */
         ORK_TRY(step_outputs(j, step, loss, norm, j->skipped != skipped0)); /* progress line, metrics.jsonl */
         if (j->ce) stream_stats_mark(j, step, start, t->steps);
         if (step % save_every == 0 || step == t->steps) {
@@ -1825,7 +1881,7 @@ static ork_status train_loop(job *j) {
 
 static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) {
     memset(j, 0, sizeof *j);
-    j->next_in.k = -1;
+    j->in_cur.k = j->in_next.k = -1;
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);
