@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#define R_EVENTS 16 /* lent entries in flight, and entered entries remembered */
+
 typedef struct visit {
     int block;
     int uses; /* consecutive repeats merged into this visit */
@@ -62,12 +64,20 @@ struct ork_streamer {
     int *r_block;          /* [cap] its block when copied (lend copies for a predicted pass) */
     int *r_ev;             /* [cap] its copy's event */
     int r_seq;             /* entries copied so far: event ev_rc(r_seq % R_EVENTS) */
+    /* the entries entered (decoded) last: a copy into their bytes waits for the
+     * decode of the newest one it overlaps — not for the last decode enqueued,
+     * which with the host ahead of the device would hold the lane back to the
+     * compute's pace (a FIFO of one) */
+    struct { size_t off, len; int seq; } r_hist[R_EVENTS];
+    int r_nhist;           /* entered since the lend, capped at R_EVENTS (r_hist is a ring by r_dseq) */
+    int r_dseq;            /* entries entered so far: event ev_rd(r_dseq % R_EVENTS) */
+    int r_entered;         /* of them since the lend */
     uint64_t lent_loads;
 };
 
 /* Lending's events after the ring's 2K: "lent memory free" (compute lane),
- * "lent copies done" (H2D lane), then one per entry in flight. */
-#define R_EVENTS 16
+ * "lent copies done" (H2D lane), one per entry copy in flight, one per entry
+ * decode (the history, R_EVENTS long: see struct ork_streamer). */
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
@@ -85,8 +95,9 @@ static int ev_free(const ork_streamer *s, int slot) { return s->ev0 + 2 * slot +
 static int ev_rfree(const ork_streamer *s) { return s->ev0 + 2 * s->K; }
 static int ev_rdone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 1; }
 static int ev_rc(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + seq % R_EVENTS; }
+static int ev_rd(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + R_EVENTS + seq % R_EVENTS; }
 
-int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 2 + R_EVENTS; }
+int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 2 + 2 * R_EVENTS; }
 
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
@@ -487,7 +498,22 @@ static ork_status r_fill(ork_streamer *s) {
         size_t off, len = entry_bytes(s, b);
         if (!fifo_place(s, align_up(len), &off)) break;
         ork_ce_set_tag(s->ce, b);
-        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rfree(s)));
+        /* the bytes' last readers: the decodes of the entered entries it overlaps
+         * (the newest of them is enough: the compute lane is in order), or, for
+         * bytes no entry has held since the lend, the owner (the lend's record) */
+        int wait = -1;
+        for (int h = 0; h < s->r_nhist; h++) {
+            int i = (s->r_dseq - 1 - h) % R_EVENTS;
+            if (s->r_hist[i].off < off + align_up(len) && off < s->r_hist[i].off + s->r_hist[i].len) {
+                wait = s->r_hist[i].seq;
+                break; /* newest first */
+            }
+        }
+        /* bytes an entry older than the history may have held: its decode came
+         * before the oldest remembered one's, so that one covers it */
+        if (wait < 0 && s->r_entered > R_EVENTS) wait = s->r_dseq - R_EVENTS;
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rfree(s))); /* complete after the first copies: free */
+        if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rd(s, wait)));
         ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->lend + off, s->host[b], len));
         s->r_ev[x] = s->r_seq++;
         ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rc(s, s->r_ev[x])));
@@ -519,7 +545,14 @@ static ork_status r_enter(ork_streamer *s, int x) {
     } else {
         ORK_TRY(ork_ce_copy_d2d(s->ce, ORK_LANE_COMPUTE, s->slot[slot], src, s->bytes[b]));
     }
-    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rfree(s)));
+    int i = s->r_dseq % R_EVENTS;
+    s->r_hist[i].off = s->r_off[x];
+    s->r_hist[i].len = align_up(entry_bytes(s, b));
+    s->r_hist[i].seq = s->r_dseq;
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rd(s, s->r_dseq)));
+    s->r_dseq++;
+    s->r_entered++;
+    if (s->r_nhist < R_EVENTS) s->r_nhist++;
     s->content[slot] = b;
     s->loads++;
     s->lent_loads++;
@@ -544,6 +577,7 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
     s->lend_bytes = bytes;
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rfree(s))); /* free from here */
     r_drop(s);
+    s->r_nhist = s->r_entered = 0; /* no entry has held these bytes since: the lend's record covers them */
     if (!s->nv) return ORK_OK;
     /* the next pass's first loads, as the last pass's visits predict them */
     assign(s);

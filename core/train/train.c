@@ -1280,8 +1280,13 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (in.guidance_host) ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->gd, &in.guidance));
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
     ORK_TRY(grads_lend(j));
-    if (k + 1 < j->p->train.steps * accum_of(j)) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
-    return ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out);
+    /* ORAKUL_INPUTS_AHEAD=0 (bench A/B): built on this thread once the backward is enqueued */
+    const char *ia = getenv("ORAKUL_INPUTS_AHEAD");
+    int ahead = k + 1 < j->p->train.steps * accum_of(j), thread = !(ia && !strcmp(ia, "0"));
+    if (ahead && thread) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
+    ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
+    if (ahead && !thread) j->in_st = inputs_build(j, k + 1, &j->in_next);
+    return ORK_OK;
 }
 
 static ork_status setup_schedule(job *j) {
