@@ -147,11 +147,11 @@ int ork_streamer_n_events(int n_slots);
  * a lower block, those whose block its slot does not still hold) are copied
  * into it back to back — a FIFO of coded blocks, raw ones as they are —
  * without waiting for a free slot, and each is decoded into its slot on the
- * compute lane when entered. Copying starts at once for the visits of the
- * last pass (the next pass keeps them when it begins with the same visits), so
- * the step's tail moves the next forward's first loads; neither a slot's FREE
- * nor a decode holds up the copies (the forward pass, bound by the link, then
- * runs at the link's rate; a decode took the SMs either way). Memory smaller
+ * compute lane when entered. Copying starts at the pass's first enter (any
+ * block), after the model's own set-up: a pageable upload queues behind every
+ * H2D copy issued before it. Neither a slot's FREE nor a decode holds up the
+ * copies (the forward pass, bound by the link, then runs at the link's rate;
+ * a decode took the SMs either way). Memory smaller
  * than the largest block (or too few events) is not taken: a no-op. Slots hold
  * the same bytes either way. */
 ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes);
