@@ -1,12 +1,15 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's ninth session (two-level codecs):
-# 1. `SEED_CASES="seed:1280:512:24 seed:1280:1024:24" bash bench/run_open_gpu.sh seed`
-#    (fp32 LoRA masters, coded per plan; never measured coded: 2.113 / 2.831 s uncoded);
-# 2. `TRAINABLE_CASES=f1:16 bash bench/run_open_gpu.sh trainable` with the two-level
-#    codecs (0.853 s with `always` under the 16-bit codec); compute-sanitizer memcheck on
-#    stream_wcodec_cuda with the two-level decoder (its tests passed at 5a3d07a; memcheck
-#    ran only on the helper's scratch harness).
+# numbers are missing). Still open after 2026-11-30's tenth session (lane trace, inputs built
+# ahead, lent gradients; its last two fixes b5be5a3 and b754636 were never run on the device):
+# 1. `STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh seed:128:512:0 seed:128:512:24 f1:0 f1:16`
+#    then `ORAKUL_STREAM_SELECT=even STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh seed:128:512:24`
+#    (the trace should show no gap between pass begin and block 0; predicted ≈ 0.73 s / 0.92);
+# 2. `DETERM_CASES="seed:128:512:0 seed:128:512:24" bash bench/run_open_gpu.sh determ`
+#    (bitwise with the gradients lent at full size) and `bash bench/run_open_gpu.sh tests`;
+# 3. `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
+#    (inputs built ahead; 1.448 s in the ninth session, link-bound) and the fp32 LoRA runs
+#    `SEED_CASES="seed:1280:512:24 seed:1280:1024:24"` (never measured coded).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;

@@ -168,6 +168,14 @@ static void job_free(job *j) {
         }
         ork_zero_destroy(j->zero);
     }
+    for (int i = 0; j->grad_pool && i < j->n_params; i++) { /* headers over the pool (ork_graph_set_grad_pool) */
+        ork_tensor *gr = j->pt[i]->grad;
+        if (gr && gr->owner == ORK_OWN_EXTERN && (uint8_t *)gr->base >= (uint8_t *)j->grad_pool &&
+            (uint8_t *)gr->base < (uint8_t *)j->grad_pool + j->grad_pool_bytes) {
+            free(gr);
+            j->pt[i]->grad = NULL;
+        }
+    }
     free(j->zp_first);
     free(j->zp_list);
     for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
