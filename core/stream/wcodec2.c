@@ -231,6 +231,23 @@ static inline uint32_t w2_group_words(const uint8_t *raw, uint64_t i0, unsigned 
 /* The same for bytes: ct[byte] = its 5-bit code, bit 5 set for an L1 escape. */
 static inline uint32_t w2_group_bytes(const uint8_t *raw, uint64_t i0, unsigned m, const uint8_t ct[256], uint32_t w[5]) {
     uint32_t esc = 0;
+    if (m == ORK_WCODEC8_GROUP) { /* a whole group: 8 values a code word, a u64 load each, constant shifts */
+        for (unsigned h = 0; h < 4; h++) {
+            uint64_t v8;
+            memcpy(&v8, raw + i0 + 8 * h, 8);
+            uint32_t acc = 0, hi = 0, e = 0;
+            for (unsigned r = 0; r < 8; r++) {
+                unsigned cd = ct[(v8 >> (8 * r)) & 0xffu];
+                acc |= (uint32_t)(cd & 15u) << (4 * r);
+                hi |= ((cd >> 4) & 1u) << r;
+                e |= (uint32_t)(cd >> 5) << r;
+            }
+            w[h] = acc;
+            w[4] |= hi << (8 * h);
+            esc |= e << (8 * h);
+        }
+        return esc;
+    }
     for (unsigned q = 0; q < m; q++) {
         unsigned cd = ct[raw[i0 + q]];
         w[q / 8] |= (uint32_t)(cd & 15u) << (4 * (q % 8));
@@ -250,9 +267,11 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
         l1t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? x : ORK_WCODEC2_L1_ESC);
         l2t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? 0 : x < ORK_WCODEC2_TABLE ? x - ORK_WCODEC2_L1_ESC : ORK_WCODEC2_L2_ESC);
     }
+    uint8_t l2b[256]; /* bytes: a value's L2 code straight from the byte */
     for (unsigned v = 0; v < 256; v++) {
         unsigned l1 = l1t[(v >> 2) & 31u];
         ct[v] = (uint8_t)((l1 & 1u) << 3 | (v >> 7) << 2 | (v & 3u) | (l1 >> 1) << 4 | (l1 == ORK_WCODEC2_L1_ESC) << 5);
+        l2b[v] = l2t[(v >> 2) & 31u];
     }
     uint8_t *sm = j->sm, *code = j->code, *tile_l2 = j->tile_l2, *l2 = j->l2, *tile_l3 = j->tile_l3, *l3 = j->l3;
     int word = j->word;
@@ -272,11 +291,20 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
                 uint32_t esc = word == 2 ? w2_group_words(raw, i0, m, l1t, sm, w) : w2_group_bytes(raw, i0, m, ct, w);
                 memcpy(code + 4 * gw * g, w, 4 * gw);
                 /* the escapes' L2 codes (and L3 classes), in value order */
-                for (; esc; esc &= esc - 1) {
-                    unsigned cls = w2_class_of(raw, i0 + (unsigned)__builtin_ctz(esc), word), v2 = l2t[cls];
-                    w2_put3(&b, v2);
-                    n2++;
-                    if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)cls;
+                if (word == 1) {
+                    for (; esc; esc &= esc - 1) {
+                        unsigned byte = raw[i0 + (unsigned)__builtin_ctz(esc)], v2 = l2b[byte];
+                        w2_put3(&b, v2);
+                        n2++;
+                        if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)((byte >> 2) & 31u);
+                    }
+                } else {
+                    for (; esc; esc &= esc - 1) {
+                        unsigned cls = w2_class_of(raw, i0 + (unsigned)__builtin_ctz(esc), word), v2 = l2t[cls];
+                        w2_put3(&b, v2);
+                        n2++;
+                        if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)cls;
+                    }
                 }
             }
             w2_flush(&b);
