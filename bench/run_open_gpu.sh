@@ -2,9 +2,9 @@
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
 # numbers are missing). Still open after 2026-11-30's tenth session (lane trace, inputs built
 # ahead, lent gradients; its last two fixes b5be5a3 and b754636 were never run on the device):
-# 1. `STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh seed:128:512:0 seed:128:512:24 f1:0 f1:16`
-#    then `ORAKUL_STREAM_SELECT=even STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh seed:128:512:24`
-#    (the trace should show no gap between pass begin and block 0; predicted ≈ 0.73 s / 0.92);
+# 1. `bash bench/run_open_gpu.sh lend` (~8 min: fp8 r128 AUTO and even, FLUX.1-dev 16 GiB, each
+#    with its resident run; the trace should show no gap between pass begin and block 0;
+#    predicted ≈ 0.73 s / 0.92 for fp8 r128);
 # 2. `DETERM_CASES="seed:128:512:0 seed:128:512:24" bash bench/run_open_gpu.sh determ`
 #    (bitwise with the gradients lent at full size) and `bash bench/run_open_gpu.sh tests`;
 # 3. `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
@@ -29,6 +29,7 @@
 #   codec   model.stream_compression never vs auto (CODEC_CASES)
 #   tests   ctest -L gpu (with ORK_SHARED_DIR=.carry/shared for the TAEF1 weights)
 #   quant   bench_quant speed in a CUDA build (done: docs/quant.md)
+#   lend    the lent gradients' efficiency rows, each streamed run beside its resident one (LEND_CASES)
 #   perc    the perceptual bench's whole-loss row (issue #9 §5)
 # Usage: bash bench/run_open_gpu.sh [phase ...]   (default: seed determ);
 # carry [".gpu-deps", ".carry"] (.carry: torch_flux_ref.py, taef1/, shared/assets/taef1).
@@ -79,6 +80,18 @@ for ph in "${phases[@]}"; do
             c=${cm%:*}; m=${cm##*:}
             STREAM_COMPRESSION=$m STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} \
               bash bench/stream/run_gpu.sh $c | grep -E "^==|streaming|faster|peak"; done ;;
+  lend)   # the lent gradients (tenth session), the efficiency rows: each LEND_CASES "<resident>,<streamed>[,<select>]"
+          # run as resident then streamed in this call (STEPS=6, the lane trace summarised); prints
+          # resident / streamed (steps 2-6 median / the streaming line) = the issue's efficiency
+          for rs in ${LEND_CASES:-seed:128:512:0,seed:128:512:24 seed:128:512:0,seed:128:512:24,even f1:0,f1:16}; do
+            IFS=, read -r rc sc sel <<< "$rs"
+            STEPS=6 bash bench/stream/run_gpu.sh $rc 2>&1 | grep -E "^== "
+            r=$(grep -hE "^step [2-6]/6 " "$(ls -t $OUT/*.log | head -1)" | grep -oE "[0-9.]+ s/it" | sort -n | sed -n 3p | cut -d' ' -f1)
+            o=$(ORAKUL_STREAM_SELECT=${sel:-} STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh $sc 2>&1 | grep -v "attention:")
+            echo "$o" | grep -E "^==|streaming (measured|loads|waits)|window|forward|backward|tail"
+            st=$(echo "$o" | grep -oE "measured over [0-9]+ steps: [0-9.]+" | grep -oE "[0-9.]+$")
+            echo "== $sc${sel:+ ($sel)} against $rc: resident $r s, streamed $st s, efficiency $(python3 -c "print(round($r/$st, 3))" 2>/dev/null)"
+          done ;;
   perc)   OUT=$OUT/perc STEPS=5 LIMIT=200 bash bench/perceptual/run_gpu.sh bench 2>&1 | tail -12 ;;
   *)      echo "unknown phase $ph" ;;
   esac

@@ -61,7 +61,6 @@ struct ork_streamer {
     int r_first, r_next;   /* lent visits r_first.. (kind 1) copied up to r_next, not yet entered */
     int r_last;            /* the last one copied (-1: none): the FIFO's head */
     size_t *r_off;         /* [cap] a lent visit's offset in the lent memory */
-    int *r_block;          /* [cap] its block when copied */
     int *r_ev;             /* [cap] its copy's event */
     int r_seq;             /* entries copied so far: event ev_rc(r_seq % R_EVENTS) */
     /* the entries entered (decoded) last: a copy into their bytes waits for the
@@ -210,7 +209,6 @@ void ork_streamer_destroy(ork_streamer *s) {
     free(s->vis);
     free(s->kind);
     free(s->r_off);
-    free(s->r_block);
     free(s->r_ev);
     free(s);
 }
@@ -526,7 +524,6 @@ static ork_status r_fill(ork_streamer *s) {
         s->r_ev[x] = s->r_seq++;
         ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rc(s, s->r_ev[x])));
         s->r_off[x] = off;
-        s->r_block[x] = b;
         s->r_last = x;
         s->r_next = x + 1;
         s->h2d += len;
@@ -615,11 +612,9 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
         if (k) s->kind = k;
         size_t *ro = realloc(s->r_off, (size_t)n * sizeof *ro);
         if (ro) s->r_off = ro;
-        int *rb = realloc(s->r_block, (size_t)n * sizeof *rb);
-        if (rb) s->r_block = rb;
         int *re = realloc(s->r_ev, (size_t)n * sizeof *re);
         if (re) s->r_ev = re;
-        if (!v || !k || !ro || !rb || !re) return ORK_E_NOMEM;
+        if (!v || !k || !ro || !re) return ORK_E_NOMEM;
         s->cap = n;
     }
     s->nv = 0;
