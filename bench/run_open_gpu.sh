@@ -88,7 +88,7 @@ for ph in "${phases[@]}"; do
             STEPS=6 bash bench/stream/run_gpu.sh $rc 2>&1 | grep -E "^== "
             r=$(grep -hE "^step [2-6]/6 " "$(ls -t $OUT/*.log | head -1)" | grep -oE "[0-9.]+ s/it" | sort -n | sed -n 3p | cut -d' ' -f1)
             o=$(ORAKUL_STREAM_SELECT=${sel:-} STEPS=6 TRACE=1 bash bench/stream/run_gpu.sh $sc 2>&1 | grep -v "attention:")
-            echo "$o" | grep -E "^==|streaming (measured|loads|waits)|window|forward|backward|tail"
+            echo "$o" | grep -E "^==|streaming (measured|loads|waits)|window|forward|backward|tail|start"
             st=$(echo "$o" | grep -oE "measured over [0-9]+ steps: [0-9.]+" | grep -oE "[0-9.]+$")
             echo "== $sc${sel:+ ($sel)} against $rc: resident $r s, streamed $st s, efficiency $(python3 -c "print(round($r/$st, 3))" 2>/dev/null)"
           done ;;

@@ -62,7 +62,7 @@ def main():
         ms = ents
         t_turn = ents[turns(ents)][3]
         wins = {"forward": (s0, t_turn), "backward": (t_turn, end), "tail": (end, s1)}
-        st = {"step": s1 - s0, "blocks": []}
+        st = {"step": s1 - s0, "blocks": [], "start": (ents[0][3] - s0) if ents else 0.0}
         for name, (w0, w1) in wins.items():
             busy_c, busy_d, lw = (overlap(lane[k], w0, w1) for k in (0, 1, 2))
             st[name] = dict(dur=w1 - w0, cwait=overlap(cwait, w0, w1), copy=busy_c, decode=busy_d, lwait=lw,
@@ -85,6 +85,8 @@ def main():
         g = lambda k: med(lambda s: s[w][k])
         print(f"  {w:9s} {g('dur'):6.1f}  {g('cwait'):12.1f}  {g('copy'):9.1f} {g('decode'):7.1f} {g('lwait'):9.1f}"
               f" {g('idle'):6.1f} {g('d2h'):6.1f}")
+    # the model's set-up: long when its uploads queue behind H2D copies (docs/streaming.md §2a)
+    print(f"  forward start: pass begin -> first block {med(lambda s: s['start']):.1f}")
     names = {-2: "pass end", -3: "norm", -4: "optimizer enqueued", -5: "next step", -6: "inputs up", -1: "pass begin"}
     keys = steps[0]["tail_parts"].keys()
     if all(s["tail_parts"].keys() == keys for s in steps):
