@@ -67,10 +67,9 @@ struct ork_streamer {
      * decode of the newest one it overlaps — not for the last decode enqueued,
      * which with the host ahead of the device would hold the lane back to the
      * compute's pace (a FIFO of one) */
-    struct { size_t off, len; int seq; } r_hist[R_EVENTS];
-    int r_nhist;           /* entered since the lend, capped at R_EVENTS (r_hist is a ring by r_dseq) */
+    struct { size_t off, len; } r_hist[R_EVENTS]; /* entry r_dseq - 1 - h at (r_dseq - 1 - h) % R_EVENTS */
     int r_dseq;            /* entries entered so far: event ev_rd(r_dseq % R_EVENTS) */
-    int r_entered;         /* of them since the lend */
+    int r_entered;         /* of them since the lend (the history holds min(this, R_EVENTS)) */
     int r_go;              /* this pass's FIFO has started: copies are issued from the first enter on,
                             * after the model's pass set-up — its pageable uploads queue behind
                             * whatever H2D copies precede them (54 ms measured behind a FIFO) */
@@ -83,8 +82,10 @@ struct ork_streamer {
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
+static size_t align_up(size_t n) { return (n + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
+
 void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec) {
-    size_t off = (*size + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    size_t off = align_up(*size);
     rec->offset = off;
     rec->data_bytes = data_bytes;
     rec->scale_offset = scale_bytes ? (off + data_bytes + 15) / 16 * 16 : off + data_bytes;
@@ -145,7 +146,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
         if (!o->streamed[b]) continue;
         s->streamed[b] = 1;
         s->n_streamed++;
-        size_t need = (o->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+        size_t need = align_up(o->block_bytes[b]);
         if (!need) need = ORK_STREAM_ALIGN;
         s->bytes[b] = o->block_bytes[b];
         if (o->block_bytes[b] > s->slot_bytes) s->slot_bytes = o->block_bytes[b];
@@ -154,7 +155,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
             size_t want = 0;
             for (int c = b; c < o->n_blocks; c++) {
                 if (!o->streamed[c]) continue;
-                size_t nc = (o->block_bytes[c] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+                size_t nc = align_up(o->block_bytes[c]);
                 if (!nc) nc = ORK_STREAM_ALIGN;
                 if (want && want + nc > chunk) break;
                 want += nc;
@@ -219,7 +220,7 @@ int ork_streamer_is_streamed(const ork_streamer *s, int block) {
 
 size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio) {
     size_t b = (size_t)((double)slot_bytes * max_ratio);
-    return (b + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
+    return align_up(b);
 }
 
 /* Piece q of block b: its raw bytes start at (q - pfirst[b]) x piece. */
@@ -450,7 +451,6 @@ static ork_status issue(ork_streamer *s) {
 
 /* ---- lending -------------------------------------------------------------- */
 
-static size_t align_up(size_t n) { return (n + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
 /* What a block's lent entry holds: its coded bytes, or its raw ones. */
 static size_t entry_bytes(const ork_streamer *s, int b) { return s->coded[b] ? s->coded[b] : s->bytes[b]; }
 
@@ -508,10 +508,11 @@ static ork_status r_fill(ork_streamer *s) {
          * (the newest of them is enough: the compute lane is in order), or, for
          * bytes no entry has held since the lend, the owner (the lend's record) */
         int wait = -1;
-        for (int h = 0; h < s->r_nhist; h++) {
+        int nhist = s->r_entered < R_EVENTS ? s->r_entered : R_EVENTS;
+        for (int h = 0; h < nhist; h++) {
             int i = (s->r_dseq - 1 - h) % R_EVENTS;
             if (s->r_hist[i].off < off + align_up(len) && off < s->r_hist[i].off + s->r_hist[i].len) {
-                wait = s->r_hist[i].seq;
+                wait = s->r_dseq - 1 - h;
                 break; /* newest first */
             }
         }
@@ -553,11 +554,9 @@ static ork_status r_enter(ork_streamer *s, int x) {
     int i = s->r_dseq % R_EVENTS;
     s->r_hist[i].off = s->r_off[x];
     s->r_hist[i].len = align_up(entry_bytes(s, b));
-    s->r_hist[i].seq = s->r_dseq;
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rd(s, s->r_dseq)));
     s->r_dseq++;
     s->r_entered++;
-    if (s->r_nhist < R_EVENTS) s->r_nhist++;
     s->content[slot] = b;
     s->loads++;
     s->lent_loads++;
@@ -582,7 +581,7 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
     s->lend_bytes = bytes;
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rfree(s))); /* free from here */
     r_drop(s);
-    s->r_nhist = s->r_entered = 0; /* no entry has held these bytes since: the lend's record covers them */
+    s->r_entered = 0; /* no entry has held these bytes since: the lend's record covers them */
     return ORK_OK;
 }
 
