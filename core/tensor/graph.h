@@ -75,6 +75,10 @@ void ork_graph_set_weight_fn(ork_graph *g, ork_weight_fn fn, void *ctx);
  * the trainer can lend while the gradients are dead (stream/streamer.h). */
 void ork_graph_set_grad_pool(ork_graph *g, void *base, size_t bytes);
 #define ORK_GRAD_ALIGN 256
+/* A parameter's gradient's bytes in the pool (F32, ORK_GRAD_ALIGN-rounded). */
+static inline size_t ork_grad_pool_bytes(int64_t numel) {
+    return ((size_t)numel * sizeof(float) + ORK_GRAD_ALIGN - 1) / ORK_GRAD_ALIGN * ORK_GRAD_ALIGN;
+}
 ork_status ork_graph_sync(ork_graph *g);
 
 /* Regions: everything made after begin (tensors, arena blocks, tape nodes) is

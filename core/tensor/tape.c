@@ -100,7 +100,7 @@ ork_status ork_grad_param(ork_graph *g, ork_tensor *t, float **buf) {
     if (!t || !t->requires_grad || !(t->flags & ORK_TF_PARAM)) return ORK_OK;
     if (!t->grad) {
         ork_tensor *gr;
-        size_t nb = ((size_t)ork_tensor_numel(t) * sizeof(float) + ORK_GRAD_ALIGN - 1) / ORK_GRAD_ALIGN * ORK_GRAD_ALIGN;
+        size_t nb = ork_grad_pool_bytes(ork_tensor_numel(t));
         if (g->grad_pool && g->grad_pool_used + nb <= g->grad_pool_bytes) { /* a header over the pool */
             ORK_TRY(ork_tensor_wrap(g->be->device, ORK_F32, t->ndim, t->shape, g->grad_pool + g->grad_pool_used, NULL, &gr));
             g->grad_pool_used += nb;

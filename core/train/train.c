@@ -1538,7 +1538,7 @@ static ork_status setup_grad_pool(job *j) {
     if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || (e && !strcmp(e, "0"))) return ORK_OK;
     size_t bytes = 0;
     for (int i = 0; i < j->n_params; i++)
-        bytes += ((size_t)ork_tensor_numel(j->pt[i]) * sizeof(float) + ORK_GRAD_ALIGN - 1) / ORK_GRAD_ALIGN * ORK_GRAD_ALIGN;
+        bytes += ork_grad_pool_bytes(ork_tensor_numel(j->pt[i]));
     if (!bytes) return ORK_OK;
     ORK_TRY(ork_alloc_get(j->alloc, bytes, "grads", &j->grad_pool));
     j->grad_pool_bytes = bytes;
