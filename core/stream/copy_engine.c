@@ -26,7 +26,7 @@ static ork_status cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *s
         double t1 = ce_now();
         ce->busy[lane][hdr != NULL] += t1 - t0;
         if (ce->trace)
-            fprintf(ce->trace, "%d %d %d %.4f %.4f\n", lane, hdr != NULL, ce->tag, 1e3 * (t0 - ce->t0), 1e3 * (t1 - ce->t0));
+            ork_ce_trace_line(ce, lane, hdr != NULL, ce->tag, 1e3 * (t0 - ce->t0), 1e3 * (t1 - ce->t0));
     }
     return st;
 }
@@ -139,7 +139,7 @@ static ork_status cpu_harvest(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
  * before it run later and are written when they run) */
 static ork_status cpu_mark(ork_copy_engine *ce, ork_lane lane) {
     double t = 1e3 * (ce_now() - ce->t0);
-    fprintf(ce->trace, "%d %d %d %.4f %.4f\n", (int)lane, ORK_CE_MARK, ce->tag, t, t);
+    ork_ce_trace_line(ce, (int)lane, ORK_CE_MARK, ce->tag, t, t);
     return ORK_OK;
 }
 

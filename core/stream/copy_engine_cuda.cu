@@ -44,7 +44,7 @@ static ork_status cu_fold(ork_copy_engine *ce, int upto) {
         if (ce->trace) {
             float a = 0;
             CE_TRY(cudaEventElapsedTime(&a, c->ref, p->a));
-            fprintf(ce->trace, "%d %d %d %.4f %.4f\n", p->lane, p->kind, p->tag, (double)a, (double)a + (double)ms);
+            ork_ce_trace_line(ce, p->lane, p->kind, p->tag, (double)a, (double)a + (double)ms);
         }
         c->t_head = (c->t_head + 1) % CE_TIMED;
         c->t_n--;

@@ -45,6 +45,11 @@ struct ork_copy_engine {
     void *priv;
 };
 
+/* One trace line (copy_engine.h, ork_ce_set_trace): times in ms from timing on. */
+static inline void ork_ce_trace_line(ork_copy_engine *ce, int lane, int kind, int tag, double t0_ms, double t1_ms) {
+    fprintf(ce->trace, "%d %d %d %.4f %.4f\n", lane, kind, tag, t0_ms, t1_ms);
+}
+
 #ifdef ORAKUL_HAVE_CUDA
 ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out);
 #endif
