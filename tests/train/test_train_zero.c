@@ -107,20 +107,35 @@ static int same_file(const char *oa, const char *ob, const char *leaf) {
     return tt_same_bytes(p, q);
 }
 
+/* A resident run and another of the same model in one temp root (tag): data,
+ * outputs and configs "resident" and `b`; the config F32-saved, `steps` steps,
+ * saves every `every`, `keep` kept, out = the resident's. 0 on success. */
+typedef struct ab_runs {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
+    tt_cfg c;
+} ab_runs;
+
+static int ab_setup(ab_runs *q, const char *tag, const char *b, int steps, int every, int keep) {
+    if (tt_setup(tag, q->root, sizeof q->root) != 0) return -1;
+    tt_fmt(q->data, sizeof q->data, "%s/data", q->root);
+    tt_fmt(q->oa, sizeof q->oa, "%s/resident", q->root);
+    tt_fmt(q->ob, sizeof q->ob, "%s/%s", q->root, b);
+    tt_fmt(q->ca, sizeof q->ca, "%s/resident.yaml", q->root);
+    tt_fmt(q->cb, sizeof q->cb, "%s/%s.yaml", q->root, b);
+    q->c = tt_cfg_default(q->oa, q->data);
+    q->c.steps = steps;
+    q->c.save_every = every;
+    q->c.keep = keep;
+    q->c.dtype = "float32";
+    return 0;
+}
+
 /* Streamed == resident, 4 steps, no clipping; `wdt`: network.weight_dtype (NULL: F32). */
 static void equals_resident_case(const char *wdt) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
-    CU_ASSERT_FATAL(tt_setup("zero", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/resident", root);
-    tt_fmt(ob, sizeof ob, "%s/streamed", root);
-    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
-    tt_fmt(cb, sizeof cb, "%s/streamed.yaml", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 4;
-    c.save_every = 2;
-    c.keep = 4;
-    c.dtype = "float32";
+    ab_runs q;
+    CU_ASSERT_FATAL(ab_setup(&q, "zero", "streamed", 4, 2, 4) == 0);
+    char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
+    tt_cfg c = q.c;
     if (wdt) c.wdt = wdt;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
     c.out = ob;
@@ -131,7 +146,7 @@ static void equals_resident_case(const char *wdt) {
     CU_ASSERT(same_losses(oa, 0, ob, 4));
     CU_ASSERT(same_file(oa, ob, "000000002"));
     CU_ASSERT(same_file(oa, ob, "000000004"));
-    tt_rm_rf(root);
+    tt_rm_rf(q.root);
 }
 static void test_streamed_equals_resident(void) { equals_resident_case(NULL); }
 /* BF16 LoRA parameters updated with stochastic rounding (NUMERICS.md §4): the
@@ -182,18 +197,11 @@ static void test_stream_trainable_state_key(void) {
  * gives the resident run's losses and LoRA, and the log says what travelled
  * coded — on the CPU nothing (F32 weights do not shrink: all raw). */
 static void test_stream_compression_key(void) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], p[1200];
-    CU_ASSERT_FATAL(tt_setup("zero_codec", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/resident", root);
-    tt_fmt(ob, sizeof ob, "%s/coded", root);
-    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
-    tt_fmt(cb, sizeof cb, "%s/coded.yaml", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 3;
-    c.save_every = 3;
-    c.keep = 2;
-    c.dtype = "float32";
+    ab_runs q;
+    char p[1200];
+    CU_ASSERT_FATAL(ab_setup(&q, "zero_codec", "coded", 3, 3, 2) == 0);
+    char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
+    tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1,
@@ -210,7 +218,7 @@ static void test_stream_compression_key(void) {
 #else
     CU_ASSERT(tt_file_has(p, "all travel raw"));
 #endif
-    tt_rm_rf(root);
+    tt_rm_rf(q.root);
 }
 
 /* The LoRA gradients lent to the streamer between backward passes (train.c
@@ -219,18 +227,11 @@ static void test_stream_compression_key(void) {
  * without gradient accumulation — the resident run's losses, LoRA files and
  * state exactly, and the log says loads went through the lent memory. */
 static void lent_case(int accum) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], p[1200];
-    CU_ASSERT_FATAL(tt_setup("zero_lend", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/resident", root);
-    tt_fmt(ob, sizeof ob, "%s/lent", root);
-    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
-    tt_fmt(cb, sizeof cb, "%s/lent.yaml", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 4;
-    c.save_every = 2;
-    c.keep = 4;
-    c.dtype = "float32";
+    ab_runs q;
+    char p[1200];
+    CU_ASSERT_FATAL(ab_setup(&q, "zero_lend", "lent", 4, 2, 4) == 0);
+    char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
+    tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0.02", accum) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0.02", accum,
@@ -256,7 +257,7 @@ static void lent_case(int accum) {
     CU_ASSERT(lent > 0);
     if (!(lent > 0)) printf("  %s: no load went through the lent gradients' memory\n", ob);
     free(e);
-    tt_rm_rf(root);
+    tt_rm_rf(q.root);
 }
 static void test_lent_grads(void) { lent_case(1); }
 static void test_lent_grads_accumulated(void) { lent_case(2); }
