@@ -1,12 +1,14 @@
 /* bench/stream/bench_wcodec_speed.c — the transit codecs' CPU encoder speed
  * (the streamer codes every streamed block once, before step 1: `coded in N s`
- * in the log). Gaussian weights (sigma 0.05) as BF16 and as E5M2 (per-value
- * rounding toward zero, enough for the exponent statistics), each coded by
+ * in the log). Gaussian weights (sigma 0.05) as BF16 and as E5M2 (the
+ * numerics library's conversions, saturating), each coded by
  * the codec the streamer picks for it (the two-level ones), with 1..T threads,
  * best of 3; prints the sizing and encode rates and an FNV-1a hash of the coded
  * bytes (an encoder change must keep it). The output buffer is touched once
  * first, as the streamer's reused scratch is.
  * Usage: bench_wcodec_speed [MiB (default 256)] [max threads (default: all)] */
+#include "numerics/fp8.h"
+#include "numerics/half.h"
 #include "numerics/quantize.h" /* ork_numerics_threads */
 #include "stream/wcodec.h"
 
@@ -35,16 +37,12 @@ static void fill(uint8_t *raw, size_t n, int word) {
     for (size_t i = 0; i < n; i++) {
         double u1 = ((double)(xs(&x) >> 11) + 0.5) / 9007199254740992.0, u2 = (double)(xs(&x) >> 11) / 9007199254740992.0;
         float g = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * 0.05);
-        uint32_t b;
-        memcpy(&b, &g, 4);
         if (word == 2) {
-            raw[2 * i] = (uint8_t)(b >> 16);
-            raw[2 * i + 1] = (uint8_t)(b >> 24);
+            uint16_t h = ork_f32_to_bf16(g);
+            raw[2 * i] = (uint8_t)h;
+            raw[2 * i + 1] = (uint8_t)(h >> 8);
         } else {
-            int e = (int)((b >> 23) & 0xffu) - 127 + 15;
-            uint8_t v = (uint8_t)((b >> 24) & 0x80u);
-            if (e > 0 && e < 31) v |= (uint8_t)(e << 2) | (uint8_t)((b >> 21) & 3u);
-            raw[i] = v;
+            raw[i] = ork_f32_to_e5m2(g, ORK_FP8_SATFINITE);
         }
     }
 }
