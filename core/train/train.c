@@ -140,6 +140,7 @@ typedef struct job {
     pthread_t in_thread;    /* builds in_next (micro_step) */
     int in_running;
     ork_status in_st;
+    int inputs_sync;        /* ORAKUL_INPUTS_AHEAD=0 (bench A/B): built on the main thread, after the backward's enqueue */
     void *grad_pool;        /* the LoRA gradients, one region lent to the streamer between steps */
     size_t grad_pool_bytes;
     int grads_dead;         /* no gradient is live (set at the optimizer step; the loss zeroes them) */
@@ -147,6 +148,11 @@ typedef struct job {
 } job;
 
 static void inputs_free(step_inputs *si);
+/* A bench switch set to "0" (ORAKUL_STREAM_LEND, ORAKUL_INPUTS_AHEAD). */
+static int env_zero(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
 static int grads_lent(const job *j);
 static ork_status grads_lend(job *j);
 
@@ -1288,9 +1294,7 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (in.guidance_host) ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->gd, &in.guidance));
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
     ORK_TRY(grads_lend(j));
-    /* ORAKUL_INPUTS_AHEAD=0 (bench A/B): built on this thread once the backward is enqueued */
-    const char *ia = getenv("ORAKUL_INPUTS_AHEAD");
-    int ahead = k + 1 < j->p->train.steps * accum_of(j), thread = !(ia && !strcmp(ia, "0"));
+    int ahead = k + 1 < j->p->train.steps * accum_of(j), thread = !j->inputs_sync;
     if (ahead && thread) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
     ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
     if (ahead && !thread) j->in_st = inputs_build(j, k + 1, &j->in_next);
@@ -1417,8 +1421,7 @@ static ork_status make_plan(job *j, ork_device dev) {
                                      j->p->train.gradient_checkpointing && !j->dist;
     /* the LoRA gradients lent to the forward's loads (setup_grad_pool): not with
      * data parallelism or accumulation (then only the first micro-batch's forward) */
-    const char *le = getenv("ORAKUL_STREAM_LEND");
-    in.lend_grads = !j->dist && j->p->train.gradient_accumulation_steps <= 1 && !(le && !strcmp(le, "0"));
+    in.lend_grads = !j->dist && j->p->train.gradient_accumulation_steps <= 1 && !env_zero("ORAKUL_STREAM_LEND");
     /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
      * unset, densest first when predicted faster by more than ORK_SELECT_MARGIN */
     const char *sel = getenv("ORAKUL_STREAM_SELECT");
@@ -1534,8 +1537,7 @@ static void setup_times_report(const double *t) {
  * never wait for a slot. Not with data parallelism (its flat buffer holds the
  * gradients). ORAKUL_STREAM_LEND=0 (bench) turns it off. */
 static ork_status setup_grad_pool(job *j) {
-    const char *e = getenv("ORAKUL_STREAM_LEND");
-    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || (e && !strcmp(e, "0"))) return ORK_OK;
+    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || env_zero("ORAKUL_STREAM_LEND")) return ORK_OK;
     size_t bytes = 0;
     for (int i = 0; i < j->n_params; i++)
         bytes += ork_grad_pool_bytes(ork_tensor_numel(j->pt[i]));
@@ -1895,6 +1897,7 @@ static ork_status train_loop(job *j) {
 static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) {
     memset(j, 0, sizeof *j);
     j->in_cur.k = j->in_next.k = -1;
+    j->inputs_sync = env_zero("ORAKUL_INPUTS_AHEAD");
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);
