@@ -48,6 +48,8 @@ typedef struct inputs {
     int64_t B, N, T;
 } inputs;
 
+static int grid_h = 4; /* the token grid's rows (the fixtures' 16 tokens) */
+
 /* Upload the fixture inputs onto the graph (after a reset); grad: make
  * tokens, txt and vec leaves that require grad. */
 static ork_status make_inputs(ft_model *m, const ork_st_file *fx, int grad, inputs *in, ork_model_inputs *mi) {
@@ -83,8 +85,8 @@ static ork_status make_inputs(ft_model *m, const ork_st_file *fx, int grad, inpu
     mi->tokens = mt[0];
     mi->txt = mt[1];
     mi->vec = mt[2];
-    mi->h_tokens = 4; /* fixture grid "4x4" */
-    mi->w_tokens = 4;
+    mi->h_tokens = grid_h; /* fixture grid "4x4"; the rope case also reads it as 2x8 */
+    mi->w_tokens = 16 / grid_h;
     mi->timesteps_host = in->ts;
     mi->guidance_host = in->gd;
     return ORK_OK;
@@ -173,16 +175,23 @@ static int cmp_weight_grads(ft_model *m, const ork_st_file *fx) {
     return ok;
 }
 
-static void case_grads(const char *tag) {
+/* The fixture <tag>.safetensors (*fx) and the model of <tag>_bfl.safetensors,
+ * opened and loaded (its status; *fx NULL when the fixture did not open). */
+static ork_status open_case(const char *tag, ork_st_file **fx, ft_model *m) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.safetensors", FT_FIXTURES, tag);
-    ork_st_file *fx = NULL;
-    CU_ASSERT_FATAL(ork_st_open(path, &fx) == ORK_OK);
+    *fx = NULL;
+    if (ork_st_open(path, fx) != ORK_OK) return ORK_E_IO;
     snprintf(path, sizeof path, "%s/%s_bfl.safetensors", FT_FIXTURES, tag);
+    ork_status s = ft_open(path, NULL, m);
+    return s == ORK_OK ? ft_load(m) : s;
+}
+
+static void case_grads(const char *tag) {
+    ork_st_file *fx;
     ft_model m;
-    ork_status s = ft_open(path, NULL, &m);
-    CU_ASSERT_EQUAL(s, ORK_OK);
-    if (s == ORK_OK) s = ft_load(&m);
+    ork_status s = open_case(tag, &fx, &m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fx);
     CU_ASSERT_EQUAL(s, ORK_OK);
     if (s == ORK_OK) {
         CU_ASSERT(mark_weights(&m, fx) >= 10);
@@ -259,14 +268,10 @@ static void free_lora(lora_set *ls) {
 }
 
 static void case_lora(const char *tag) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.safetensors", FT_FIXTURES, tag);
-    ork_st_file *fx = NULL;
-    CU_ASSERT_FATAL(ork_st_open(path, &fx) == ORK_OK);
-    snprintf(path, sizeof path, "%s/%s_bfl.safetensors", FT_FIXTURES, tag);
+    ork_st_file *fx;
     ft_model m;
-    ork_status s = ft_open(path, NULL, &m);
-    if (s == ORK_OK) s = ft_load(&m);
+    ork_status s = open_case(tag, &fx, &m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fx);
     CU_ASSERT_EQUAL(s, ORK_OK);
     lora_set ls = {0};
     if (s == ORK_OK) s = attach_lora(&m, fx, &ls);
@@ -384,16 +389,12 @@ static ork_status runner_grads(ft_model *m, const ork_st_file *fx, ork_runner *r
 }
 
 static void case_runner(const char *tag) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.safetensors", FT_FIXTURES, tag);
-    ork_st_file *fx = NULL;
-    CU_ASSERT_FATAL(ork_st_open(path, &fx) == ORK_OK);
-    snprintf(path, sizeof path, "%s/%s_bfl.safetensors", FT_FIXTURES, tag);
+    ork_st_file *fx;
     ft_model m;
     ork_runner *r = NULL;
     lora_set ls = {0};
-    ork_status s = ft_open(path, NULL, &m);
-    if (s == ORK_OK) s = ft_load(&m);
+    ork_status s = open_case(tag, &fx, &m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fx);
     if (s == ORK_OK) s = attach_lora(&m, fx, &ls);
     CU_ASSERT_EQUAL_FATAL(s, ORK_OK);
     mark_weights(&m, fx);
@@ -461,6 +462,52 @@ static void case_runner(const char *tag) {
     printf("\n  ");
 }
 
+/* The RoPE table a training graph keeps across passes (flux_forward.c
+ * rope_table): a pass on another token grid (2x8 for 4x4, the same tokens)
+ * replaces it rather than reusing it, and the first grid's pass after that
+ * gives what it gave before; a repeated grid allocates nothing more. */
+static void case_rope_cache(const char *tag) {
+    ork_st_file *fx;
+    ft_model m;
+    CU_ASSERT_EQUAL_FATAL(open_case(tag, &fx, &m), ORK_OK);
+    static const int rows[5] = {4, 2, 4, 4, 2}, grad[5] = {1, 1, 1, 1, 0};
+    float *out[5] = {0};
+    size_t used[5] = {0}, n = 0;
+    inputs in;
+    for (int i = 0; i < 5; i++) {
+        ork_tensor *pred = NULL;
+        grid_h = rows[i];
+        CU_ASSERT_EQUAL_FATAL(forward(&m, fx, grad[i], &in, &pred), ORK_OK);
+        n = (size_t)ork_tensor_numel(pred);
+        out[i] = ft_host(m.g, pred);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out[i]);
+        CU_ASSERT_EQUAL(ork_graph_reset(m.g), ORK_OK);
+        used[i] = ork_alloc_in_use(m.alloc, NULL);
+    }
+    grid_h = 4;
+    /* kept: the same grid again costs nothing; replaced: the other grid's table takes its place */
+    CU_ASSERT_EQUAL(used[1], used[0]);
+    CU_ASSERT_EQUAL(used[3], used[2]);
+    CU_ASSERT_EQUAL(used[4], used[3]); /* a pass without the tape keeps nothing */
+    CU_ASSERT(!memcmp(out[2], out[0], n * sizeof *out[0]));
+    CU_ASSERT(!memcmp(out[3], out[0], n * sizeof *out[0]));
+    CU_ASSERT(memcmp(out[1], out[0], n * sizeof *out[0]) != 0); /* the grid matters: the case sees a change */
+    double d = 0, M = 0;
+    for (size_t k = 0; k < n; k++) {
+        d = fmax(d, fabs((double)out[1][k] - out[4][k]));
+        M = fmax(M, fabs((double)out[4][k]));
+    }
+    printf("\n    2x8 kept table vs built for the pass: max |diff| %.3g (max |pred| %.3g)", d, M);
+    CU_ASSERT(d <= 1e-6 * M);
+    for (int i = 0; i < 5; i++) free(out[i]);
+    ft_close(&m);
+    ork_st_close(fx);
+    printf("\n  ");
+}
+
+static void test_flux1_rope_cache(void) { case_rope_cache("flux1_small"); }
+static void test_flux2_rope_cache(void) { case_rope_cache("flux2_small"); }
+
 static void test_flux1_runner_ckpt(void) { case_runner("flux1_small"); }
 static void test_flux2_runner_ckpt(void) { case_runner("flux2_small"); }
 
@@ -473,6 +520,8 @@ static const ork_test_case cases[] = {
     {"flux1 diffusers checkpoint == BFL checkpoint", test_flux1_diffusers},
     {"flux1 runner: checkpointed step == straight backward", test_flux1_runner_ckpt},
     {"flux2 runner: checkpointed step == straight backward", test_flux2_runner_ckpt},
+    {"flux1 RoPE table kept across passes, replaced on a new grid", test_flux1_rope_cache},
+    {"flux2 RoPE table kept across passes, replaced on a new grid", test_flux2_rope_cache},
     {NULL, NULL},
 };
 #endif
@@ -487,6 +536,8 @@ static const ork_test_case gpu_cases[] = {
     {"flux1 diffusers checkpoint == BFL checkpoint on CUDA", test_flux1_diffusers},
     {"flux1 runner on CUDA: checkpointed step == straight backward", test_flux1_runner_ckpt},
     {"flux2 runner on CUDA: checkpointed step == straight backward", test_flux2_runner_ckpt},
+    {"flux1 RoPE table kept across passes on CUDA", test_flux1_rope_cache},
+    {"flux2 RoPE table kept across passes on CUDA", test_flux2_rope_cache},
     {NULL, NULL},
 };
 int main(void) {

@@ -187,11 +187,6 @@ static ork_status perc_create(const ork_host *host, const void *params, void **s
     return ORK_OK;
 }
 
-static int has_persistent(const ork_tensor_api *ta) {
-    return ta->abi.struct_size >= offsetof(ork_tensor_api, release) + sizeof ta->release && ta->persistent &&
-           ta->release;
-}
-
 static void perc_destroy(void *self) {
     perc *pc = self;
     if (!pc) return;
@@ -278,7 +273,7 @@ static ork_status upload(perc *pc, ork_graph *g, vgg_dev *d) {
     float m[3], a[3];
     for (int c = 0; c < 3; c++) { m[c] = 1.0f / std[c]; a[c] = -mean[c] / std[c]; }
     int64_t s3[3] = {3, 1, 1};
-    if (has_persistent(pc->ta)) {
+    if (ork_tensor_api_has_persistent(pc->ta)) {
         if (!pc->dev_ready) {
             TRY(pc->ta->persistent(g, ORK_F32, 3, s3, m, &pc->dmul));
             TRY(pc->ta->persistent(g, ORK_F32, 3, s3, a, &pc->dadd));

@@ -85,6 +85,12 @@ typedef struct flux_model {
     char **weight_names;
     /* Per-forward state (one forward at a time). */
     int T, N, h_tok, w_tok;
+    /* The RoPE table of the last token layout, kept on its device (tensor_api
+     * persistent) for the passes that follow: building it on the host and
+     * uploading it from pageable memory held every streamed forward's start
+     * 16 ms at 1024² (the lane trace, H200). Released in flux_destroy. */
+    ork_tensor *pe;
+    int pe_T, pe_h, pe_w;
 } flux_model;
 
 #define FLUX_LOG(f, lvl, ...) (f)->host->log((f)->host, (lvl), __VA_ARGS__)

@@ -41,12 +41,32 @@ static void timestep_embedding(const float *t, int B, float *out /* (B, 256) */)
 }
 
 /* Rope table (L, D/2, 2) of (cos, sin), text first. FLUX.1 ids: text 0,
- * image (0, row, col); FLUX.2 ids: text (0, 0, 0, l), image (0, h, w, 0). */
+ * image (0, row, col); FLUX.2 ids: text (0, 0, 0, l), image (0, h, w, 0).
+ * It depends only on the token layout: in training (a recording graph) it
+ * is kept on the device across passes (f->pe) where the core offers
+ * persistent tensors; sampling's graphs come and go and leave nothing. */
 static ork_status rope_table(flux_model *f, ork_graph *g, int T, int h, int w, ork_tensor **out) {
     const flux_cfg *c = &f->cfg;
+    const ork_tensor_api *ta = f->ta;
+    if (f->pe && f->pe_T == T && f->pe_h == h && f->pe_w == w && ta->device(f->pe) == ta->graph_device(g)) {
+        *out = f->pe;
+        return ORK_OK;
+    }
     int L = T + h * w, half = c->head_dim / 2;
     float *pe = malloc((size_t)L * half * 2 * sizeof *pe);
-    if (!pe) return ORK_E_NOMEM;
+    double *omega = calloc((size_t)half, sizeof *omega); /* axes that do not sum to head_dim: angle 0 */
+    int *axis = calloc((size_t)half, sizeof *axis);
+    if (!pe || !omega || !axis) {
+        free(pe);
+        free(omega);
+        free(axis);
+        return ORK_E_NOMEM;
+    }
+    for (int a = 0, j = 0; a < c->n_axes; a++)
+        for (int i = 0; i < c->axes[a] / 2; i++, j++) {
+            omega[j] = pow((double)c->theta, -2.0 * i / c->axes[a]);
+            axis[j] = a;
+        }
     for (int l = 0; l < L; l++) {
         double pos[4] = {0, 0, 0, 0};
         if (l >= T) {
@@ -56,20 +76,30 @@ static ork_status rope_table(flux_model *f, ork_graph *g, int T, int h, int w, o
         } else if (c->version == 2) {
             pos[3] = l;
         }
-        int j = 0;
-        for (int a = 0; a < c->n_axes; a++) {
-            int dim = c->axes[a];
-            for (int i = 0; i < dim / 2; i++, j++) {
-                double omega = pow((double)c->theta, -2.0 * i / dim);
-                double ang = pos[a] * omega;
-                pe[((size_t)l * half + j) * 2 + 0] = (float)cos(ang);
-                pe[((size_t)l * half + j) * 2 + 1] = (float)sin(ang);
-            }
+        for (int j = 0; j < half; j++) {
+            double ang = pos[axis[j]] * omega[j];
+            pe[((size_t)l * half + j) * 2 + 0] = (float)cos(ang);
+            pe[((size_t)l * half + j) * 2 + 1] = (float)sin(ang);
         }
     }
     int64_t shape[3] = {L, half, 2};
-    ork_status s = f->ta->from_host(g, ORK_F32, 3, shape, pe, out);
+    ork_status s;
+    if (ta->grad_enabled(g) && ork_tensor_api_has_persistent(ta)) {
+        ork_tensor *t = NULL;
+        s = ta->persistent(g, ORK_F32, 3, shape, pe, &t);
+        if (s == ORK_OK) {
+            if (f->pe) ta->release(f->pe);
+            f->pe = *out = t;
+            f->pe_T = T;
+            f->pe_h = h;
+            f->pe_w = w;
+        }
+    } else {
+        s = ta->from_host(g, ORK_F32, 3, shape, pe, out);
+    }
     free(pe);
+    free(omega);
+    free(axis);
     return s;
 }
 

@@ -62,6 +62,7 @@ static void flux_destroy(void *self) {
     flux_model *f = self;
     if (!f) return;
     if (f->src) f->st->close(f->src);
+    if (f->pe) f->ta->release(f->pe);
     flux_vae_free(f);
     for (int i = 0; i < f->n_weights; i++) free(f->weight_names[i]);
     for (int i = 0; i < f->n_blocks; i++) free(f->block_names[i]);

@@ -10,6 +10,7 @@
 #ifndef ORAKUL_TENSOR_H
 #define ORAKUL_TENSOR_H
 
+#include <stddef.h>       /* offsetof */
 #include <orakul/abi.h>   /* ork_abi, ork_status */
 #include <orakul/dtype.h> /* ork_dtype, ork_device */
 
@@ -63,6 +64,12 @@ typedef struct ork_tensor_api {
                              ork_tensor **out);
     void (*release)(ork_tensor *t); /* NULL is a no-op */
 } ork_tensor_api;
+
+/* Whether ta has persistent and release (a 1.x core from before they were appended does not). */
+static inline int ork_tensor_api_has_persistent(const ork_tensor_api *ta) {
+    return ta->abi.struct_size >= offsetof(ork_tensor_api, release) + sizeof ta->release && ta->persistent &&
+           ta->release;
+}
 
 #ifdef __cplusplus
 }
