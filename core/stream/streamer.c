@@ -74,11 +74,25 @@ struct ork_streamer {
                             * after the model's pass set-up — its pageable uploads queue behind
                             * whatever H2D copies precede them (54 ms measured behind a FIFO) */
     uint64_t lent_loads;
+    /* the next pass's first lent visit, copied ahead into the staging buffer at
+     * this pass's end, after its last ring load: the link idles there (the last
+     * backward blocks, the optimizer step, the next inputs) while the forward
+     * that follows starts behind it (a forward bound by the link, as lent loads
+     * are, gains one block's copy); decoded at enter like a lent entry */
+    int e_pred;            /* the last lent pass's first lent visit's block (the next one's, predicted), -1 */
+    int e_hint;            /* ork_streamer_next_lent: the pass after this one is lent (1) or not (0); -1:
+                            * as this one */
+    int e_lent;            /* this pass has lent visits */
+    int e_block;           /* the block copied ahead (-1: none) */
+    int e_x;               /* the visit that takes it (kind 2), -1 */
+    int e_wait;            /* its decode read the staging buffer: the next staging copy waits for it */
+    uint64_t early_loads;
 };
 
 /* Lending's events after the ring's 2K: "lent memory free" (compute lane),
  * "lent copies done" (H2D lane), one per entry copy in flight, one per entry
- * decode (the history, R_EVENTS long: see struct ork_streamer). */
+ * decode (the history, R_EVENTS long: see struct ork_streamer); then the
+ * copy ahead's "copied" (H2D lane) and "decoded" (compute lane). */
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
@@ -99,8 +113,10 @@ static int ev_rfree(const ork_streamer *s) { return s->ev0 + 2 * s->K; }
 static int ev_rdone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 1; }
 static int ev_rc(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + seq % R_EVENTS; }
 static int ev_rd(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + R_EVENTS + seq % R_EVENTS; }
+static int ev_ecopy(const ork_streamer *s) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS; }
+static int ev_edone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 3 + 2 * R_EVENTS; }
 
-int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 2 + 2 * R_EVENTS; }
+int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 4 + 2 * R_EVENTS; }
 
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
@@ -116,6 +132,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->ev0 = o->event_base;
     s->lend_ok = o->event_base + ork_streamer_n_events(o->n_slots) <= ork_ce_n_events(ce);
     s->r_last = -1;
+    s->e_pred = s->e_block = s->e_x = s->e_hint = -1;
     size_t nb = (size_t)o->n_blocks + 1;
     s->streamed = calloc(nb, 1);
     s->bytes = calloc(nb, sizeof *s->bytes);
@@ -256,6 +273,7 @@ void *ork_streamer_host(ork_streamer *s, int block) {
     /* the caller may write the region: no slot's copy of it counts as current */
     for (int k = 0; k < s->K; k++)
         if (s->content[k] == block) s->content[k] = -1;
+    if (s->e_block == block) s->e_block = -1; /* nor the bytes copied ahead */
     s->dirty[block] = 1;
     return s->host[block];
 }
@@ -408,11 +426,13 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     return ORK_OK;
 }
 
+static ork_status copy_ahead(ork_streamer *s);
+
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
-    if (s->kind[x]) { /* lent: copied by r_fill, decoded at enter */
+    if (s->kind[x]) { /* lent (copied by r_fill) or copied ahead: decoded at enter */
         s->issued++;
-        return ORK_OK;
+        return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
     }
     ork_ce_set_tag(s->ce, b); /* the lane trace's tag: the block loaded */
     if (s->content[slot] == b) {
@@ -422,8 +442,12 @@ static ork_status issue(ork_streamer *s) {
          * filled it) stands; a lent decode filled it on the compute lane itself. */
         s->reused++;
         s->issued++;
-        return ORK_OK;
+        return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
     } else {
+        if (s->coded[b] && s->e_wait) { /* the copy ahead's decode reads the staging buffer */
+            ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
+            s->e_wait = 0;
+        }
         if (s->coded[b]) {
             /* piece by piece through the staging buffer (the lane's previous decode has
              * read it: same lane, in order); the first piece's copy need not wait for
@@ -446,7 +470,7 @@ static ork_status issue(ork_streamer *s) {
     }
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
     s->issued++;
-    return ORK_OK;
+    return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
 }
 
 /* ---- lending -------------------------------------------------------------- */
@@ -454,9 +478,9 @@ static ork_status issue(ork_streamer *s) {
 /* What a block's lent entry holds: its coded bytes, or its raw ones. */
 static size_t entry_bytes(const ork_streamer *s, int b) { return s->coded[b] ? s->coded[b] : s->bytes[b]; }
 
-/* The first lent visit at or after x (x_turn: none left). */
+/* The first lent visit (kind 1) at or after x (x_turn: none left). */
 static int next_lent(const ork_streamer *s, int x) {
-    while (x < s->x_turn && !s->kind[x]) x++;
+    while (x < s->x_turn && s->kind[x] != 1) x++;
     return x < s->x_turn ? x : s->x_turn;
 }
 
@@ -533,6 +557,18 @@ static ork_status r_fill(ork_streamer *s) {
     return ORK_OK;
 }
 
+/* Block b's entry (its coded bytes, or its raw ones) at src on the device
+ * into its slot, on the compute lane. */
+static ork_status unpack(ork_streamer *s, int b, int slot, const uint8_t *src) {
+    if (!s->coded[b]) return ork_ce_copy_d2d(s->ce, ORK_LANE_COMPUTE, s->slot[slot], src, s->bytes[b]);
+    for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
+        size_t at;
+        (void)piece_raw(s, b, q, &at);
+        ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_COMPUTE, (uint8_t *)s->slot[slot] + at, src + s->poff[q], &s->phdr[q]));
+    }
+    return ORK_OK;
+}
+
 /* Enter a lent visit: wait for its copy, decode it (a raw block: copy it) from
  * the lent memory into its slot on the compute lane, free its bytes. */
 static ork_status r_enter(ork_streamer *s, int x) {
@@ -541,16 +577,7 @@ static ork_status r_enter(ork_streamer *s, int x) {
     if (x != s->r_first || x >= s->r_next)
         return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent visit %d (block %d) entered out of order", x, b);
     ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_rc(s, s->r_ev[x])));
-    const uint8_t *src = s->lend + s->r_off[x];
-    if (s->coded[b]) {
-        for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
-            size_t at;
-            (void)piece_raw(s, b, q, &at);
-            ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_COMPUTE, (uint8_t *)s->slot[slot] + at, src + s->poff[q], &s->phdr[q]));
-        }
-    } else {
-        ORK_TRY(ork_ce_copy_d2d(s->ce, ORK_LANE_COMPUTE, s->slot[slot], src, s->bytes[b]));
-    }
+    ORK_TRY(unpack(s, b, slot, s->lend + s->r_off[x]));
     int i = s->r_dseq % R_EVENTS;
     s->r_hist[i].off = s->r_off[x];
     s->r_hist[i].len = align_up(entry_bytes(s, b));
@@ -570,6 +597,42 @@ static void r_drop(ork_streamer *s) {
     s->r_last = -1;
 }
 
+/* At the pass's last ring issue (the H2D lane's last use of the staging buffer
+ * in this pass is queued): copy the next pass's first lent visit, as this
+ * pass's predicts it, into the staging buffer. A pass that turns out otherwise
+ * drops it (the lane's next staging copy follows it in order). */
+static ork_status copy_ahead(ork_streamer *s) {
+    int b = s->e_pred;
+    if (!(s->e_hint >= 0 ? s->e_hint : s->e_lent)) return ORK_OK; /* the next pass's loads take the ring */
+    if (b < 0 || !s->staging || s->e_block >= 0 || s->x_turn >= s->nv || entry_bytes(s, b) > s->staging_bytes)
+        return ORK_OK;
+    if (s->e_wait) { /* an entry copied ahead earlier was decoded from it: in flight on the compute lane */
+        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
+        s->e_wait = 0;
+    }
+    ork_ce_set_tag(s->ce, b);
+    ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b], entry_bytes(s, b)));
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ecopy(s)));
+    s->e_block = b;
+    s->h2d += entry_bytes(s, b);
+    s->raw += s->bytes[b];
+    return ORK_OK;
+}
+
+/* Enter the visit copied ahead: decode it from the staging buffer into its slot. */
+static ork_status e_enter(ork_streamer *s, int x) {
+    int b = s->vis[x].block, slot = slot_of(s, x);
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ecopy(s)));
+    ORK_TRY(unpack(s, b, slot, s->staging));
+    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_edone(s)));
+    s->e_wait = 1;
+    s->e_block = s->e_x = -1;
+    s->content[slot] = b;
+    s->loads++;
+    s->early_loads++;
+    return ORK_OK;
+}
+
 ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
     if (s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: memory lent during a pass");
     if (s->lend) return s->lend == dev ? ORK_OK : ORK_FAIL(ORK_E_INTERNAL, "streamer: memory lent twice");
@@ -587,7 +650,7 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
 
 ork_status ork_streamer_reclaim(ork_streamer *s) {
     if (!s->lend) return ORK_OK;
-    if (s->active && (s->r_first < s->r_next || next_lent(s, s->r_next) < s->x_turn))
+    if (s->active && (s->r_first < s->r_next || next_lent(s, s->r_next) < s->x_turn || s->e_x >= 0))
         return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent memory reclaimed before the pass's forward visits were entered");
     /* the compute lane's later work (the owner's) after every copy into it */
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rdone(s)));
@@ -595,11 +658,14 @@ ork_status ork_streamer_reclaim(ork_streamer *s) {
     s->lend = NULL;
     s->lend_bytes = 0;
     r_drop(s);
-    for (int x = 0; s->active && x < s->nv; x++) s->kind[x] = 0;
+    for (int x = 0; s->active && x < s->nv; x++)
+        if (s->kind[x] == 1) s->kind[x] = 0;
     return ORK_OK;
 }
 
 int ork_streamer_lent(const ork_streamer *s) { return s->lend != NULL; }
+
+void ork_streamer_next_lent(ork_streamer *s, int lent) { s->e_hint = lent ? 1 : 0; }
 
 /* ---- passes --------------------------------------------------------------- */
 
@@ -630,6 +696,16 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
     s->active = 1;
     assign(s);
     r_drop(s);
+    int x0 = next_lent(s, 0);
+    s->e_lent = x0 < s->x_turn;
+    if (s->e_lent) s->e_pred = s->vis[x0].block;
+    s->e_x = -1;
+    if (s->e_block >= 0 && x0 < s->x_turn && s->vis[x0].block == s->e_block) { /* copied ahead: as predicted */
+        s->kind[x0] = 2;
+        s->e_x = x0;
+    } else {
+        s->e_block = -1; /* not this pass's: the staging buffer's next copy overwrites it, in order */
+    }
     s->r_first = s->r_next = next_lent(s, 0);
     s->r_go = 0; /* the FIFO starts at the first enter (r_fill) */
     ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, ORK_STREAM_MARK_PASS_BEGIN));
@@ -661,7 +737,8 @@ ork_status ork_streamer_enter(ork_streamer *s, int block, void **dev) {
     s->left = s->vis[nxt].uses;
     int slot = slot_of(s, nxt);
     ork_ce_set_tag(s->ce, block);
-    if (s->kind[nxt]) ORK_TRY(r_enter(s, nxt));
+    if (s->kind[nxt] == 1) ORK_TRY(r_enter(s, nxt));
+    else if (s->kind[nxt] == 2) ORK_TRY(e_enter(s, nxt));
     else ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ready(s, slot)));
     *dev = s->slot[slot];
     return ORK_OK;
@@ -696,6 +773,7 @@ void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out) {
     out->staging_bytes = s->staging_bytes;
     out->reused = s->reused;
     out->lent_loads = s->lent_loads;
+    out->early_loads = s->early_loads;
     out->slot_bytes = s->n_streamed ? s->slot_bytes : 0;
     out->n_slots = s->n_streamed ? s->K : 0;
     out->n_streamed = s->n_streamed;

@@ -92,6 +92,7 @@ typedef struct ork_streamer_stats {
     uint64_t loads;      /* block loads issued (copies) */
     uint64_t reused;     /* visits whose block its slot still held: no copy */
     uint64_t lent_loads; /* of the loads, those through lent memory (ork_streamer_lend) */
+    uint64_t early_loads; /* of the loads, those copied ahead into the staging buffer at the pass before's end */
     uint64_t h2d_bytes;  /* bytes of them (coded bytes for coded blocks) */
     uint64_t raw_bytes;  /* the same loads' decoded bytes */
     int n_coded;         /* streamed blocks that travel coded */
@@ -151,7 +152,10 @@ int ork_streamer_n_events(int n_slots);
  * block), after the model's own set-up: a pageable upload queues behind every
  * H2D copy issued before it. Neither a slot's FREE nor a decode holds up the
  * copies (the forward pass, bound by the link, then runs at the link's rate;
- * a decode took the SMs either way). Memory smaller
+ * a decode took the SMs either way). The first of those loads, as the pass
+ * before predicts it, is copied ahead at that pass's end into the staging
+ * buffer (idle from its last ring load to the next pass's backward), where
+ * the link idles. Memory smaller
  * than the largest block (or too few events) is not taken: a no-op. Slots hold
  * the same bytes either way. */
 ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes);
@@ -161,5 +165,10 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes);
  * internal error. No-op when nothing is lent. */
 ork_status ork_streamer_reclaim(ork_streamer *s);
 int ork_streamer_lent(const ork_streamer *s);
+/* Whether the pass after the current one will be lent (its owner knows: the
+ * trainer lends only in a step's first micro-batch). Only then is that pass's
+ * first lent load copied ahead at this pass's end; without the word, a lent
+ * pass expects a lent one. */
+void ork_streamer_next_lent(ork_streamer *s, int lent);
 
 #endif

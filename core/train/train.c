@@ -126,7 +126,7 @@ typedef struct job {
     double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 copies, 1 decodes] seconds */
     double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
     FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
-    uint64_t ss_loads[2][3];    /* [mark] the streamer's loads, of them lent, visits reused */
+    uint64_t ss_loads[2][4];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -1295,6 +1295,8 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
     ORK_TRY(grads_lend(j));
     int ahead = k + 1 < j->p->train.steps * accum_of(j), thread = !j->inputs_sync;
+    if (j->grad_pool) /* the next micro-batch's forward is lent when it starts a step */
+        ork_streamer_next_lent(ork_wstore_streamer(j->ws), ahead && (k + 1) % accum_of(j) == 0);
     if (ahead && thread) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
     ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
     if (ahead && !thread) j->in_st = inputs_build(j, k + 1, &j->in_next);
@@ -1722,6 +1724,7 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
         j->ss_loads[e][0] = ss.loads;
         j->ss_loads[e][1] = ss.lent_loads;
         j->ss_loads[e][2] = ss.reused;
+        j->ss_loads[e][3] = ss.early_loads;
     }
     for (int l = 0; j->ss_timing && l < 2; l++)
         if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &j->ss_busy[e][l][0], &j->ss_busy[e][l][1]) != ORK_OK ||
@@ -1740,10 +1743,10 @@ static void stream_stats_report(job *j) {
                  "device->host %.2f GB/step (%.1f GB/s)", (long long)n, dt / (double)n, h / 1e9, h / 1e9 / (dt / (double)n),
                  d / 1e9, d / 1e9 / (dt / (double)n));
         if (ork_wstore_streamer(j->ws)) {
-            double q[3];
-            for (int k = 0; k < 3; k++) q[k] = (double)(j->ss_loads[1][k] - j->ss_loads[0][k]) / (double)n;
-            ORK_INFO("streaming loads: %.1f blocks per step (%.1f through the lent gradients' memory), %.1f visits "
-                     "found their block still in its slot", q[0], q[1], q[2]);
+            double q[4];
+            for (int k = 0; k < 4; k++) q[k] = (double)(j->ss_loads[1][k] - j->ss_loads[0][k]) / (double)n;
+            ORK_INFO("streaming loads: %.1f blocks per step (%.1f through the lent gradients' memory, %.1f copied ahead "
+                     "at the step before's end), %.1f visits found their block still in its slot", q[0], q[1], q[3], q[2]);
         }
         if (j->ss_timing) {
             double b[2][2], step_s = dt / (double)n;

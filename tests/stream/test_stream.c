@@ -474,23 +474,59 @@ static void test_streamer_lend(void) {
             lend_pass(s, order, 13, want, bytes, 7);
             ork_streamer_stats_get(s, &st1);
             CU_ASSERT_FALSE(ork_streamer_lent(s));
-            /* forward visits 1 2 4 5 6 (6 merged), the two in the slots reused: the other 3 lent */
-            CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads, 3);
+            /* forward visits 1 2 4 5 6 (6 merged), the two in the slots reused: the other 3 lent,
+             * the first of them (4) copied ahead at the pass before's end once a lent pass predicts it */
+            CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads + st1.early_loads - st0.early_loads, 3);
+            CU_ASSERT_EQUAL(st1.early_loads - st0.early_loads, (uint64_t)(k > 0 || step > 0));
             memset(mem, 0xdd, sizes[k]); /* the owner's backward writes it again */
         }
     }
+    /* the copy ahead (the last pass predicted 4) not taken by a pass whose first
+     * lent visit is another block (5), nor after its block was written: the
+     * slots hold the block's bytes either way */
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    int other[5] = {0, 5, 6, 6, 5};
+    ork_streamer_stats_get(s, &st0);
+    lend_pass(s, other, 5, want, bytes, 3);
+    ork_streamer_stats_get(s, &st1);
+    CU_ASSERT_EQUAL(st1.early_loads, st0.early_loads);
+    CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads, 2);
+    for (int k = 0; k < 2; k++) { /* the first predicts 1 (slots: 6 and 5), the second 4 again */
+        CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+        lend_pass(s, order, 13, want, bytes, 7);
+    }
+    uint8_t *h4 = ork_streamer_host(s, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h4);
+    for (size_t i = 0; i < bytes[4]; i++) { /* random bytes: block 4 now travels raw */
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        want[4][i] = h4[i] = (uint8_t)x;
+    }
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    ork_streamer_stats_get(s, &st0);
+    lend_pass(s, order, 13, want, bytes, 7);
+    ork_streamer_stats_get(s, &st1);
+    CU_ASSERT_EQUAL(st1.early_loads, st0.early_loads);
+    CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads, 3);
+    CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
+    lend_pass(s, order, 13, want, bytes, 7); /* 4 raw, copied ahead again: it fits the staging buffer */
+    ork_streamer_stats_get(s, &st0);
+    CU_ASSERT_EQUAL(st0.early_loads - st1.early_loads, (uint64_t)(bytes[4] <= st0.staging_bytes));
     /* a forward-only pass (all its visits lent); then one in the backward's order
      * (only its first visit is a forward one) */
     CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
     ork_streamer_stats_get(s, &st0);
     lend_pass(s, fwd, 7, want, bytes, -1);
     ork_streamer_stats_get(s, &st1);
-    CU_ASSERT(st1.lent_loads - st0.lent_loads >= 3);
+    CU_ASSERT(st1.lent_loads - st0.lent_loads + st1.early_loads - st0.early_loads >= 3);
     CU_ASSERT_EQUAL(ork_streamer_reclaim(s), ORK_OK);
     CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
     int back[6] = {6, 5, 4, 3, 2, 1};
-    lend_pass(s, back, 6, want, bytes, -1);
-    lend_pass(s, order, 13, want, bytes, 7);
+    lend_pass(s, back, 6, want, bytes, -1); /* copies 6 ahead for a pass like it */
+    ork_streamer_stats_get(s, &st0);
+    lend_pass(s, order, 13, want, bytes, 7); /* ... which this is not (its first lent visit is 4): dropped */
+    ork_streamer_stats_get(s, &st1);
+    CU_ASSERT_EQUAL(st1.early_loads, st0.early_loads);
+    CU_ASSERT_EQUAL(st1.lent_loads - st0.lent_loads, 3);
     /* the FIFO starts at the pass's first enter, not before (the model's set-up
      * between pass_begin and it uploads from pageable memory: copies queued ahead
      * would hold it back) */

@@ -235,7 +235,8 @@ static void lent_case(int accum) {
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0.02", accum) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0.02", accum,
-                                "layer_offloading: true\nlayer_offloading_transformer_percent: 1.0\n") == 0);
+                                "layer_offloading: true\nlayer_offloading_transformer_percent: 1.0\n"
+                                "stream_compression: always\n") == 0); /* coded: the staging buffer takes copies ahead */
     for (int k = 0; k < 2; k++) { /* rank 64 in both */
         const char *f = k ? cb : ca;
         char *t = tt_read_all(f, NULL), *r = t ? strstr(t, "linear: 16") : NULL;
@@ -256,6 +257,11 @@ static void lent_case(int accum) {
     double lent = l ? atof(l + strlen("blocks per step (")) : 0;
     CU_ASSERT(lent > 0);
     if (!(lent > 0)) printf("  %s: no load went through the lent gradients' memory\n", ob);
+    /* the next forward's first lent load, copied ahead into the staging buffer at each step's end */
+    char *ca_ = l ? strstr(l, "memory, ") : NULL;
+    double ahead = ca_ ? atof(ca_ + strlen("memory, ")) : 0;
+    CU_ASSERT(ahead > 0);
+    if (!(ahead > 0)) printf("  %s: no load was copied ahead: %.120s\n", ob, l ? l : "(no loads line)");
     free(e);
     tt_rm_rf(q.root);
 }
