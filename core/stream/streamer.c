@@ -9,6 +9,7 @@
 #include <time.h>
 
 #define R_EVENTS 16 /* lent entries in flight, and entered entries remembered */
+#define E_MAX 8     /* entries copied ahead */
 
 typedef struct visit {
     int block;
@@ -79,13 +80,20 @@ struct ork_streamer {
      * backward blocks, the optimizer step, the next inputs) while the forward
      * that follows starts behind it (a forward bound by the link, as lent loads
      * are, gains one block's copy); decoded at enter like a lent entry */
-    int e_pred;            /* the last lent pass's first lent visit's block (the next one's, predicted), -1 */
+    int e_pred[E_MAX];     /* the last lent pass's first lent visits' blocks (the next one's, predicted) */
+    int e_npred;
     int e_hint;            /* ork_streamer_next_lent: the pass after this one is lent (1) or not (0); -1:
                             * as this one */
     int e_lent;            /* this pass has lent visits */
-    int e_block;           /* the block copied ahead (-1: none) */
-    int e_x;               /* the visit that takes it (kind 2), -1 */
-    int e_wait;            /* its decode read the staging buffer: the next staging copy waits for it */
+    int e_n;               /* entries copied ahead, in visit order: the first in the staging buffer,
+                            * the rest in the ahead region (ork_streamer_set_ahead) */
+    int e_blk[E_MAX];
+    uint8_t *e_src[E_MAX];
+    int e_used, e_next;    /* this pass: of them taken (visits of kind 2), entered */
+    int e_wait;            /* a staging entry's decode read the buffer: the next staging copy waits for it */
+    uint8_t *a_mem;        /* the ahead region: the trainer's checkpoints (see set_ahead) */
+    size_t *a_off;         /* [a_n + 1] boundary i's first byte in it; [a_n]: its size */
+    int a_n;
     uint64_t early_loads;
 };
 
@@ -113,10 +121,27 @@ static int ev_rfree(const ork_streamer *s) { return s->ev0 + 2 * s->K; }
 static int ev_rdone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 1; }
 static int ev_rc(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + seq % R_EVENTS; }
 static int ev_rd(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 + R_EVENTS + seq % R_EVENTS; }
-static int ev_ecopy(const ork_streamer *s) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS; }
-static int ev_edone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 3 + 2 * R_EVENTS; }
+static int ev_ecopy(const ork_streamer *s, int i) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS + i; }
+static int ev_edone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS + E_MAX; }
+static int ev_eregion(const ork_streamer *s) { return s->ev0 + 2 * s->K + 3 + 2 * R_EVENTS + E_MAX; }
 
-int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 4 + 2 * R_EVENTS; }
+static ork_status e_drop(ork_streamer *s, int from);
+
+static ork_status set_region(ork_streamer *s, void *dev, const size_t *off, int n) {
+    free(s->a_off);
+    s->a_off = NULL;
+    s->a_mem = NULL;
+    s->a_n = 0;
+    if (!dev || n < 1 || !off) return ORK_OK;
+    s->a_off = malloc((size_t)(n + 1) * sizeof *s->a_off);
+    if (!s->a_off) return ORK_E_NOMEM;
+    memcpy(s->a_off, off, (size_t)(n + 1) * sizeof *off);
+    s->a_mem = dev;
+    s->a_n = n;
+    return ORK_OK;
+}
+
+int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 4 + 2 * R_EVENTS + E_MAX; }
 
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
@@ -132,7 +157,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->ev0 = o->event_base;
     s->lend_ok = o->event_base + ork_streamer_n_events(o->n_slots) <= ork_ce_n_events(ce);
     s->r_last = -1;
-    s->e_pred = s->e_block = s->e_x = s->e_hint = -1;
+    s->e_hint = -1;
     size_t nb = (size_t)o->n_blocks + 1;
     s->streamed = calloc(nb, 1);
     s->bytes = calloc(nb, sizeof *s->bytes);
@@ -212,6 +237,7 @@ void ork_streamer_destroy(ork_streamer *s) {
     for (int k = 0; s->slot && k < s->K; k++)
         if (s->slot[k]) ork_alloc_put(s->a, s->slot[k]);
     if (s->staging) ork_alloc_put(s->a, s->staging);
+    free(s->a_off);
     for (int i = 0; s->arena && i < s->n_arenas; i++) ork_ce_host_free(s->ce, s->arena[i]);
     free(s->streamed);
     free(s->bytes);
@@ -273,7 +299,8 @@ void *ork_streamer_host(ork_streamer *s, int block) {
     /* the caller may write the region: no slot's copy of it counts as current */
     for (int k = 0; k < s->K; k++)
         if (s->content[k] == block) s->content[k] = -1;
-    if (s->e_block == block) s->e_block = -1; /* nor the bytes copied ahead */
+    for (int i = 0; !s->active && i < s->e_n; i++) /* nor the bytes copied ahead, from it on */
+        if (s->e_blk[i] == block && e_drop(s, i) != ORK_OK) return NULL;
     s->dirty[block] = 1;
     return s->host[block];
 }
@@ -598,39 +625,99 @@ static void r_drop(ork_streamer *s) {
 }
 
 /* At the pass's last ring issue (the H2D lane's last use of the staging buffer
- * in this pass is queued): copy the next pass's first lent visit, as this
- * pass's predicts it, into the staging buffer. A pass that turns out otherwise
- * drops it (the lane's next staging copy follows it in order). */
+ * in this pass is queued): copy the next pass's first lent visits, as this
+ * pass's predict them, ahead — the first into the staging buffer, the next
+ * into the ahead region's tail from boundary m on while they fit, m past the
+ * last of their blocks (the next forward writes boundary m after block m - 1,
+ * entered after the entry's decode)
+ * and no lower than this pass's backward has read (its block m is enqueued).
+ * A pass that turns out otherwise drops them. */
 static ork_status copy_ahead(ork_streamer *s) {
-    int b = s->e_pred;
     if (!(s->e_hint >= 0 ? s->e_hint : s->e_lent)) return ORK_OK; /* the next pass's loads take the ring */
-    if (b < 0 || !s->staging || s->e_block >= 0 || s->x_turn >= s->nv || entry_bytes(s, b) > s->staging_bytes)
-        return ORK_OK;
-    if (s->e_wait) { /* an entry copied ahead earlier was decoded from it: in flight on the compute lane */
-        ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
-        s->e_wait = 0;
+    if (s->e_n || s->x_turn >= s->nv) return ORK_OK;
+    int first = 0, nreg = 0;
+    if (s->e_npred > 0 && s->staging && entry_bytes(s, s->e_pred[0]) <= s->staging_bytes) first = 1;
+    /* how many go to the region: the most whose bytes fit the tail above their last block */
+    if (s->a_mem && s->v >= s->x_turn) {
+        size_t need = 0;
+        for (int i = first; i < s->e_npred; i++) {
+            int b = s->e_pred[i], m = b + 1 > s->vis[s->v].block ? b + 1 : s->vis[s->v].block;
+            need += align_up(entry_bytes(s, b));
+            if (m > s->a_n || need > s->a_off[s->a_n] - s->a_off[m]) break;
+            nreg = i - first + 1;
+        }
     }
-    ork_ce_set_tag(s->ce, b);
-    ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b], entry_bytes(s, b)));
-    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ecopy(s)));
-    s->e_block = b;
-    s->h2d += entry_bytes(s, b);
-    s->raw += s->bytes[b];
+    int n = first + nreg;
+    size_t off = 0;
+    if (nreg) { /* the tail's last readers: the owner's work enqueued so far */
+        int b = s->e_pred[n - 1], m = b + 1 > s->vis[s->v].block ? b + 1 : s->vis[s->v].block;
+        off = s->a_off[m];
+        ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_eregion(s)));
+    }
+    for (int i = 0; i < n; i++) {
+        int b = s->e_pred[i];
+        size_t len = entry_bytes(s, b);
+        uint8_t *dst;
+        if (i < first) {
+            if (s->e_wait) { /* an entry decoded from it before: in flight on the compute lane */
+                ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
+                s->e_wait = 0;
+            }
+            dst = s->staging;
+        } else {
+            if (i == first) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_eregion(s)));
+            dst = s->a_mem + off;
+            off += align_up(len);
+        }
+        ork_ce_set_tag(s->ce, b);
+        ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, dst, s->host[b], len));
+        ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ecopy(s, i)));
+        s->e_blk[i] = b;
+        s->e_src[i] = dst;
+        s->e_n = i + 1;
+        s->h2d += len;
+        s->raw += s->bytes[b];
+    }
     return ORK_OK;
 }
 
-/* Enter the visit copied ahead: decode it from the staging buffer into its slot. */
+/* Drop the entries copied ahead from `from` on: the compute lane waits for the
+ * copies into the ahead region (its owner writes it there later); the staging
+ * buffer's next copy follows its copy on the lane. */
+static ork_status e_drop(ork_streamer *s, int from) {
+    for (int i = from; i < s->e_n; i++)
+        if (s->e_src[i] != s->staging) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ecopy(s, i)));
+    if (from < s->e_n) s->e_n = from;
+    if (s->e_used > s->e_n) s->e_used = s->e_n;
+    return ORK_OK;
+}
+
+/* Enter a visit copied ahead: decode it into its slot. */
 static ork_status e_enter(ork_streamer *s, int x) {
-    int b = s->vis[x].block, slot = slot_of(s, x);
-    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ecopy(s)));
-    ORK_TRY(unpack(s, b, slot, s->staging));
-    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_edone(s)));
-    s->e_wait = 1;
-    s->e_block = s->e_x = -1;
+    int b = s->vis[x].block, slot = slot_of(s, x), i = s->e_next;
+    if (i >= s->e_used || s->e_blk[i] != b)
+        return ORK_FAIL(ORK_E_INTERNAL, "streamer: visit %d (block %d) copied ahead, entered out of order", x, b);
+    ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_ecopy(s, i)));
+    ORK_TRY(unpack(s, b, slot, s->e_src[i]));
+    if (s->e_src[i] == s->staging) {
+        ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_edone(s)));
+        s->e_wait = 1;
+    }
+    if (++s->e_next == s->e_used) s->e_n = s->e_used = s->e_next = 0;
     s->content[slot] = b;
     s->loads++;
     s->early_loads++;
     return ORK_OK;
+}
+
+ork_status ork_streamer_set_ahead(ork_streamer *s, void *dev, const size_t *off, int n) {
+    if (s->active) return ORK_FAIL(ORK_E_INTERNAL, "streamer: ahead region set during a pass");
+    for (int i = 0; i < s->e_n; i++)
+        if (s->e_src[i] != s->staging) { /* copies into the old region: done before its owner takes it back */
+            ORK_TRY(e_drop(s, i));
+            break;
+        }
+    return set_region(s, dev, off, n);
 }
 
 ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
@@ -650,7 +737,7 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes) {
 
 ork_status ork_streamer_reclaim(ork_streamer *s) {
     if (!s->lend) return ORK_OK;
-    if (s->active && (s->r_first < s->r_next || next_lent(s, s->r_next) < s->x_turn || s->e_x >= 0))
+    if (s->active && (s->r_first < s->r_next || next_lent(s, s->r_next) < s->x_turn || s->e_next < s->e_used))
         return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent memory reclaimed before the pass's forward visits were entered");
     /* the compute lane's later work (the owner's) after every copy into it */
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_rdone(s)));
@@ -696,16 +783,18 @@ ork_status ork_streamer_pass_begin(ork_streamer *s, const int *order, int n) {
     s->active = 1;
     assign(s);
     r_drop(s);
-    int x0 = next_lent(s, 0);
-    s->e_lent = x0 < s->x_turn;
-    if (s->e_lent) s->e_pred = s->vis[x0].block;
-    s->e_x = -1;
-    if (s->e_block >= 0 && x0 < s->x_turn && s->vis[x0].block == s->e_block) { /* copied ahead: as predicted */
-        s->kind[x0] = 2;
-        s->e_x = x0;
-    } else {
-        s->e_block = -1; /* not this pass's: the staging buffer's next copy overwrites it, in order */
+    /* the entries copied ahead: taken while they match this pass's first lent visits */
+    int m = 0, np = 0;
+    for (int x = next_lent(s, 0); x < s->x_turn && np < E_MAX; x = next_lent(s, x + 1)) {
+        if (m == np && m < s->e_n && s->vis[x].block == s->e_blk[m]) m++;
+        s->e_pred[np++] = s->vis[x].block; /* the next pass's, predicted */
     }
+    s->e_lent = np > 0;
+    if (np) s->e_npred = np;
+    ORK_TRY(e_drop(s, m)); /* not this pass's */
+    s->e_used = m;
+    s->e_next = 0;
+    for (int x = next_lent(s, 0), i = 0; i < m; x = next_lent(s, x + 1), i++) s->kind[x] = 2;
     s->r_first = s->r_next = next_lent(s, 0);
     s->r_go = 0; /* the FIFO starts at the first enter (r_fill) */
     ORK_TRY(ork_ce_mark(s->ce, ORK_LANE_COMPUTE, ORK_STREAM_MARK_PASS_BEGIN));

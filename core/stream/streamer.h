@@ -165,6 +165,16 @@ ork_status ork_streamer_lend(ork_streamer *s, void *dev, size_t bytes);
  * internal error. No-op when nothing is lent. */
 ork_status ork_streamer_reclaim(ork_streamer *s);
 int ork_streamer_lent(const ork_streamer *s);
+/* Device memory the streamer may fill at a pass's end with the next pass's
+ * lent loads after the one the staging buffer takes: the trainer's
+ * checkpoints, n block boundaries laid out in order (boundary i from byte
+ * off[i], off[n] the end; ork_runner_checkpoint_pool). The tail from boundary
+ * m is dead from the backward's read of it (block m enqueued) until the next
+ * forward writes it (after block m - 1): loads of blocks up to m - 1 go there,
+ * m as low as the bytes allow, each decoded at its enter. Between passes;
+ * NULL: none (copies into the old memory complete before the compute lane's
+ * later work). */
+ork_status ork_streamer_set_ahead(ork_streamer *s, void *dev, const size_t *off, int n);
 /* Whether the pass after the current one will be lent (its owner knows: the
  * trainer lends only in a step's first micro-batch). Only then is that pass's
  * first lent load copied ahead at this pass's end; without the word, a lent

@@ -12,7 +12,7 @@
 /* A reusable persistent buffer and a header viewing it with the shape and
  * dtype of its current use; both persist across graph regions and steps. */
 typedef struct buf {
-    ork_tensor *store;  /* persistent allocation (1-D U8, cap bytes) */
+    ork_tensor *store;  /* persistent allocation (1-D U8, cap bytes), or a view into the runner's pool */
     size_t cap;
     ork_tensor *view;   /* header over store (ork_tensor_wrap), or NULL */
 } buf;
@@ -30,6 +30,8 @@ struct ork_runner {
     buf dgrad[2][ORK_CARRY_MAX];
     ork_block_hooks hk;
     int *order;           /* [2 * n_blocks] the pass's block order */
+    ork_tensor *pool;     /* the checkpoints as one allocation, boundary by boundary (ork_runner_pool_checkpoints) */
+    size_t *pool_off;     /* [n_blocks + 2] boundary i's first byte in it; [n_blocks + 1]: its size */
 };
 
 ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
@@ -45,7 +47,11 @@ ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable 
     r->ckpt = calloc((size_t)(info->n_blocks + 1) * ORK_CARRY_MAX, sizeof *r->ckpt);
     r->ckpt_n = calloc((size_t)(info->n_blocks + 1), sizeof *r->ckpt_n);
     r->order = calloc((size_t)(2 * info->n_blocks + 1), sizeof *r->order);
-    if (!r->ckpt || !r->ckpt_n || !r->order) { free(r->ckpt); free(r->ckpt_n); free(r->order); free(r); return ORK_E_NOMEM; }
+    r->pool_off = calloc((size_t)(info->n_blocks + 2), sizeof *r->pool_off);
+    if (!r->ckpt || !r->ckpt_n || !r->order || !r->pool_off) {
+        free(r->ckpt); free(r->ckpt_n); free(r->order); free(r->pool_off); free(r);
+        return ORK_E_NOMEM;
+    }
     *out = r;
     return ORK_OK;
 }
@@ -61,6 +67,8 @@ void ork_runner_destroy(ork_runner *r) {
     for (int i = 0; i < (r->info->n_blocks + 1) * ORK_CARRY_MAX; i++) buf_free(&r->ckpt[i]);
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->dgrad[k][j]);
+    ork_tensor_free(r->pool);
+    free(r->pool_off);
     free(r->ckpt);
     free(r->ckpt_n);
     free(r->order);
@@ -68,6 +76,59 @@ void ork_runner_destroy(ork_runner *r) {
 }
 
 void ork_runner_set_first_trainable(ork_runner *r, int block) { r->first_trainable = block; }
+
+/* Between steps only (every checkpoint is dead then). */
+ork_status ork_runner_pool_checkpoints(ork_runner *r) {
+    if (r->pool) return ORK_OK;
+    const int nb = r->info->n_blocks + 1;
+    size_t total = 0;
+    for (int i = 0; i < nb; i++) {
+        r->pool_off[i] = total;
+        for (int j = 0; j < ORK_CARRY_MAX; j++)
+            total += (r->ckpt[i * ORK_CARRY_MAX + j].cap + ORK_ALLOC_ALIGN - 1) / ORK_ALLOC_ALIGN * ORK_ALLOC_ALIGN;
+    }
+    r->pool_off[nb] = total;
+    if (!total) return ORK_OK;
+    ork_device dev = ORK_DEV_CPU;
+    for (int i = 0; i < nb * ORK_CARRY_MAX; i++)
+        if (r->ckpt[i].store) dev = r->ckpt[i].store->device;
+    /* the buffers go first: the pool reuses their memory under the budget */
+    size_t caps[ORK_CARRY_MAX];
+    for (int i = 0; i < nb; i++) {
+        for (int j = 0; j < ORK_CARRY_MAX; j++) caps[j] = r->ckpt[i * ORK_CARRY_MAX + j].cap;
+        for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->ckpt[i * ORK_CARRY_MAX + j]);
+        for (int j = 0; j < ORK_CARRY_MAX; j++) r->ckpt[i * ORK_CARRY_MAX + j].cap = caps[j]; /* re-viewed below */
+    }
+    int64_t n = (int64_t)total;
+    ork_status s = ork_tensor_new(r->a, "checkpoints", ORK_U8, 1, &n, 0, &r->pool);
+    for (int i = 0; i < nb; i++) {
+        size_t at = r->pool_off[i];
+        for (int j = 0; j < ORK_CARRY_MAX; j++) {
+            buf *b = &r->ckpt[i * ORK_CARRY_MAX + j];
+            int64_t c = (int64_t)b->cap;
+            if (s == ORK_OK && c)
+                s = ork_tensor_wrap(dev, ORK_U8, 1, &c, (uint8_t *)ork_tensor_data(r->pool) + at, "", &b->store);
+            if (s != ORK_OK || !c) b->cap = 0; /* allocated again at its next use */
+            at += (b->cap + ORK_ALLOC_ALIGN - 1) / ORK_ALLOC_ALIGN * ORK_ALLOC_ALIGN;
+        }
+    }
+    return s;
+}
+
+ork_status ork_runner_unpool_checkpoints(ork_runner *r) {
+    if (!r->pool) return ORK_OK;
+    for (int i = 0; i < (r->info->n_blocks + 1) * ORK_CARRY_MAX; i++) buf_free(&r->ckpt[i]);
+    ork_tensor_free(r->pool);
+    r->pool = NULL;
+    return ORK_OK;
+}
+
+int ork_runner_checkpoint_pool(const ork_runner *r, void **dev, const size_t **off) {
+    if (!r->pool) return 0;
+    *dev = ork_tensor_data(r->pool);
+    *off = r->pool_off;
+    return r->info->n_blocks + 1;
+}
 
 void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h) {
     if (h) r->hk = *h;

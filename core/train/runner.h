@@ -50,6 +50,18 @@ void ork_runner_destroy(ork_runner *r);
  * trainable weights; their input gradients are not needed). */
 void ork_runner_set_first_trainable(ork_runner *r, int block);
 
+/* The checkpoints as one allocation, laid out boundary by boundary (their
+ * sizes as the last step left them), so the dead ones at a pass's end form
+ * one region: the tail from boundary i is dead from the backward's read of
+ * boundary i (block i's recompute) until the next forward writes it (after
+ * block i - 1). Between steps only. A checkpoint that must grow later leaves
+ * its part of the pool unused; unpool (between steps) gives it all back. */
+ork_status ork_runner_pool_checkpoints(ork_runner *r);
+ork_status ork_runner_unpool_checkpoints(ork_runner *r);
+/* Pooled: *dev = the pool, (*off)[i] = boundary i's first byte, (*off)[n] its
+ * size; returns n, the boundaries (n_blocks + 1); 0 when not pooled. */
+int ork_runner_checkpoint_pool(const ork_runner *r, void **dev, const size_t **off);
+
 /* Install block hooks (copied); NULL removes them. */
 void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h);
 

@@ -144,6 +144,10 @@ typedef struct job {
     void *grad_pool;        /* the LoRA gradients, one region lent to the streamer between steps */
     size_t grad_pool_bytes;
     int grads_dead;         /* no gradient is live (set at the optimizer step; the loss zeroes them) */
+    /* the checkpoints pooled as the streamer's ahead region (ahead_region): the
+     * micro-batch shape they were sized for; off after a shape change */
+    int ckpt_sig[3], ckpt_pooled, ckpt_pool_off;
+    int ahead_off;          /* ORAKUL_STREAM_AHEAD=0 (bench A/B): nothing copied ahead */
     int short_warned;
 } job;
 
@@ -1261,6 +1265,36 @@ static void inputs_ahead(job *j, int64_t k) {
  * batch k + 1's build starts once these are up. Its noise alone is N·C normals
  * (0.8 M at FLUX.2's 512²): built in the step's tail, the device waited ~55 ms
  * for it each step (docs/PERF.md). */
+/* Lending with a coded streamer: from the second micro-step on, the
+ * checkpoints become one pool and their tail the streamer's ahead region (the
+ * next forward's lent loads after the staging buffer's, copied at the
+ * backward's end while the link idles). A micro-batch of another shape gives
+ * the pool back for good (a checkpoint that grows would hold both). */
+static ork_status ahead_region(job *j, int nb, int N, int T) {
+    ork_streamer *st = ork_wstore_streamer(j->ws);
+    if (!st || !j->grad_pool || j->ckpt_pool_off || j->ahead_off || !j->p->train.gradient_checkpointing)
+        return ORK_OK;
+    int sig[3] = {nb, N, T};
+    if (!j->ckpt_sig[0]) { /* this micro-step sizes the checkpoints */
+        memcpy(j->ckpt_sig, sig, sizeof sig);
+        return ORK_OK;
+    }
+    if (memcmp(sig, j->ckpt_sig, sizeof sig)) {
+        j->ckpt_pool_off = 1;
+        if (!j->ckpt_pooled) return ORK_OK;
+        ORK_TRY(ork_streamer_set_ahead(st, NULL, NULL, 0));
+        j->ckpt_pooled = 0;
+        return ork_runner_unpool_checkpoints(j->runner);
+    }
+    if (j->ckpt_pooled) return ORK_OK;
+    ORK_TRY(ork_runner_pool_checkpoints(j->runner));
+    j->ckpt_pooled = 1;
+    void *dev;
+    const size_t *off;
+    int n = ork_runner_checkpoint_pool(j->runner, &dev, &off);
+    return n ? ork_streamer_set_ahead(st, dev, off, n) : ORK_OK;
+}
+
 static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
     const int ctx = j->info.context_dim, T = j->T, C = j->info.token_channels;
     inputs_join(j);
@@ -1294,9 +1328,10 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (in.guidance_host) ORK_TRY(j->ta->from_host(j->g, ORK_F32, 1, &shb, si->gd, &in.guidance));
     if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_INPUTS));
     ORK_TRY(grads_lend(j));
+    ORK_TRY(ahead_region(j, nb, N, T));
     int ahead = k + 1 < j->p->train.steps * accum_of(j), thread = !j->inputs_sync;
     if (j->grad_pool) /* the next micro-batch's forward is lent when it starts a step */
-        ork_streamer_next_lent(ork_wstore_streamer(j->ws), ahead && (k + 1) % accum_of(j) == 0);
+        ork_streamer_next_lent(ork_wstore_streamer(j->ws), !j->ahead_off && ahead && (k + 1) % accum_of(j) == 0);
     if (ahead && thread) inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
     ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, loss_fn, &lc, loss_out));
     if (ahead && !thread) j->in_st = inputs_build(j, k + 1, &j->in_next);
@@ -1901,6 +1936,7 @@ static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) 
     memset(j, 0, sizeof *j);
     j->in_cur.k = j->in_next.k = -1;
     j->inputs_sync = env_zero("ORAKUL_INPUTS_AHEAD");
+    j->ahead_off = env_zero("ORAKUL_STREAM_AHEAD");
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);

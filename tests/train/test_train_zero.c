@@ -262,6 +262,7 @@ static void lent_case(int accum) {
     double ahead = ca_ ? atof(ca_ + strlen("memory, ")) : 0;
     CU_ASSERT(ahead > 0);
     if (!(ahead > 0)) printf("  %s: no load was copied ahead: %.120s\n", ob, l ? l : "(no loads line)");
+    printf("\n    %s: %.1f loads a step copied ahead", ob, ahead);
     free(e);
     tt_rm_rf(q.root);
 }
