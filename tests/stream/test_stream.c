@@ -419,6 +419,55 @@ static void lend_pass(ork_streamer *s, const int *order, int n, uint8_t **want, 
     CU_ASSERT_EQUAL(ork_streamer_pass_end(s), ORK_OK);
 }
 
+/* The lending tests' streamer: blocks 1, 4, 6 bf16 values of a few exponents
+ * (coded), 2, 5 random words (raw), 0 and 3 resident; want[] their bytes. */
+enum { LF_NBL = 7 };
+typedef struct lend_fix {
+    ork_alloc *a;
+    ork_copy_engine *ce;
+    ork_streamer *s;
+    ork_streamer_opts o;
+    uint8_t st[LF_NBL];
+    size_t bytes[LF_NBL];
+    uint8_t *want[LF_NBL];
+    uint64_t x; /* the generator, for more random bytes */
+} lend_fix;
+
+static void lend_fix_setup(lend_fix *f, ork_ce_cpu_mode mode, uint64_t seed, uint8_t tag) {
+    static const uint8_t st[LF_NBL] = {0, 1, 1, 0, 1, 1, 1};
+    static const size_t bytes[LF_NBL] = {0, 40000, 60002, 0, 30000, 50000, 20001};
+    memset(f, 0, sizeof *f);
+    memcpy(f->st, st, sizeof st);
+    memcpy(f->bytes, bytes, sizeof bytes);
+    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &f->a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(mode, ork_streamer_n_events(2), &f->ce), ORK_OK);
+    f->o = (ork_streamer_opts){.n_blocks = LF_NBL, .streamed = f->st, .block_bytes = f->bytes, .n_slots = 2, .compress = 1};
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(f->ce, f->a, &f->o, &f->s), ORK_OK);
+    uint64_t x = seed;
+    for (int b = 0; b < LF_NBL; b++) {
+        if (!st[b]) continue;
+        f->want[b] = malloc(bytes[b]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f->want[b]);
+        for (size_t i = 0; i + 1 < bytes[b]; i += 2) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            uint16_t w = (b == 2 || b == 5) ? (uint16_t)x : (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
+            f->want[b][i] = (uint8_t)w;
+            f->want[b][i + 1] = (uint8_t)(w >> 8);
+        }
+        if (bytes[b] & 1) f->want[b][bytes[b] - 1] = (uint8_t)(tag + b);
+        memcpy(ork_streamer_host(f->s, b), f->want[b], bytes[b]);
+    }
+    f->x = x;
+}
+
+static void lend_fix_free(lend_fix *f) {
+    ork_streamer_destroy(f->s);
+    ork_copy_engine_destroy(f->ce);
+    CU_ASSERT_EQUAL(ork_alloc_in_use(f->a, NULL), 0);
+    for (int b = 0; b < LF_NBL; b++) free(f->want[b]);
+    ork_alloc_destroy(f->a);
+}
+
 /* Lending (ork_streamer_lend): the forward's loads go through the lent memory
  * — copied from the pass's first enter, decoded (coded blocks) or copied
  * (raw ones) into the slot on the compute lane at enter — and every slot holds
@@ -427,31 +476,13 @@ static void lend_pass(ork_streamer *s, const int *order, int n, uint8_t **want, 
  * or many; a pass of another order; a forward-only pass; reclaim too
  * early refused; too small a loan not taken; fewer events: not taken. */
 static void test_streamer_lend(void) {
-    ork_alloc *a;
-    ork_copy_engine *ce;
-    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, ork_streamer_n_events(2), &ce), ORK_OK);
-    enum { NBL = 7 };
-    uint8_t st[NBL] = {0, 1, 1, 0, 1, 1, 1};
-    size_t bytes[NBL] = {0, 40000, 60002, 0, 30000, 50000, 20001};
-    ork_streamer_opts o = {.n_blocks = NBL, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
-    ork_streamer *s;
-    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
-    uint8_t *want[NBL] = {0};
-    uint64_t x = 88172645463325252ull;
-    for (int b = 0; b < NBL; b++) {
-        if (!st[b]) continue;
-        want[b] = malloc(bytes[b]);
-        for (size_t i = 0; i + 1 < bytes[b]; i += 2) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            /* blocks 1, 4, 6: bf16 values of a few exponents (coded); 2, 5: random words (raw) */
-            uint16_t w = (b == 2 || b == 5) ? (uint16_t)x : (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
-            want[b][i] = (uint8_t)w;
-            want[b][i + 1] = (uint8_t)(w >> 8);
-        }
-        if (bytes[b] & 1) want[b][bytes[b] - 1] = (uint8_t)(0x30 + b);
-        memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
-    }
+    lend_fix f;
+    lend_fix_setup(&f, ORK_CE_DEFERRED, 88172645463325252ull, 0x30);
+    enum { NBL = LF_NBL };
+    ork_streamer *s = f.s;
+    uint8_t **want = f.want, *st = f.st;
+    size_t *bytes = f.bytes;
+    uint64_t x = f.x;
     int order[13] = {0, 1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 2, 1}, fwd[7] = {0, 1, 2, 3, 4, 5, 6};
     lend_pass(s, order, 13, want, bytes, -1); /* codes 1, 4, 6 */
     ork_streamer_stats st0, st1;
@@ -555,23 +586,20 @@ static void test_streamer_lend(void) {
     CU_ASSERT_NOT_EQUAL(ork_streamer_reclaim(s), ORK_OK);
     CU_ASSERT_NOT_EQUAL(ork_streamer_lend(s, mem + 4096, 1 << 19), ORK_OK); /* during a pass */
     ork_log_set_level(ORK_LOG_INFO);
-    ork_streamer_destroy(s);
-    ork_copy_engine_destroy(ce);
+    ork_streamer_destroy(f.s);
+    ork_copy_engine_destroy(f.ce);
     /* an engine without lending's events: lend takes nothing, the passes work */
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 4, &ce), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 4, &f.ce), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(f.ce, f.a, &f.o, &f.s), ORK_OK);
+    s = f.s;
     for (int b = 0; b < NBL; b++)
         if (st[b]) memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
     lend_pass(s, order, 13, want, bytes, -1);
     CU_ASSERT_EQUAL(ork_streamer_lend(s, mem, 1 << 20), ORK_OK);
     CU_ASSERT_FALSE(ork_streamer_lent(s));
     lend_pass(s, order, 13, want, bytes, 7);
-    ork_streamer_destroy(s);
-    ork_copy_engine_destroy(ce);
-    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
-    for (int b = 0; b < NBL; b++) free(want[b]);
+    lend_fix_free(&f);
     free(mem);
-    ork_alloc_destroy(a);
 }
 
 /* The ahead region (ork_streamer_set_ahead): the trainer's checkpoints, here
@@ -584,30 +612,12 @@ static void test_streamer_lend(void) {
  * stops it. Both engine modes (EAGER: a copy too early shows; DEFERRED: a
  * missing wait). */
 static void ahead_case(ork_ce_cpu_mode mode) {
-    ork_alloc *a;
-    ork_copy_engine *ce;
-    CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(mode, ork_streamer_n_events(2), &ce), ORK_OK);
-    enum { NBL = 7, BND = NBL + 1, BB = 80000 };
-    uint8_t st[NBL] = {0, 1, 1, 0, 1, 1, 1};
-    size_t bytes[NBL] = {0, 40000, 60002, 0, 30000, 50000, 20001};
-    ork_streamer_opts o = {.n_blocks = NBL, .streamed = st, .block_bytes = bytes, .n_slots = 2, .compress = 1};
-    ork_streamer *s;
-    CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
-    uint8_t *want[NBL] = {0};
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int b = 0; b < NBL; b++) {
-        if (!st[b]) continue;
-        want[b] = malloc(bytes[b]);
-        for (size_t i = 0; i + 1 < bytes[b]; i += 2) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            uint16_t w = (b == 2 || b == 5) ? (uint16_t)x : (uint16_t)((x & 0x807f) | ((uint64_t)(120 + (x >> 40) % 6) << 7));
-            want[b][i] = (uint8_t)w;
-            want[b][i + 1] = (uint8_t)(w >> 8);
-        }
-        if (bytes[b] & 1) want[b][bytes[b] - 1] = (uint8_t)(0x40 + b);
-        memcpy(ork_streamer_host(s, b), want[b], bytes[b]);
-    }
+    lend_fix f;
+    lend_fix_setup(&f, mode, 0x9E3779B97F4A7C15ull, 0x40);
+    enum { NBL = LF_NBL, BND = NBL + 1, BB = 80000 };
+    ork_streamer *s = f.s;
+    uint8_t **want = f.want;
+    size_t *bytes = f.bytes;
     size_t off[BND + 1];
     for (int i = 0; i <= BND; i++) off[i] = (size_t)i * BB;
     uint8_t *grads = malloc(1 << 20), *ck = malloc(BND * BB);
@@ -649,13 +659,9 @@ static void ahead_case(ork_ce_cpu_mode mode) {
         if (e != want_e[step]) printf("\n    step %d: %llu copied ahead", step, (unsigned long long)e);
     }
     CU_ASSERT_EQUAL(clobbered, 0);
-    ork_streamer_destroy(s);
-    ork_copy_engine_destroy(ce);
-    CU_ASSERT_EQUAL(ork_alloc_in_use(a, NULL), 0);
-    for (int b = 0; b < NBL; b++) free(want[b]);
+    lend_fix_free(&f);
     free(grads);
     free(ck);
-    ork_alloc_destroy(a);
 }
 static void test_streamer_ahead(void) {
     ahead_case(ORK_CE_EAGER);
