@@ -1,14 +1,12 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's tenth session (lane trace, inputs built
-# ahead, lent gradients; its last two fixes b5be5a3 and b754636 were never run on the device):
-# 1. `bash bench/run_open_gpu.sh lend` (~8 min: fp8 r128 AUTO and even, FLUX.1-dev 16 GiB, each
-#    with its resident run; the trace should show no gap between pass begin and block 0;
-#    predicted ≈ 0.73 s / 0.92 for fp8 r128);
-# 2. `DETERM_CASES="seed:128:512:0 seed:128:512:24" bash bench/run_open_gpu.sh determ`
-#    (bitwise with the gradients lent at full size) and `bash bench/run_open_gpu.sh tests`;
-# 3. `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
-#    (inputs built ahead; 1.448 s in the ninth session, link-bound) and the fp32 LoRA runs
+# numbers are missing). Still open after 2026-11-30's eleventh session (RoPE table kept,
+# loads copied ahead into the staging buffer and the dead checkpoints):
+# 1. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` again (0.908 measured once;
+#    ORAKUL_STREAM_AHEAD=0 beside it for the A/B);
+# 2. zero.c issuing the next pass's first record loads at the pass's end, then
+#    `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
+#    (1.450 s, link-bound, 25.6 ms of H2D idle in the tail) and the fp32 LoRA runs
 #    `SEED_CASES="seed:1280:512:24 seed:1280:1024:24"` (never measured coded).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
