@@ -89,6 +89,9 @@ ork_status ork_runner_pool_checkpoints(ork_runner *r) {
     }
     r->pool_off[nb] = total;
     if (!total) return ORK_OK;
+    size_t caps_sum = 0, budget = ork_alloc_budget(r->a), used = ork_alloc_in_use(r->a, NULL);
+    for (int i = 0; i < nb * ORK_CARRY_MAX; i++) caps_sum += r->ckpt[i].store ? r->ckpt[i].cap : 0;
+    if (budget && used - caps_sum + total > budget) return ORK_E_BUDGET; /* the alignment's bytes do not fit: quietly not pooled */
     ork_device dev = ORK_DEV_CPU;
     for (int i = 0; i < nb * ORK_CARRY_MAX; i++)
         if (r->ckpt[i].store) dev = r->ckpt[i].store->device;

@@ -55,7 +55,9 @@ void ork_runner_set_first_trainable(ork_runner *r, int block);
  * one region: the tail from boundary i is dead from the backward's read of
  * boundary i (block i's recompute) until the next forward writes it (after
  * block i - 1). Between steps only. A checkpoint that must grow later leaves
- * its part of the pool unused; unpool (between steps) gives it all back. */
+ * its part of the pool unused; unpool (between steps) gives it all back.
+ * ORK_E_BUDGET, nothing changed and nothing logged, when the pool (their sizes
+ * aligned) would pass the allocator's budget. */
 ork_status ork_runner_pool_checkpoints(ork_runner *r);
 ork_status ork_runner_unpool_checkpoints(ork_runner *r);
 /* Pooled: *dev = the pool, (*off)[i] = boundary i's first byte, (*off)[n] its

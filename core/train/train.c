@@ -1287,7 +1287,12 @@ static ork_status ahead_region(job *j, int nb, int N, int T) {
         return ork_runner_unpool_checkpoints(j->runner);
     }
     if (j->ckpt_pooled) return ORK_OK;
-    ORK_TRY(ork_runner_pool_checkpoints(j->runner));
+    ork_status ps = ork_runner_pool_checkpoints(j->runner);
+    if (ps == ORK_E_BUDGET) { /* no room for the alignment: the copies ahead take the staging buffer only */
+        j->ckpt_pool_off = 1;
+        return ORK_OK;
+    }
+    ORK_TRY(ps);
     j->ckpt_pooled = 1;
     void *dev;
     const size_t *off;

@@ -293,6 +293,20 @@ static void test_streamed_equals_resident(void) {
             CU_ASSERT(got.loads > 0);
             toy_out_free(&got);
         }
+    /* the checkpoints pooled after the first step (ork_runner_pool_checkpoints), given
+     * back after the second, pooled again after the third: the same run, resident and
+     * streamed */
+    for (int k = 0; k < 2; k++) {
+        static const uint8_t all[NB] = {1, 1, 1, 1, 1, 1, 1, 1};
+        o = base_opts();
+        o.streamed = k ? all : NULL;
+        o.pool_after = 1u << 0 | 1u << 2;
+        o.unpool_after = 1u << 1;
+        run_ok(&o, &got);
+        same(&ref, &got, k ? "streamed, checkpoints pooled" : "checkpoints pooled");
+        CU_ASSERT(got.pool_ok);
+        toy_out_free(&got);
+    }
     toy_out_free(&ref);
 }
 

@@ -148,6 +148,7 @@ typedef struct toy_run_opts {
     int steps;
     int forward_only_check;   /* also run ork_runner_forward after training, into fwd_out */
     int compress;             /* streamed blocks travel coded (stream/wcodec.h) */
+    unsigned pool_after, unpool_after; /* bit k: pool / unpool the runner's checkpoints after step k */
 } toy_run_opts;
 
 typedef struct toy_run_out {
@@ -158,6 +159,7 @@ typedef struct toy_run_out {
     size_t n_fwd;
     uint64_t loads, h2d_bytes, raw_bytes;
     int n_coded;
+    int pool_ok;     /* every pooling gave n_blocks + 1 boundaries in order, ending at the pool's size */
 } toy_run_out;
 
 #define TOY_B 2
@@ -173,6 +175,7 @@ static ork_status toy_train(toy *m, const toy_run_opts *ro, toy_run_out *out) {
     ork_lora_net *ln = NULL;
     ork_runner *r = NULL;
     ork_model_vtable vt = {.begin = toy_begin, .block = toy_block};
+    out->pool_ok = 1;
     ork_status s = ork_alloc_create(be, 0, &a);
     ork_graph_opts go = {.act_dtype = ro->act_dt, .nthreads = 1};
     if (s == ORK_OK) s = ork_graph_create(be, a, &go, &g);
@@ -217,6 +220,21 @@ static ork_status toy_train(toy *m, const toy_run_opts *ro, toy_run_out *out) {
         if (s == ORK_OK && ro->act_dt != ORK_F32) s = ork_ops_table()->cast(g, t, ro->act_dt, &t);
         ork_model_inputs in = {.tokens = x, .h_tokens = 3, .w_tokens = 4};
         if (s == ORK_OK) s = ork_runner_step(r, &in, 1, toy_loss, t, &out->loss[step]);
+        if (s == ORK_OK && (ro->pool_after >> step & 1u)) {
+            s = ork_runner_pool_checkpoints(r);
+            void *dev = NULL;
+            const size_t *off = NULL;
+            int nbd = s == ORK_OK ? ork_runner_checkpoint_pool(r, &dev, &off) : 0;
+            int ok = nbd == m->info.n_blocks + 1 && dev && off[0] == 0;
+            for (int i = 0; ok && i < nbd; i++) ok = off[i] <= off[i + 1];
+            out->pool_ok &= ok && off[nbd] > 0;
+        }
+        if (s == ORK_OK && (ro->unpool_after >> step & 1u)) {
+            s = ork_runner_unpool_checkpoints(r);
+            void *dev = NULL;
+            const size_t *off = NULL;
+            if (ork_runner_checkpoint_pool(r, &dev, &off) != 0) out->pool_ok = 0;
+        }
         /* SGD: p -= lr * grad */
         for (int i = 0; s == ORK_OK && i < ork_lora_count(ln); i++) {
             ork_tensor *p2[2] = {ork_lora_at(ln, i)->down, ork_lora_at(ln, i)->up};
