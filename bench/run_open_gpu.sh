@@ -4,9 +4,10 @@
 # loads copied ahead into the staging buffer and the dead checkpoints):
 # 1. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` again (0.908 measured once;
 #    ORAKUL_STREAM_AHEAD=0 beside it for the A/B);
-# 2. zero.c issuing the next pass's first record loads at the pass's end, then
-#    `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
-#    (1.450 s, link-bound, 25.6 ms of H2D idle in the tail) and the fp32 LoRA runs
+# 2. zero.c's next-pass loads issued at the pass's end (written after the device time ran
+#    out): `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
+#    beside the same with ORAKUL_ZERO_AHEAD=0 (1.450 s, link-bound, 25.6 ms of H2D idle in
+#    the tail); then a determ run with the trainable state streamed (f1:12); the fp32 LoRA runs
 #    `SEED_CASES="seed:1280:512:24 seed:1280:1024:24"` (never measured coded).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):

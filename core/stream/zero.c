@@ -53,6 +53,12 @@ struct ork_zero {
                           * the data when there are none — never the state */
     size_t *step_start;  /* [n_blocks] the stepping visit loads [step_start, record
                           * end): data + state (the shadows are rewritten) */
+    /* the next pass's first K loads, issued at this pass's end as this pass's
+     * first visits predict them (the link idles from the last write-back through
+     * the step's tail otherwise); kept at pass_begin while they match */
+    int ahead;           /* ork_zero_set_ahead (default on) */
+    int pre_n;           /* loads issued ahead */
+    zvisit *pre;         /* [K] their visits */
 };
 
 static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
@@ -96,6 +102,8 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->hbad = calloc((size_t)nb + 1, sizeof *z->hbad);
+    z->pre = calloc((size_t)z->K + 1, sizeof *z->pre);
+    z->ahead = 1;
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
     z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
     z->wb_seq = calloc((size_t)nb + 1, sizeof *z->wb_seq);
@@ -104,7 +112,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
                      z->slot && z->hsum && z->hbad && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end &&
-                     z->step_start) ? ORK_OK : ORK_E_NOMEM;
+                     z->step_start && z->pre) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
     /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
@@ -190,6 +198,7 @@ void ork_zero_destroy(ork_zero *z) {
     for (int b = 0; z->host && b < z->o.n_blocks; b++)
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
+    free(z->pre);
     free(z->host); free(z->slot); free(z->hsum); free(z->hbad); free(z->slot_of); free(z->vis); free(z->fwd_end);
     free(z->step_start); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq);
     free(z);
@@ -197,7 +206,16 @@ void ork_zero_destroy(ork_zero *z) {
 
 const ork_zero_layout *ork_zero_get_layout(const ork_zero *z) { return &z->L; }
 void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z->host[b] : NULL; }
-ork_status ork_zero_sync(ork_zero *z) { return ork_ce_sync(z->ce); }
+/* The host may write the records next: loads issued ahead carry the old bytes. */
+ork_status ork_zero_sync(ork_zero *z) {
+    z->pre_n = 0;
+    return ork_ce_sync(z->ce);
+}
+
+void ork_zero_set_ahead(ork_zero *z, int on) {
+    z->ahead = on != 0;
+    if (!z->ahead) z->pre_n = 0;
+}
 double ork_zero_prev_norm(const ork_zero *z) { return z->prev_norm; }
 void ork_zero_set_prev_norm(ork_zero *z, double norm) {
     z->prev_norm = norm;
@@ -259,8 +277,14 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
             if (z->vis[w].block == b) { uses += z->vis[w].uses; if (w > v) last = 0; }
         z->vis[v].stepped = uses > 1 && last;
     }
-    z->v = -1; z->issued = 0; z->left = 0; z->active = 1;
-    while (z->issued < z->nv && z->issued < z->K) ORK_TRY(issue(z));
+    /* the loads issued ahead at the last pass's end: kept while they are this pass's */
+    int keep = 0;
+    while (keep < z->pre_n && keep < z->nv && z->vis[keep].block == z->pre[keep].block &&
+           z->vis[keep].stepped == z->pre[keep].stepped)
+        keep++;
+    z->pre_n = 0;
+    z->v = -1; z->issued = keep; z->left = 0; z->active = 1;
+    while (z->issued < z->nv && z->issued < z->K) ORK_TRY(issue(z)); /* a slot loaded ahead for nothing: again, in order */
     return ORK_OK;
 }
 
@@ -404,6 +428,16 @@ ork_status ork_zero_pass_end(ork_zero *z) {
     int v = z->v, nv = z->nv;
     z->active = 0;
     if (!ok) return ORK_FAIL(ORK_E_INTERNAL, "zero: pass ended after %d of %d block visits", v + 1, nv);
+    /* the next pass's first loads now, as this pass's first visits predict them:
+     * each follows its slot's write-back on the lanes, as at pass_begin */
+    z->pre_n = 0;
+    if (!z->ahead) return ORK_OK;
+    z->issued = 0;
+    while (z->issued < z->nv && z->issued < z->K) {
+        z->pre[z->issued] = z->vis[z->issued];
+        ORK_TRY(issue(z));
+    }
+    z->pre_n = z->issued;
     return ORK_OK;
 }
 

@@ -132,7 +132,12 @@ void *ork_zero_host(ork_zero *z, int block);
 /* After the host wrote parameter data (init, resume): the host records'
  * shadows from it, rounded as the device rounds them. */
 void ork_zero_refresh_shadows(ork_zero *z);
-ork_status ork_zero_sync(ork_zero *z);
+ork_status ork_zero_sync(ork_zero *z); /* also drops the loads issued ahead (the host may write) */
+/* At a pass's end, issue the next pass's first loads (its first visits as this
+ * pass's predict them: every training pass and forward pass starts alike), so
+ * the link works through the step's tail; pass_begin keeps those that match.
+ * On by default. */
+void ork_zero_set_ahead(ork_zero *z, int on);
 
 ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n);
 /* The block is about to run: the compute lane waits for its load; the

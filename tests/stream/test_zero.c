@@ -74,6 +74,7 @@ static void resident(sim *r, int steps, double max_norm, int rule, double *prev)
 }
 
 static int g_chunks; /* write-back chunks per slot (0: ORK_ZERO_CHUNKS_DEFAULT) */
+static int g_no_ahead; /* ork_zero_set_ahead(z, 0): the next pass's first loads at its pass_begin */
 static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
                     ork_dtype shadow) {
     const ork_backend *be = ork_cpu_backend();
@@ -89,6 +90,7 @@ static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, d
     CU_ASSERT_EQUAL(ork_zero_create(*ce, *a, be, &k, &o, &z), ORK_OK);
     /* slots of >= 4 aligned units: the chunked hand-over has several chunks */
     if (z) CU_ASSERT(ork_zero_get_layout(z)->max_block_bytes >= 4 * ORK_STREAM_ALIGN);
+    if (z) ork_zero_set_ahead(z, !g_no_ahead);
     return z;
 }
 
@@ -176,6 +178,24 @@ static int same(const sim *a, const sim *b) {
     return 1;
 }
 
+/* Bytes a visit of block b loads: a forward-only one (fwd), the stepping one (step). */
+static void visit_bytes(ork_zero *z, int shadows, size_t *fwd, size_t *step) {
+    const ork_zero_layout *L = ork_zero_get_layout(z);
+    for (int b = 0; b < NB; b++) {
+        size_t data0 = SIZE_MAX, state0 = SIZE_MAX;
+        for (int i = 0; i < NP; i++)
+            if (L->params[i].block == b) {
+                if (L->params[i].data_offset < data0) data0 = L->params[i].data_offset;
+                if (L->params[i].state_offset < state0) state0 = L->params[i].state_offset;
+                CU_ASSERT_EQUAL(L->params[i].shadow_bytes, shadows ? (size_t)p_numel[i] * 2 : 0);
+            }
+        fwd[b] = step[b] = 0;
+        if (data0 == SIZE_MAX) continue; /* block 0: no parameters */
+        fwd[b] = shadows ? data0 : state0;
+        step[b] = L->block_bytes[b] - (shadows ? data0 : 0);
+    }
+}
+
 static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied, int shadows) {
     ork_copy_engine *ce; ork_alloc *a;
     ork_zero *z = mk(&ce, mode, &a, max_norm, slots, shadows ? ORK_BF16 : 0);
@@ -189,21 +209,14 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
      * 0..3) loads the shadows, or without them the parameter part, never the
      * state; block 4's merged visit and the backward's 3..1 load parameters +
      * state (not the shadows, which the step rewrites) */
-    const ork_zero_layout *L = ork_zero_get_layout(z);
-    size_t want = 0;
-    for (int b = 0; b < NB; b++) {
-        size_t data0 = SIZE_MAX, state0 = SIZE_MAX;
-        for (int i = 0; i < NP; i++)
-            if (L->params[i].block == b) {
-                if (L->params[i].data_offset < data0) data0 = L->params[i].data_offset;
-                if (L->params[i].state_offset < state0) state0 = L->params[i].state_offset;
-                CU_ASSERT_EQUAL(L->params[i].shadow_bytes, shadows ? (size_t)p_numel[i] * 2 : 0);
-            }
-        if (data0 == SIZE_MAX) continue;                 /* block 0: no parameters */
-        if (b < NB - 1) want += shadows ? data0 : state0; /* forward-only visit */
-        if (b >= 1) want += L->block_bytes[b] - (shadows ? data0 : 0); /* stepping visit */
-    }
-    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want);
+    size_t want = 0, fwd[NB], step[NB];
+    visit_bytes(z, shadows, fwd, step);
+    for (int b = 0; b < NB; b++) want += (b < NB - 1 ? fwd[b] : 0) + (b >= 1 ? step[b] : 0);
+    /* and, issued ahead at the last pass's end for a pass that never came, the
+     * first `slots` visits' loads: blocks 1, 2, 3 forward, 4 stepping (merged) */
+    size_t ahead = 0;
+    for (int b = 1; !g_no_ahead && b <= slots && b < NB; b++) ahead += b < NB - 1 ? fwd[b] : step[b];
+    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want + ahead);
     get(z, out);
     ork_zero_destroy(z);
     ork_copy_engine_destroy(ce);
@@ -211,21 +224,25 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
 }
 
 /* Without clipping, streamed == resident bitwise: both copy modes, 2..4 slots,
- * whole-record and chunked hand-overs (1, 7 and 32 pieces). */
+ * whole-record and chunked hand-overs (1, 7 and 32 pieces), the next pass's
+ * first loads issued ahead (at the pass's end) or not. */
 static void bitwise_vs_resident(int shadows) {
-    for (int mode = 0; mode < 2; mode++)
-        for (int slots = 2; slots <= 4; slots++)
-            for (int c = 0; c < 3; c++) { /* whole records, an uneven split, the most chunks */
-                g_chunks = c == 0 ? 1 : c == 1 ? 7 : ORK_ZERO_CHUNKS;
-                sim s, ref;
-                float ap[STEPS];
-                run_pair_sh(0, (ork_ce_cpu_mode)mode, slots, &s, ap, shadows);
-                init(&ref);
-                double prev = 0;
-                resident(&ref, STEPS, 0, 0, &prev);
-                CU_ASSERT(same(&s, &ref));
-            }
+    for (int ah = 0; ah < 2; ah++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int slots = 2; slots <= 4; slots++)
+                for (int c = 0; c < 3; c++) { /* whole records, an uneven split, the most chunks */
+                    g_chunks = c == 0 ? 1 : c == 1 ? 7 : ORK_ZERO_CHUNKS;
+                    g_no_ahead = ah;
+                    sim s, ref;
+                    float ap[STEPS];
+                    run_pair_sh(0, (ork_ce_cpu_mode)mode, slots, &s, ap, shadows);
+                    init(&ref);
+                    double prev = 0;
+                    resident(&ref, STEPS, 0, 0, &prev);
+                    CU_ASSERT(same(&s, &ref));
+                }
     g_chunks = 0;
+    g_no_ahead = 0;
 }
 
 static void bitwise_no_clip(void) { bitwise_vs_resident(0); }
@@ -247,6 +264,52 @@ static void clip_previous_norm(void) {
     CU_ASSERT(!same(&s, &exact));     /* and it is not exact clipping */
     CU_ASSERT_EQUAL(ap[0], 1.0f);     /* step 1 unclipped */
     CU_ASSERT(ap[1] < 1.0f);          /* later steps: scaled by the previous norm */
+}
+
+/* The loads issued ahead at a pass's end: dropped by ork_zero_sync (the host
+ * may write the records next) and issued again at pass_begin; not taken by a
+ * pass that starts otherwise (a forward pass over blocks 2..4), which loads
+ * its own; the parameters as the resident run's either way. */
+static void ahead_dropped_or_replaced(void) {
+    for (int mode = 0; mode < 2; mode++) {
+        ork_copy_engine *ce; ork_alloc *a;
+        ork_zero *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+        sim r, out, ref;
+        init(&r);
+        put(z, &r);
+        ork_zero_refresh_shadows(z);
+        size_t fwd[NB], step[NB];
+        visit_bytes(z, 0, fwd, step);
+        float ap[3];
+        streamed(z, &r, 1, ap, 0);
+        uint64_t b1 = ork_ce_bytes(ce, ORK_LANE_H2D);
+        streamed(z, &r, 1, ap + 1, 0); /* takes the loads issued ahead */
+        uint64_t b2 = ork_ce_bytes(ce, ORK_LANE_H2D);
+        /* step 1: all its loads, then 1 and 2 ahead; step 2 took those: the same less them */
+        CU_ASSERT_EQUAL(b1 - (b2 - b1), fwd[1] + fwd[2]);
+        CU_ASSERT_EQUAL(ork_zero_sync(z), ORK_OK); /* drops the new ones */
+        streamed(z, &r, 1, ap + 2, 0);          /* loads 1 and 2 again at its pass_begin */
+        uint64_t b3 = ork_ce_bytes(ce, ORK_LANE_H2D);
+        CU_ASSERT_EQUAL(b3 - b2, b1);
+        int fo[3] = {2, 3, 4};
+        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, fo, 3), ORK_OK);
+        uint64_t b4 = ork_ce_bytes(ce, ORK_LANE_H2D);
+        CU_ASSERT_EQUAL(b4 - b3, fwd[2] + fwd[3]); /* not the 1 and 2 issued ahead: its own two */
+        for (int q = 0; q < 3; q++) {
+            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, fo[q]), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, fo[q]), ORK_OK);
+        }
+        CU_ASSERT_EQUAL(ork_zero_pass_end(z), ORK_OK);
+        get(z, &out);
+        init(&ref);
+        double prev = 0;
+        resident(&ref, 3, 0, 0, &prev);
+        CU_ASSERT(same(&out, &ref)); /* the forward pass steps nothing */
+        ork_zero_destroy(z);
+        ork_copy_engine_destroy(ce);
+        ork_alloc_destroy(a);
+    }
 }
 
 static void resume(void) {
@@ -316,6 +379,7 @@ static const ork_test_case cases[] = {{"bitwise_without_clipping", bitwise_no_cl
                                       {"bf16_shadows_for_forward_visits", bitwise_with_shadows},
                                       {"clipping_uses_previous_norm", clip_previous_norm},
                                       {"resume_from_host_records", resume},
+                                      {"loads_ahead_dropped_or_replaced", ahead_dropped_or_replaced},
                                       {"nonfinite_block_not_stepped", nonfinite_block},
                                       {NULL, NULL}};
 ORK_TEST_MAIN("stream_zero", NULL, NULL, cases)
