@@ -75,11 +75,11 @@ struct ork_streamer {
                             * after the model's pass set-up — its pageable uploads queue behind
                             * whatever H2D copies precede them (54 ms measured behind a FIFO) */
     uint64_t lent_loads;
-    /* the next pass's first lent visit, copied ahead into the staging buffer at
-     * this pass's end, after its last ring load: the link idles there (the last
-     * backward blocks, the optimizer step, the next inputs) while the forward
-     * that follows starts behind it (a forward bound by the link, as lent loads
-     * are, gains one block's copy); decoded at enter like a lent entry */
+    /* the next pass's first lent visits, copied ahead at this pass's end (after
+     * its last ring load) into the staging buffer and the ahead region: the link
+     * idles there (the last backward blocks, the optimizer step, the next
+     * inputs) while the forward that follows is bound by it; each decoded at
+     * enter like a lent entry (copy_ahead) */
     int e_pred[E_MAX];     /* the last lent pass's first lent visits' blocks (the next one's, predicted) */
     int e_npred;
     int e_hint;            /* ork_streamer_next_lent: the pass after this one is lent (1) or not (0); -1:

@@ -92,7 +92,7 @@ typedef struct ork_streamer_stats {
     uint64_t loads;      /* block loads issued (copies) */
     uint64_t reused;     /* visits whose block its slot still held: no copy */
     uint64_t lent_loads; /* of the loads, those through lent memory (ork_streamer_lend) */
-    uint64_t early_loads; /* of the loads, those copied ahead into the staging buffer at the pass before's end */
+    uint64_t early_loads; /* of the loads, those copied ahead at the pass before's end (staging buffer, ahead region) */
     uint64_t h2d_bytes;  /* bytes of them (coded bytes for coded blocks) */
     uint64_t raw_bytes;  /* the same loads' decoded bytes */
     int n_coded;         /* streamed blocks that travel coded */
