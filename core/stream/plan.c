@@ -671,7 +671,9 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
         fprintf(f, p->stream_codec ? " (raw: %.3f s predicted)" : ", raw in transit (coded: %.3f s predicted)",
                 p->t_step_other_codec);
     if (p->n_streamed && p->lend_applies)
-        fprintf(f, "; the forward's loads through the LoRA gradients' %s between backward passes", mib((double)p->grads, b, sizeof b));
+        fprintf(f, "; the forward's loads through the LoRA gradients' %s between backward passes, its first ones copied "
+                   "ahead at the backward's end (into %sthe dead checkpoints: not in the prediction)",
+                mib((double)p->grads, b, sizeof b), p->staging ? "the staging buffer and " : "");
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
     fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
