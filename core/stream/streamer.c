@@ -455,6 +455,14 @@ ork_status ork_streamer_seal(ork_streamer *s) {
 
 static ork_status copy_ahead(ork_streamer *s);
 
+/* Before the H2D lane writes the staging buffer: an entry copied ahead into it
+ * may still be decoded from it on the compute lane (e_enter's EDONE). */
+static ork_status staging_reuse(ork_streamer *s) {
+    if (!s->e_wait) return ORK_OK;
+    s->e_wait = 0;
+    return ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s));
+}
+
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
     if (s->kind[x]) { /* lent (copied by r_fill) or copied ahead: decoded at enter */
@@ -471,14 +479,12 @@ static ork_status issue(ork_streamer *s) {
         s->issued++;
         return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
     } else {
-        if (s->coded[b] && s->e_wait) { /* the copy ahead's decode reads the staging buffer */
-            ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
-            s->e_wait = 0;
-        }
         if (s->coded[b]) {
             /* piece by piece through the staging buffer (the lane's previous decode has
-             * read it: same lane, in order); the first piece's copy need not wait for
+             * read it: same lane, in order; an entry copied ahead, decoded on the
+             * compute lane: staging_reuse); the first piece's copy need not wait for
              * the slot, its decode does */
+            ORK_TRY(staging_reuse(s));
             for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
                 size_t at;
                 (void)piece_raw(s, b, q, &at);
@@ -638,6 +644,7 @@ static ork_status copy_ahead(ork_streamer *s) {
     int first = 0, nreg = 0;
     if (s->e_npred > 0 && s->staging && entry_bytes(s, s->e_pred[0]) <= s->staging_bytes) first = 1;
     /* how many go to the region: the most whose bytes fit the tail above their last block */
+    int m_reg = 0; /* the boundary the region's entries start at */
     if (s->a_mem && s->v >= s->x_turn) {
         size_t need = 0;
         for (int i = first; i < s->e_npred; i++) {
@@ -645,13 +652,13 @@ static ork_status copy_ahead(ork_streamer *s) {
             need += align_up(entry_bytes(s, b));
             if (m > s->a_n || need > s->a_off[s->a_n] - s->a_off[m]) break;
             nreg = i - first + 1;
+            m_reg = m;
         }
     }
     int n = first + nreg;
     size_t off = 0;
     if (nreg) { /* the tail's last readers: the owner's work enqueued so far */
-        int b = s->e_pred[n - 1], m = b + 1 > s->vis[s->v].block ? b + 1 : s->vis[s->v].block;
-        off = s->a_off[m];
+        off = s->a_off[m_reg];
         ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_eregion(s)));
     }
     for (int i = 0; i < n; i++) {
@@ -659,10 +666,7 @@ static ork_status copy_ahead(ork_streamer *s) {
         size_t len = entry_bytes(s, b);
         uint8_t *dst;
         if (i < first) {
-            if (s->e_wait) { /* an entry decoded from it before: in flight on the compute lane */
-                ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s)));
-                s->e_wait = 0;
-            }
+            ORK_TRY(staging_reuse(s));
             dst = s->staging;
         } else {
             if (i == first) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_eregion(s)));
