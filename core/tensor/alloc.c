@@ -201,7 +201,7 @@ ork_status ork_arena_create(ork_alloc *a, const char *tag, size_t initial_bytes,
     ar->a = a;
     snprintf(ar->tag, sizeof ar->tag, "%s", tag ? tag : "activations");
     if (initial_bytes) {
-        ork_status s = chunk_add(ar, (initial_bytes + ORK_ALLOC_ALIGN - 1) & ~(size_t)(ORK_ALLOC_ALIGN - 1));
+        ork_status s = chunk_add(ar, ork_alloc_round(initial_bytes));
         if (s != ORK_OK) { free(ar); return s; }
     }
     *out = ar;
@@ -255,7 +255,7 @@ static void *chunk_take(ork_arena *ar, chunk *c, size_t bytes) {
 }
 
 ork_status ork_arena_get(ork_arena *ar, size_t bytes, void **ptr) {
-    bytes = (bytes + ORK_ALLOC_ALIGN - 1) & ~(size_t)(ORK_ALLOC_ALIGN - 1);
+    bytes = ork_alloc_round(bytes);
     if (bytes == 0) bytes = ORK_ALLOC_ALIGN;
     void *p = NULL;
     for (size_t i = 0; i < ar->nchunks && !p; i++) p = chunk_take(ar, &ar->chunks[i], bytes);

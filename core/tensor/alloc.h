@@ -25,6 +25,8 @@
 #include <stdint.h>
 
 #define ORK_ALLOC_ALIGN 256
+/* bytes rounded up to ORK_ALLOC_ALIGN */
+static inline size_t ork_alloc_round(size_t bytes) { return (bytes + ORK_ALLOC_ALIGN - 1) & ~(size_t)(ORK_ALLOC_ALIGN - 1); }
 
 typedef struct ork_alloc ork_alloc;
 

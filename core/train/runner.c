@@ -81,26 +81,24 @@ void ork_runner_set_first_trainable(ork_runner *r, int block) { r->first_trainab
 ork_status ork_runner_pool_checkpoints(ork_runner *r) {
     if (r->pool) return ORK_OK;
     const int nb = r->info->n_blocks + 1;
-    size_t total = 0;
+    size_t total = 0, held = 0;
     for (int i = 0; i < nb; i++) {
         r->pool_off[i] = total;
-        for (int j = 0; j < ORK_CARRY_MAX; j++)
-            total += (r->ckpt[i * ORK_CARRY_MAX + j].cap + ORK_ALLOC_ALIGN - 1) / ORK_ALLOC_ALIGN * ORK_ALLOC_ALIGN;
+        for (int j = 0; j < ORK_CARRY_MAX; j++) {
+            const buf *b = &r->ckpt[i * ORK_CARRY_MAX + j];
+            total += ork_alloc_round(b->cap);
+            held += b->store ? b->cap : 0;
+        }
     }
     r->pool_off[nb] = total;
     if (!total) return ORK_OK;
-    size_t caps_sum = 0, budget = ork_alloc_budget(r->a), used = ork_alloc_in_use(r->a, NULL);
-    for (int i = 0; i < nb * ORK_CARRY_MAX; i++) caps_sum += r->ckpt[i].store ? r->ckpt[i].cap : 0;
-    if (budget && used - caps_sum + total > budget) return ORK_E_BUDGET; /* the alignment's bytes do not fit: quietly not pooled */
-    ork_device dev = ORK_DEV_CPU;
-    for (int i = 0; i < nb * ORK_CARRY_MAX; i++)
-        if (r->ckpt[i].store) dev = r->ckpt[i].store->device;
+    size_t budget = ork_alloc_budget(r->a), used = ork_alloc_in_use(r->a, NULL);
+    if (budget && used - held + total > budget) return ORK_E_BUDGET; /* the alignment's bytes do not fit: quietly not pooled */
     /* the buffers go first: the pool reuses their memory under the budget */
-    size_t caps[ORK_CARRY_MAX];
-    for (int i = 0; i < nb; i++) {
-        for (int j = 0; j < ORK_CARRY_MAX; j++) caps[j] = r->ckpt[i * ORK_CARRY_MAX + j].cap;
-        for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->ckpt[i * ORK_CARRY_MAX + j]);
-        for (int j = 0; j < ORK_CARRY_MAX; j++) r->ckpt[i * ORK_CARRY_MAX + j].cap = caps[j]; /* re-viewed below */
+    for (int i = 0; i < nb * ORK_CARRY_MAX; i++) {
+        size_t cap = r->ckpt[i].cap;
+        buf_free(&r->ckpt[i]);
+        r->ckpt[i].cap = cap; /* viewed in the pool below */
     }
     int64_t n = (int64_t)total;
     ork_status s = ork_tensor_new(r->a, "checkpoints", ORK_U8, 1, &n, 0, &r->pool);
@@ -110,9 +108,9 @@ ork_status ork_runner_pool_checkpoints(ork_runner *r) {
             buf *b = &r->ckpt[i * ORK_CARRY_MAX + j];
             int64_t c = (int64_t)b->cap;
             if (s == ORK_OK && c)
-                s = ork_tensor_wrap(dev, ORK_U8, 1, &c, (uint8_t *)ork_tensor_data(r->pool) + at, "", &b->store);
+                s = ork_tensor_wrap(r->pool->device, ORK_U8, 1, &c, (uint8_t *)ork_tensor_data(r->pool) + at, "", &b->store);
             if (s != ORK_OK || !c) b->cap = 0; /* allocated again at its next use */
-            at += (b->cap + ORK_ALLOC_ALIGN - 1) / ORK_ALLOC_ALIGN * ORK_ALLOC_ALIGN;
+            at += ork_alloc_round(b->cap);
         }
     }
     return s;
