@@ -146,8 +146,9 @@ typedef struct job {
     int grads_dead;         /* no gradient is live (set at the optimizer step; the loss zeroes them) */
     /* the checkpoints pooled as the streamer's ahead region (ahead_region): the
      * micro-batch shape they were sized for; off after a shape change */
-    int ckpt_sig[3], ckpt_pooled, ckpt_pool_off;
+    int ckpt_sig[3], ckpt_pool_off;
     int ahead_off;          /* ORAKUL_STREAM_AHEAD=0 (bench A/B): nothing copied ahead */
+    int lend_off;           /* ORAKUL_STREAM_LEND=0 (bench A/B): the gradients not lent */
     int short_warned;
 } job;
 
@@ -1261,12 +1262,7 @@ static void inputs_ahead(job *j, int64_t k) {
     j->in_running = 1;
 }
 
-/* One micro-batch: its inputs (built ahead on a thread while the device ran
- * the previous one, or now), uploaded, then forward + loss + backward; micro-
- * batch k + 1's build starts once these are up. Its noise alone is N·C normals
- * (0.8 M at FLUX.2's 512²): built in the step's tail, the device waited ~55 ms
- * for it each step (docs/PERF.md). */
-/* Lending with a coded streamer: from the second micro-step on, the
+/* Lending: from the second micro-step on, the
  * checkpoints become one pool and their tail the streamer's ahead region (the
  * next forward's lent loads after the staging buffer's, copied at the
  * backward's end while the link idles). A micro-batch of another shape gives
@@ -1280,27 +1276,31 @@ static ork_status ahead_region(job *j, int nb, int N, int T) {
         memcpy(j->ckpt_sig, sig, sizeof sig);
         return ORK_OK;
     }
+    void *dev;
+    const size_t *off;
+    int pooled = ork_runner_checkpoint_pool(j->runner, &dev, &off) > 0;
     if (memcmp(sig, j->ckpt_sig, sizeof sig)) {
         j->ckpt_pool_off = 1;
-        if (!j->ckpt_pooled) return ORK_OK;
+        if (!pooled) return ORK_OK;
         ORK_TRY(ork_streamer_set_ahead(st, NULL, NULL, 0));
-        j->ckpt_pooled = 0;
         return ork_runner_unpool_checkpoints(j->runner);
     }
-    if (j->ckpt_pooled) return ORK_OK;
+    if (pooled) return ORK_OK;
     ork_status ps = ork_runner_pool_checkpoints(j->runner);
     if (ps == ORK_E_BUDGET) { /* no room for the alignment: the copies ahead take the staging buffer only */
         j->ckpt_pool_off = 1;
         return ORK_OK;
     }
     ORK_TRY(ps);
-    j->ckpt_pooled = 1;
-    void *dev;
-    const size_t *off;
     int n = ork_runner_checkpoint_pool(j->runner, &dev, &off);
     return n ? ork_streamer_set_ahead(st, dev, off, n) : ORK_OK;
 }
 
+/* One micro-batch: its inputs (built ahead on a thread while the device ran
+ * the previous one, or now), uploaded, then forward + loss + backward; micro-
+ * batch k + 1's build starts once these are up. Its noise alone is N·C normals
+ * (0.8 M at FLUX.2's 512²): built in the step's tail, the device waited ~55 ms
+ * for it each step (docs/PERF.md). */
 static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out) {
     const int ctx = j->info.context_dim, T = j->T, C = j->info.token_channels;
     inputs_join(j);
@@ -1464,7 +1464,7 @@ static ork_status make_plan(job *j, ork_device dev) {
                                      j->p->train.gradient_checkpointing && !j->dist;
     /* the LoRA gradients lent to the forward's loads (setup_grad_pool): not with
      * data parallelism or accumulation (then only the first micro-batch's forward) */
-    in.lend_grads = !j->dist && j->p->train.gradient_accumulation_steps <= 1 && !env_zero("ORAKUL_STREAM_LEND");
+    in.lend_grads = !j->dist && j->p->train.gradient_accumulation_steps <= 1 && !j->lend_off;
     /* ORAKUL_STREAM_SELECT=even|dense: AUTO's streamed set fixed (bench A/B);
      * unset, densest first when predicted faster by more than ORK_SELECT_MARGIN */
     const char *sel = getenv("ORAKUL_STREAM_SELECT");
@@ -1580,7 +1580,7 @@ static void setup_times_report(const double *t) {
  * never wait for a slot. Not with data parallelism (its flat buffer holds the
  * gradients). ORAKUL_STREAM_LEND=0 (bench) turns it off. */
 static ork_status setup_grad_pool(job *j) {
-    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || env_zero("ORAKUL_STREAM_LEND")) return ORK_OK;
+    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || j->lend_off) return ORK_OK;
     size_t bytes = 0;
     for (int i = 0; i < j->n_params; i++)
         bytes += ork_grad_pool_bytes(ork_tensor_numel(j->pt[i]));
@@ -1806,7 +1806,6 @@ static void stream_stats_report(job *j) {
              (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);
 }
 
-
 /* ---- samples, progress line, metrics.jsonl, loss.png ------------------------- */
 
 static ork_status sample_now(job *j, int64_t step) {
@@ -1943,6 +1942,7 @@ static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) 
     j->in_cur.k = j->in_next.k = -1;
     j->inputs_sync = env_zero("ORAKUL_INPUTS_AHEAD");
     j->ahead_off = env_zero("ORAKUL_STREAM_AHEAD");
+    j->lend_off = env_zero("ORAKUL_STREAM_LEND");
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);
