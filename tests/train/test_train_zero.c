@@ -258,8 +258,8 @@ static void lent_case(int accum) {
     CU_ASSERT(lent > 0);
     if (!(lent > 0)) printf("  %s: no load went through the lent gradients' memory\n", ob);
     /* the next forward's first lent load, copied ahead into the staging buffer at each step's end */
-    char *ca_ = l ? strstr(l, "memory, ") : NULL;
-    double ahead = ca_ ? atof(ca_ + strlen("memory, ")) : 0;
+    char *after_lent = l ? strstr(l, "memory, ") : NULL;
+    double ahead = after_lent ? atof(after_lent + strlen("memory, ")) : 0;
     CU_ASSERT(ahead > 0);
     if (!(ahead > 0)) printf("  %s: no load was copied ahead: %.120s\n", ob, l ? l : "(no loads line)");
     printf("\n    %s: %.1f loads a step copied ahead", ob, ahead);
