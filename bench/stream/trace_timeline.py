@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/stream/trace_timeline.py — where a streamed step's time goes, from the
 lane trace `ORAKUL_STREAM_TRACE=path orakul run ...` writes (copy_engine.h:
-lines "lane kind tag start_ms end_ms"; lane 0 compute, 1 H2D, 2 D2H; kind 0 copy,
+lines "lane kind tag start_ms end_ms"; lane 0 compute, 1 H2D, 2 D2H, 3 DEC; kind 0 copy,
 1 decode, 2 wait, 3 mark; compute-lane marks: -1 pass begin, -2 pass end, else
 the block entered).
 
@@ -10,7 +10,8 @@ codes and warms up) it splits the compute lane into the forward (pass begin to
 the first block entered a second time), the backward (to pass end) and the tail
 (the optimizer step and the host until the next pass), and says for each window
 how long the compute lane stood waiting for loads and how the H2D lane spent it
-(copying, decoding, waiting for a free slot, idle). Then, per block of the
+(copying, waiting for a free slot or ring bytes, idle), and how long the DEC lane
+decoded (traces before the DEC lane: the H2D lane's own decodes). Then, per block of the
 median step: the compute lane's time from its enter to the next mark, and the
 wait inside it.
 
@@ -38,6 +39,7 @@ def main():
     marks = sorted((r for r in rows if r[0] == 0 and r[1] == 3), key=lambda r: r[3])
     cwait = sorted((r[3], r[4]) for r in rows if r[0] == 0 and r[1] == 2)
     lane = {k: sorted((r[3], r[4]) for r in rows if r[0] == 1 and r[1] == k) for k in (0, 1, 2)}
+    dec = sorted((r[3], r[4]) for r in rows if r[0] == 3 and r[1] == 1)
     d2h = sorted((r[3], r[4]) for r in rows if r[0] == 2 and r[1] == 0)
     # passes: (begin, end, marks); training passes turn (a block entered again
     # after a later one), forward-only ones (samples) do not
@@ -65,8 +67,8 @@ def main():
         st = {"step": s1 - s0, "blocks": [], "start": (ents[0][3] - s0) if ents else 0.0}
         for name, (w0, w1) in wins.items():
             busy_c, busy_d, lw = (overlap(lane[k], w0, w1) for k in (0, 1, 2))
-            st[name] = dict(dur=w1 - w0, cwait=overlap(cwait, w0, w1), copy=busy_c, decode=busy_d, lwait=lw,
-                            idle=(w1 - w0) - busy_c - busy_d - lw, d2h=overlap(d2h, w0, w1))
+            st[name] = dict(dur=w1 - w0, cwait=overlap(cwait, w0, w1), copy=busy_c, decode=busy_d + overlap(dec, w0, w1),
+                            lwait=lw, idle=(w1 - w0) - busy_c - busy_d - lw, d2h=overlap(d2h, w0, w1))
         # the tail's own marks (train.c: -3 norm, -4 optimizer enqueued, -5 next step, -6 inputs up)
         tm = [m for m in marks if end <= m[3] <= s1 and m[2] <= -3] + [(0, 3, -1, s1, s1)]
         st["tail_parts"] = {f"{a[2]}..{b[2]}": b[3] - a[3] for a, b in zip([(0, 3, -2, end, end)] + tm, tm)}

@@ -1,6 +1,7 @@
 /* stream/copy_engine.c — see copy_engine.h. The dispatch and the CPU engine
  * (EAGER: memcpy now; DEFERRED: per-lane FIFO queues of copies and waits,
- * performed when the compute lane waits or at sync). */
+ * performed when the compute lane waits or at sync; SKEWED: the DEC lane
+ * queued, the copy lanes at once). */
 #include "stream/copy_engine_impl.h"
 
 #include "util/log.h"
@@ -93,15 +94,21 @@ static ork_status push(cpu_lane *l, cpu_entry e) {
     return ORK_OK;
 }
 
+/* Whether work on lane is queued (performed when waited on) rather than done now. */
+static int queued(const cpu_ce *c, ork_lane lane) {
+    if (lane == ORK_LANE_COMPUTE) return 0; /* the CPU's compute is synchronous */
+    return c->mode == ORK_CE_DEFERRED || (c->mode == ORK_CE_SKEWED && lane == ORK_LANE_DEC);
+}
+
 static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes) {
     cpu_ce *c = ce->priv;
-    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return cpu_do(ce, lane, dst, src, bytes, NULL);
+    if (!queued(c, lane)) return cpu_do(ce, lane, dst, src, bytes, NULL);
     return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0, NULL});
 }
 
 static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
     cpu_ce *c = ce->priv;
-    if (c->mode == ORK_CE_EAGER || lane == ORK_LANE_COMPUTE) return cpu_do(ce, lane, dst, src, hdr->raw_bytes, hdr);
+    if (!queued(c, lane)) return cpu_do(ce, lane, dst, src, hdr->raw_bytes, hdr);
     /* deferred: the coded bytes may not be there yet (a queued copy); the header was checked by the caller */
     return push(&c->lane[lane], (cpu_entry){dst, src, hdr->raw_bytes, -1, 0, hdr});
 }
@@ -118,9 +125,8 @@ static ork_status cpu_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     cpu_ce *c = ce->priv;
     int l = c->ev_lane[ev];
     if (l < 0 || l == (int)lane) return ORK_OK; /* never recorded, or the lane's own order */
-    if (c->mode == ORK_CE_DEFERRED && lane != ORK_LANE_COMPUTE)
-        return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev], NULL});
-    /* the CPU's compute is synchronous: waiting = making the copies happen */
+    if (queued(c, lane)) return push(&c->lane[lane], (cpu_entry){NULL, NULL, 0, l, c->ev_seq[ev], NULL});
+    /* a lane that works at once: waiting = making the awaited work happen */
     perform(ce, l, c->ev_seq[ev]);
     return ORK_OK;
 }
@@ -221,8 +227,8 @@ ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const 
     return bytes ? ce->vt->copy_d2d(ce, lane, dst, src, bytes) : ORK_OK;
 }
 ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
-    if (lane != ORK_LANE_H2D && lane != ORK_LANE_COMPUTE)
-        return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the H2D or the compute lane (got %d)", (int)lane);
+    if (lane != ORK_LANE_H2D && lane != ORK_LANE_DEC && lane != ORK_LANE_COMPUTE)
+        return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the DEC, H2D or compute lane (got %d)", (int)lane);
     if (!hdr->raw_bytes) return ORK_OK;
     return ce->vt->decode(ce, lane, dst, src, hdr);
 }

@@ -6,7 +6,9 @@
  * Lanes: ORK_LANE_COMPUTE is the graph's stream (k->stream of the kctx given
  * at create); ORK_LANE_H2D carries host->device copies (frozen weights, LoRA
  * weights and optimizer state coming in); ORK_LANE_D2H carries device->host
- * copies (updated trainable state going back). Events are small integers
+ * copies (updated trainable state going back); ORK_LANE_DEC decodes what the
+ * H2D lane copied (transit coding), so the link copies on while a decode runs.
+ * Events are small integers
  * 0..n_events-1; record(lane, ev) captures everything enqueued on lane so far;
  * wait(lane, ev) makes later work on lane wait for the last record of ev (a
  * never-recorded event is complete).
@@ -16,7 +18,9 @@
  *   overwriting memory still to be read shows up as wrong data); DEFERRED
  *   queues copies per lane and performs them only when an event recorded
  *   after them is waited on, or at sync (a missing wait shows up as stale
- *   data). Tests run both modes.
+ *   data). SKEWED copies at once but queues the DEC lane's decodes until
+ *   waited on (a copy into bytes a decode has still to read shows up as
+ *   corrupt data). Tests run the modes.
  * - CUDA (copy_engine_cuda.cu, ORAKUL_CUDA): two cudaStreamNonBlocking
  *   streams, cudaEvent_t (timing disabled) per event, cudaMallocHost arenas.
  *
@@ -39,12 +43,14 @@ typedef enum ork_lane {
     ORK_LANE_COMPUTE = 0,
     ORK_LANE_H2D = 1,
     ORK_LANE_D2H = 2,
-    ORK_LANES = 3,
+    ORK_LANE_DEC = 3,
+    ORK_LANES = 4,
 } ork_lane;
 
 typedef enum ork_ce_cpu_mode {
     ORK_CE_EAGER = 0,
     ORK_CE_DEFERRED = 1,
+    ORK_CE_SKEWED = 2,
 } ork_ce_cpu_mode;
 
 typedef struct ork_copy_engine ork_copy_engine;
@@ -65,17 +71,18 @@ void ork_ce_host_free(ork_copy_engine *ce, void *ptr);
  * copy completes. */
 ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
 /* Decode a wcodec buffer (stream/wcodec.h) already on the device, in lane
- * order (the H2D lane, or the compute lane): src holds hdr->coded_bytes, dst gets hdr->raw_bytes. hdr must stay
- * valid until the decode has run (the CPU engine may defer it). CUDA: kernels
- * on the lane's stream (the H2D lane has the highest stream priority, so a
- * decode is not queued behind the compute lane's kernels). */
+ * order (the DEC lane, the H2D lane, or the compute lane): src holds
+ * hdr->coded_bytes, dst gets hdr->raw_bytes. hdr must stay valid until the
+ * decode has run (the CPU engine may defer it). CUDA: kernels on the lane's
+ * stream (the DEC and H2D lanes have the highest stream priority, so a decode
+ * is not queued behind the compute lane's kernels). */
 ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr);
 /* Device to device on any lane (the streamer's lent memory into a slot, on the
  * compute lane); not counted in ork_ce_bytes (no PCIe). */
 ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
 ork_status ork_ce_record(ork_copy_engine *ce, ork_lane lane, int ev);
 ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev);
-/* The host waits for both copy lanes (not the compute lane). */
+/* The host waits for the copy lanes and the DEC lane (not the compute lane). */
 ork_status ork_ce_sync(ork_copy_engine *ce);
 
 /* Bytes copied on a lane since create (issued, not necessarily complete). */
@@ -100,7 +107,7 @@ ork_status ork_ce_waited(ork_copy_engine *ce, ork_lane lane, double *wait_s);
 
 /* Trace, a diagnostic (ORAKUL_STREAM_TRACE=path in the trainer; needs timing
  * on): every timed item is also written to f as it is harvested, one line
- * "lane kind tag start_ms end_ms" — lane 0 compute, 1 H2D, 2 D2H; kind 0 copy,
+ * "lane kind tag start_ms end_ms" — lane 0 compute, 1 H2D, 2 D2H, 3 DEC; kind 0 copy,
  * 1 decode, 2 wait, 3 mark; tag as set by ork_ce_set_tag when the item was
  * issued (the streamer: the block); times from when timing went on. Lines come
  * in harvest order, per lane in issue order. f is borrowed; NULL stops it. */

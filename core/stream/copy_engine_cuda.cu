@@ -1,5 +1,5 @@
 /* stream/copy_engine_cuda.cu — the CUDA copy engine (see copy_engine.h): one
- * non-blocking stream per copy lane, the graph's stream as the compute lane,
+ * non-blocking stream per copy lane and one for the decodes, the graph's stream as the compute lane,
  * cudaEvent_t with timing disabled, cudaMallocHost arenas. Never touches the
  * legacy default stream and never synchronises the device; with lane timing on
  * (a diagnostic), ork_ce_busy waits for the timed copies it reports. */
@@ -153,6 +153,7 @@ static ork_status cu_sync(ork_copy_engine *ce) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     CE_TRY(cudaStreamSynchronize(c->s[ORK_LANE_H2D]));
     CE_TRY(cudaStreamSynchronize(c->s[ORK_LANE_D2H]));
+    CE_TRY(cudaStreamSynchronize(c->s[ORK_LANE_DEC]));
     return ORK_OK;
 }
 
@@ -169,6 +170,7 @@ static void cu_destroy(ork_copy_engine *ce) {
     free(c->t);
     if (c->s[ORK_LANE_H2D]) cudaStreamDestroy(c->s[ORK_LANE_H2D]);
     if (c->s[ORK_LANE_D2H]) cudaStreamDestroy(c->s[ORK_LANE_D2H]);
+    if (c->s[ORK_LANE_DEC]) cudaStreamDestroy(c->s[ORK_LANE_DEC]);
     free(c->ev);
     free(c);
 }
@@ -192,11 +194,12 @@ extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n
     ce->priv = c;
     c->s[ORK_LANE_COMPUTE] = (cudaStream_t)ork_cuda_kstream(compute);
     ork_status st = ORK_OK;
-    /* the H2D lane also runs the transit decode: highest priority, so its blocks are
-     * scheduled as soon as an SM frees rather than behind the compute lane's queue */
+    /* the DEC (and H2D) lanes run the transit decode: highest priority, so its blocks
+     * are scheduled as soon as an SM frees rather than behind the compute lane's queue */
     int lo = 0, hi = 0;
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
     if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->s[ORK_LANE_H2D], cudaStreamNonBlocking, hi);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->s[ORK_LANE_DEC], cudaStreamNonBlocking, hi);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->s[ORK_LANE_D2H], cudaStreamNonBlocking);
     for (int i = 0; e == cudaSuccess && i < n_events; i++) e = cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming);
     if (e != cudaSuccess) {

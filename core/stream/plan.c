@@ -262,7 +262,7 @@ static void predict(ork_stream_plan *p) {
         int fvisit = p->streamed[b] && b != prev_s;
         if (p->streamed[b]) prev_s = b;
         if (fvisit || tbytes > 0) {
-            double fbytes = 0, ls = copy_free, le;
+            double fbytes = 0, ls = copy_free, le, rdy = 0, gate = 0;
             if (fvisit) {
                 v++;
                 int load = held[v % K] != b;
@@ -277,8 +277,18 @@ static void predict(ork_stream_plan *p) {
                     f_bytes[f_head] = fbytes;
                     f_free[f_head++] = -1; /* set when the visit starts */
                     f_used += fbytes;
-                } else if (p->stream_codec && load) { /* coded: the copy into staging need not wait for the slot, its decode does */
-                    le = fmax(ls + fbytes / h2d, slot_free[v % K]) + (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+                } else if (p->stream_codec && load) {
+                    /* coded (streamer.c): pieces through the staging ring, decoded on
+                     * the DEC lane once the slot is free; the copies need not wait for
+                     * the slot, but the ring (a block's coded bytes) drains only as the
+                     * decodes run: the next block's copies wait for the slot too */
+                    double dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+                    size_t piece = (p->slot_bytes + 15) / 16;
+                    if (piece < ORK_STREAM_PIECE_BYTES) piece = ORK_STREAM_PIECE_BYTES;
+                    double np = ceil((double)p->block_bytes[b] / (double)piece);
+                    le = ls + fbytes / h2d;
+                    rdy = fmax(le + dec / np, slot_free[v % K] + dec);
+                    gate = slot_free[v % K];
                 } else {
                     if (slot_free[v % K] > ls) ls = slot_free[v % K];
                     le = ls + fbytes / h2d;
@@ -291,11 +301,12 @@ static void predict(ork_stream_plan *p) {
                 double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
                 le = fmax(ts0 + tbytes / h2d, t_wb1[ts] + chunk / h2d);
             }
-            copy_free = le;
+            copy_free = fmax(le, gate);
             th += (fbytes + tbytes) / h2d;
             ph[q >= n] += (fbytes + tbytes) / h2d;
             hb += fbytes + tbytes;
             if (le > start) start = le;
+            if (rdy > start) start = rdy;
             if (lend && q < n && fbytes > 0) { /* decoded into the slot on the compute lane, its bytes free */
                 start += (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
                 f_free[f_head - 1] = start;

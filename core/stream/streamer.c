@@ -10,6 +10,7 @@
 
 #define R_EVENTS 16 /* lent entries in flight, and entered entries remembered */
 #define E_MAX 8     /* entries copied ahead */
+#define G_EVENTS 32 /* coded pieces whose decode is remembered (the staging ring's history) */
 
 typedef struct visit {
     int block;
@@ -44,13 +45,18 @@ struct ork_streamer {
     uint8_t *dirty;        /* [n_blocks] written since it was last considered for coding */
     size_t *coded;         /* [n_blocks] coded bytes in the region (all its pieces), 0: raw */
     size_t piece;          /* raw bytes a piece covers: a block is coded as independent pieces so
-                            * the staging buffer holds one piece, not one block */
+                            * the DEC lane decodes one while the H2D lane copies the next */
     int *pfirst;           /* [n_blocks + 1] index of the block's first piece in phdr / poff */
     ork_wcodec_hdr *phdr;  /* [pieces] each coded piece's header (the deferred CPU decode reads it) */
     size_t *poff;          /* [pieces] its offset in the coded region */
-    void *staging;
+    void *staging;         /* the staging ring: coded pieces in copy order, wrapped once full */
     size_t staging_bytes;
     int n_coded;
+    size_t g_off;          /* where the next piece goes in the ring */
+    /* the pieces copied last: a copy into their bytes waits for the decode of
+     * the newest one it overlaps (the DEC lane is in order) */
+    struct { size_t off, len; } g_hist[G_EVENTS]; /* piece g_seq - 1 - h at (g_seq - 1 - h) % G_EVENTS */
+    int g_seq;             /* pieces copied through the ring so far: event ev_gdone(g_seq % G_EVENTS) */
     /* lending (ork_streamer_lend): the forward's loads copied back to back into
      * borrowed memory, a FIFO of entries, each decoded into its slot on the
      * compute lane when its visit is entered */
@@ -100,7 +106,9 @@ struct ork_streamer {
 /* Lending's events after the ring's 2K: "lent memory free" (compute lane),
  * "lent copies done" (H2D lane), one per entry copy in flight, one per entry
  * decode (the history, R_EVENTS long: see struct ork_streamer); then the
- * copy ahead's "copied" (H2D lane) and "decoded" (compute lane). */
+ * copy ahead's "copied" (H2D lane) and "decoded" (compute lane); then the
+ * staging ring's "piece copied" (H2D lane) and one "piece decoded" per piece
+ * remembered (DEC lane). */
 
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
@@ -124,6 +132,8 @@ static int ev_rd(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 2 
 static int ev_ecopy(const ork_streamer *s, int i) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS + i; }
 static int ev_edone(const ork_streamer *s) { return s->ev0 + 2 * s->K + 2 + 2 * R_EVENTS + E_MAX; }
 static int ev_eregion(const ork_streamer *s) { return s->ev0 + 2 * s->K + 3 + 2 * R_EVENTS + E_MAX; }
+static int ev_gcopied(const ork_streamer *s) { return s->ev0 + 2 * s->K + 4 + 2 * R_EVENTS + E_MAX; }
+static int ev_gdone(const ork_streamer *s, int seq) { return s->ev0 + 2 * s->K + 5 + 2 * R_EVENTS + E_MAX + seq % G_EVENTS; }
 
 static ork_status e_drop(ork_streamer *s, int from);
 
@@ -141,13 +151,16 @@ static ork_status set_region(ork_streamer *s, void *dev, const size_t *off, int 
     return ORK_OK;
 }
 
-int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 4 + 2 * R_EVENTS + E_MAX; }
+int ork_streamer_n_events(int n_slots) { return 2 * n_slots + 5 + 2 * R_EVENTS + E_MAX + G_EVENTS; }
 
 ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_streamer_opts *o, ork_streamer **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "streamer: a ring needs at least 2 slots, got %d", o->n_slots);
     if (o->event_base < 0 || o->event_base + 2 * o->n_slots > ork_ce_n_events(ce))
         return ORK_FAIL(ORK_E_INVALID, "streamer: %d slots need events %d..%d but the copy engine has %d", o->n_slots,
                         o->event_base, o->event_base + 2 * o->n_slots - 1, ork_ce_n_events(ce));
+    if (o->compress && o->event_base + ork_streamer_n_events(o->n_slots) > ork_ce_n_events(ce))
+        return ORK_FAIL(ORK_E_INVALID, "streamer: coding in transit needs events %d..%d but the copy engine has %d",
+                        o->event_base, o->event_base + ork_streamer_n_events(o->n_slots) - 1, ork_ce_n_events(ce));
     ork_streamer *s = calloc(1, sizeof *s);
     if (!s) return ORK_E_NOMEM;
     s->ce = ce;
@@ -217,13 +230,16 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     if (s->slot_bytes == 0) s->slot_bytes = ORK_STREAM_ALIGN;
     for (int k = 0; k < s->K && st == ORK_OK && s->n_streamed; k++) st = ork_alloc_get(a, s->slot_bytes, "stream_slots", &s->slot[k]);
     if (st == ORK_OK && s->compress && s->n_streamed) {
+        /* the ring remembers G_EVENTS pieces: a block in at most half of them */
+        size_t least = align_up((s->slot_bytes + G_EVENTS / 2 - 1) / (G_EVENTS / 2));
+        if (s->piece < least) s->piece = least;
         for (int b = 0; b < s->n_blocks; b++)
             s->pfirst[b + 1] = s->pfirst[b] + (s->streamed[b] ? (int)((s->bytes[b] + s->piece - 1) / s->piece) : 0);
         size_t np = (size_t)s->pfirst[s->n_blocks] + 1;
         s->phdr = calloc(np, sizeof *s->phdr);
         s->poff = calloc(np, sizeof *s->poff);
         if (!s->phdr || !s->poff) st = ORK_E_NOMEM;
-        s->staging_bytes = ork_stream_staging_bytes(s->slot_bytes < s->piece ? s->slot_bytes : s->piece, s->max_ratio);
+        s->staging_bytes = ork_stream_staging_bytes(s->slot_bytes, s->max_ratio);
         if (st == ORK_OK) st = ork_alloc_get(a, s->staging_bytes, "stream_staging", &s->staging);
     }
     if (st != ORK_OK) { ork_streamer_destroy(s); return st; }
@@ -463,6 +479,30 @@ static ork_status staging_reuse(ork_streamer *s) {
     return ork_ce_wait(s->ce, ORK_LANE_H2D, ev_edone(s));
 }
 
+/* Where the next coded piece of len bytes goes in the staging ring (wrapping
+ * to its start when the rest is too short); the H2D lane first waits for the
+ * decode of the newest piece whose bytes it overlaps. */
+static ork_status g_place(ork_streamer *s, size_t len, size_t *off) {
+    size_t l = align_up(len);
+    if (s->g_off + l > s->staging_bytes) s->g_off = 0;
+    *off = s->g_off;
+    int wait = -1, nh = s->g_seq < G_EVENTS ? s->g_seq : G_EVENTS;
+    for (int h = 0; h < nh; h++) {
+        int i = (s->g_seq - 1 - h) % G_EVENTS;
+        if (s->g_hist[i].off < *off + l && *off < s->g_hist[i].off + s->g_hist[i].len) {
+            wait = s->g_seq - 1 - h;
+            break; /* newest first */
+        }
+    }
+    /* bytes a piece older than the history may have held: the oldest remembered decode covers it */
+    if (wait < 0 && s->g_seq > G_EVENTS) wait = s->g_seq - G_EVENTS;
+    if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_gdone(s, wait)));
+    s->g_hist[s->g_seq % G_EVENTS].off = *off;
+    s->g_hist[s->g_seq % G_EVENTS].len = l;
+    s->g_off += l;
+    return ORK_OK;
+}
+
 static ork_status issue(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
     if (s->kind[x]) { /* lent (copied by r_fill) or copied ahead: decoded at enter */
@@ -480,28 +520,35 @@ static ork_status issue(ork_streamer *s) {
         return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
     } else {
         if (s->coded[b]) {
-            /* piece by piece through the staging buffer (the lane's previous decode has
-             * read it: same lane, in order; an entry copied ahead, decoded on the
-             * compute lane: staging_reuse); the first piece's copy need not wait for
-             * the slot, its decode does */
+            /* piece by piece through the staging ring: the H2D lane copies each
+             * one once the ring's bytes are decoded (g_place; an entry copied
+             * ahead, decoded on the compute lane: staging_reuse), the DEC lane
+             * decodes it into the slot once the slot is free — the link copies
+             * on meanwhile, and the copies need not wait for the slot */
             ORK_TRY(staging_reuse(s));
             for (int q = s->pfirst[b]; q < s->pfirst[b + 1]; q++) {
-                size_t at;
+                size_t at, off, len = s->phdr[q].coded_bytes;
                 (void)piece_raw(s, b, q, &at);
-                ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->staging, s->host[b] + s->poff[q], s->phdr[q].coded_bytes));
-                if (q == s->pfirst[b]) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
-                ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_H2D, (uint8_t *)s->slot[slot] + at, s->staging, &s->phdr[q]));
+                ORK_TRY(g_place(s, len, &off));
+                ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, (uint8_t *)s->staging + off, s->host[b] + s->poff[q], len));
+                ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_gcopied(s)));
+                ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_DEC, ev_gcopied(s)));
+                if (q == s->pfirst[b]) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_DEC, ev_free(s, slot)));
+                ORK_TRY(ork_ce_decode(s->ce, ORK_LANE_DEC, (uint8_t *)s->slot[slot] + at, (uint8_t *)s->staging + off,
+                                      &s->phdr[q]));
+                ORK_TRY(ork_ce_record(s->ce, ORK_LANE_DEC, ev_gdone(s, s->g_seq++)));
             }
+            ORK_TRY(ork_ce_record(s->ce, ORK_LANE_DEC, ev_ready(s, slot)));
         } else {
             ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_free(s, slot)));
             ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->slot[slot], s->host[b], s->bytes[b]));
+            ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
         }
         s->content[slot] = b;
         s->loads++;
         s->h2d += s->coded[b] ? s->coded[b] : s->bytes[b];
         s->raw += s->bytes[b];
     }
-    ORK_TRY(ork_ce_record(s->ce, ORK_LANE_H2D, ev_ready(s, slot)));
     s->issued++;
     return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
 }
@@ -667,6 +714,8 @@ static ork_status copy_ahead(ork_streamer *s) {
         uint8_t *dst;
         if (i < first) {
             ORK_TRY(staging_reuse(s));
+            /* the ring's pieces are read by their decodes, the newest last (DEC lane) */
+            if (s->g_seq > 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_gdone(s, s->g_seq - 1)));
             dst = s->staging;
         } else {
             if (i == first) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_eregion(s)));

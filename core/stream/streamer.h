@@ -24,16 +24,18 @@
  * Transit coding (opts.compress, stream/wcodec.h). Before the first pass after
  * its region was written, a block is coded in place in its arena when that
  * shrinks it to at most max_ratio of its bytes, as independent pieces of
- * piece_bytes; its load then copies each coded piece into a staging buffer
- * (max_ratio x one piece, tag "stream_staging") and decodes it into the slot
- * on the H2D lane: the first copy may start before the slot is free, the
- * decode waits for it. Lossless: a
+ * piece_bytes; its load then copies each coded piece into a staging ring
+ * (max_ratio x the largest block, tag "stream_staging") on the H2D lane and
+ * decodes it into the slot on the DEC lane: the copies need not wait for the
+ * slot, only the decodes do, and the link copies the next piece while one
+ * decodes. Lossless: a
  * slot holds the same bytes either way. ork_streamer_host on a coded block
  * decodes it back first.
  *
  * Owns: the arenas (pinned, via the copy engine), the slots (device, tag
  * "stream_slots" on the allocator), the staging buffer and the schedule state. The copy engine is
- * borrowed; the streamer uses its events event_base .. event_base + 2K - 1.
+ * borrowed; the streamer uses its events event_base .. event_base +
+ * ork_streamer_n_events(K) - 1 (2K without coding or lending).
  * [control-thread] */
 #ifndef ORK_STREAM_STREAMER_H
 #define ORK_STREAM_STREAMER_H
@@ -70,16 +72,14 @@ typedef struct ork_streamer_opts {
     size_t piece_bytes;        /* raw bytes per independently coded piece, 0: a block is one piece */
 } ork_streamer_opts;
 
-/* Pieces let the staging buffer hold one coded piece instead of a whole block
- * (FLUX.1's double blocks: 518 MiB of staging), but then only the first piece
- * may be copied before the slot is free: the lane stops at the slot's FREE
- * after one piece instead of one block. Measured on the H200 (FLUX.1-dev r128
- * 1024²): 64 MiB pieces 0.901 s/step at 16 GiB (whole blocks 0.902-0.903),
- * 0.931 at 12 GiB with the trainable state streamed (whole blocks 0.858-0.861:
- * its record loads queue behind the stalled lane). So whole blocks by default;
- * ORAKUL_STREAM_PIECE_MB (bench) sets pieces, which only lowers the VRAM the
- * plan counted. The staging buffer is the copy-ahead: a decode lane of its own
- * with a ring of pieces would trade one for the other, not give both. */
+/* Pieces let the DEC lane decode one while the H2D lane copies the next (with
+ * whole blocks through one buffer, the link idled through every decode: 31-39
+ * ms a step on the H200 runs); the ring holds a whole block's coded bytes, so
+ * the copies still run a block ahead of the slot's FREE. The streamer raises
+ * piece_bytes to 1/16 of the largest block (the ring's history holds 32
+ * pieces). ORK_STREAM_PIECE_BYTES is the trainer's (ORAKUL_STREAM_PIECE_MB, a
+ * bench switch, overrides it; 0 there: whole blocks). */
+#define ORK_STREAM_PIECE_BYTES ((size_t)64 << 20)
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75,
@@ -138,7 +138,8 @@ ork_status ork_streamer_pass_end(ork_streamer *s);
 void ork_streamer_stats_get(const ork_streamer *s, ork_streamer_stats *out);
 
 /* Copy-engine events a streamer of n_slots uses from event_base on: 2 per slot,
- * and the lending's (with fewer, ork_streamer_lend takes nothing). */
+ * the lending's (with fewer, ork_streamer_lend takes nothing) and the staging
+ * ring's (coding needs them all: create fails without). */
 int ork_streamer_n_events(int n_slots);
 
 /* Lending. The owner of device memory it does not use from this point of the

@@ -344,11 +344,12 @@ ork_status ork_wstore_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, c
     return ork_wstore_create_ex(a, be, k, info, store_dt, NULL, out);
 }
 
-/* ORAKUL_STREAM_PIECE_MB: coded blocks travel as pieces of this many MiB
- * (stream/streamer.h says why whole blocks are the default); 0 when unset. */
+/* Coded blocks travel as pieces of ORK_STREAM_PIECE_BYTES (stream/streamer.h
+ * says why); ORAKUL_STREAM_PIECE_MB sets another size, 0 whole blocks (the A/B). */
 static size_t piece_bytes(void) {
     const char *e = getenv("ORAKUL_STREAM_PIECE_MB");
-    long mb = e && *e ? strtol(e, NULL, 10) : 0;
+    if (!e || !*e) return ORK_STREAM_PIECE_BYTES;
+    long mb = strtol(e, NULL, 10);
     return mb > 0 ? (size_t)mb << 20 : 0;
 }
 

@@ -285,7 +285,7 @@ static void test_streamed_equals_resident(void) {
             o = base_opts();
             o.streamed = cases[c].st;
             o.n_slots = cases[c].slots;
-            o.cpu_deferred = mode;
+            o.cpu_mode = mode;
             run_ok(&o, &got);
             char what[128];
             snprintf(what, sizeof what, "%s, %s", cases[c].name, mode ? "deferred" : "eager");
@@ -311,9 +311,9 @@ static void test_streamed_equals_resident(void) {
 }
 
 /* Transit coding (stream/wcodec.h): BF16 blocks travel coded and the run is
- * bit-identical to the resident one in both copy-engine modes (DEFERRED shows
- * a decode reading the staging buffer before its copy, or writing a slot still
- * in use); fewer bytes cross than the blocks hold. */
+ * bit-identical to the resident one in every copy-engine mode (DEFERRED shows
+ * a decode reading the staging ring before its copy; SKEWED a copy into ring
+ * bytes a decode has still to read); fewer bytes cross than the blocks hold. */
 static void test_coded_equals_resident(void) {
     toy_init(&g_toy, NB, 64, 16);
     toy_run_opts o = base_opts();
@@ -327,14 +327,15 @@ static void test_coded_equals_resident(void) {
         {"the final layer only (merged visit, raw)", {0, 0, 0, 0, 0, 0, 0, 1}, 2, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < 3; mode++) {
+            static const char *mode_name[3] = {"eager", "deferred", "skewed"};
             o.streamed = cases[c].st;
             o.n_slots = cases[c].slots;
-            o.cpu_deferred = mode;
+            o.cpu_mode = mode;
             o.compress = 1;
             run_ok(&o, &got);
             char what[128];
-            snprintf(what, sizeof what, "%s, %s", cases[c].name, mode ? "deferred" : "eager");
+            snprintf(what, sizeof what, "%s, %s", cases[c].name, mode_name[mode]);
             same(&ref, &got, what);
             int n_st = 0;
             for (int b = 0; b < NB; b++) n_st += cases[c].st[b];
@@ -354,12 +355,14 @@ static void test_coded_equals_resident(void) {
 
 /* The streamer's coding by hand: a block that does not shrink travels raw, a
  * coded block's host region reads back raw (decoded in place) and is coded
- * again at the next pass; the slot always holds the raw bytes. */
-static void test_streamer_coding(void) {
+ * again at the next pass; the slot always holds the raw bytes — its pieces
+ * wrap the staging ring (DEFERRED: a decode before its copy shows; SKEWED: a
+ * copy over a piece still to be decoded). */
+static void coding_case(ork_ce_cpu_mode mode) {
     ork_alloc *a;
     ork_copy_engine *ce;
     CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(mode, ork_streamer_n_events(2), &ce), ORK_OK);
     uint8_t st[3] = {1, 1, 1};
     /* pieces of 32 KiB: blocks 0 and 1 in 7, block 2 in 5 (the last one short and odd) */
     size_t bytes[3] = {200000, 200002, 150001};
@@ -367,9 +370,9 @@ static void test_streamer_coding(void) {
                            .piece_bytes = 32768};
     ork_streamer *s;
     CU_ASSERT_EQUAL_FATAL(ork_streamer_create(ce, a, &o, &s), ORK_OK);
-    /* staging holds one coded piece, not a block */
-    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") >= (size_t)(ORK_STREAM_CODEC_RATIO * 32768));
-    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") <= (size_t)(ORK_STREAM_CODEC_RATIO * 32768) + 256);
+    /* the staging ring holds the largest block's coded bytes, in pieces */
+    CU_ASSERT_EQUAL(ork_alloc_in_use(a, "stream_staging"), ork_stream_staging_bytes(200002, ORK_STREAM_CODEC_RATIO));
+    CU_ASSERT(ork_alloc_in_use(a, "stream_staging") <= (size_t)(ORK_STREAM_CODEC_RATIO * 200002) + ORK_STREAM_ALIGN);
     uint8_t *want[3];
     uint64_t x = 88172645463325252ull;
     for (int b = 0; b < 3; b++) {
@@ -416,6 +419,11 @@ static void test_streamer_coding(void) {
     for (int b = 0; b < 3; b++) free(want[b]);
     ork_copy_engine_destroy(ce);
     ork_alloc_destroy(a);
+}
+
+static void test_streamer_coding(void) {
+    coding_case(ORK_CE_DEFERRED);
+    coding_case(ORK_CE_SKEWED);
 }
 
 /* One pass over `order` checking each slot's bytes against want[]; the trainer's
@@ -602,8 +610,13 @@ static void test_streamer_lend(void) {
     ork_log_set_level(ORK_LOG_INFO);
     ork_streamer_destroy(f.s);
     ork_copy_engine_destroy(f.ce);
-    /* an engine without lending's events: lend takes nothing, the passes work */
+    /* an engine without lending's events: coding is refused (the staging ring's
+     * events come after lending's); uncoded, lend takes nothing, the passes work */
     CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 4, &f.ce), ORK_OK);
+    ork_log_set_level(ORK_LOG_ERROR + 1);
+    CU_ASSERT_NOT_EQUAL(ork_streamer_create(f.ce, f.a, &f.o, &f.s), ORK_OK);
+    ork_log_set_level(ORK_LOG_INFO);
+    f.o.compress = 0;
     CU_ASSERT_EQUAL_FATAL(ork_streamer_create(f.ce, f.a, &f.o, &f.s), ORK_OK);
     s = f.s;
     for (int b = 0; b < NBL; b++)
@@ -680,6 +693,7 @@ static void ahead_case(ork_ce_cpu_mode mode) {
 static void test_streamer_ahead(void) {
     ahead_case(ORK_CE_EAGER);
     ahead_case(ORK_CE_DEFERRED);
+    ahead_case(ORK_CE_SKEWED);
 }
 
 /* FP8 blocks as the weight store packs them (a record of FP8 bytes, one F32
@@ -691,7 +705,7 @@ static void test_streamer_coding_fp8(void) {
     ork_alloc *a;
     ork_copy_engine *ce;
     CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, 8, &ce), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_DEFERRED, ork_streamer_n_events(2), &ce), ORK_OK);
     enum { ROWS = 96, COLS = 1024 };
     uint8_t st[2] = {1, 1};
     size_t bytes[2];
@@ -756,7 +770,7 @@ static void test_streamer_codec_fallback(void) {
     ork_alloc *a;
     ork_copy_engine *ce;
     CU_ASSERT_EQUAL_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, 4, &ce), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_copy_engine_create_cpu(ORK_CE_EAGER, ork_streamer_n_events(2), &ce), ORK_OK);
     enum { HEAD = 1 << 20, ROWS = 3840, COLS = 4096 }; /* 15 MiB of E5M2 */
     uint8_t st[1] = {1};
     size_t bytes[1] = {HEAD + (size_t)ROWS * COLS};

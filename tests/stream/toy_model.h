@@ -144,7 +144,7 @@ typedef struct toy_run_opts {
     ork_dtype store_dt, act_dt;
     const uint8_t *streamed;  /* [n_blocks] or NULL: all resident */
     int n_slots;
-    int cpu_deferred;         /* CPU: DEFERRED copy engine instead of EAGER */
+    int cpu_mode;             /* CPU: the copy engine's ork_ce_cpu_mode (0: EAGER) */
     int steps;
     int forward_only_check;   /* also run ork_runner_forward after training, into fwd_out */
     int compress;             /* streamed blocks travel coded (stream/wcodec.h) */
@@ -180,8 +180,8 @@ static ork_status toy_train(toy *m, const toy_run_opts *ro, toy_run_out *out) {
     ork_graph_opts go = {.act_dtype = ro->act_dt, .nthreads = 1};
     if (s == ORK_OK) s = ork_graph_create(be, a, &go, &g);
     if (s == ORK_OK && ro->streamed) {
-        int nev = 2 * (ro->n_slots > 0 ? ro->n_slots : 2);
-        if (be->device == ORK_DEV_CPU) s = ork_copy_engine_create_cpu(ro->cpu_deferred ? ORK_CE_DEFERRED : ORK_CE_EAGER, nev, &ce);
+        int k = ro->n_slots > 0 ? ro->n_slots : 2, nev = ro->compress ? ork_streamer_n_events(k) : 2 * k;
+        if (be->device == ORK_DEV_CPU) s = ork_copy_engine_create_cpu((ork_ce_cpu_mode)ro->cpu_mode, nev, &ce);
         else s = ork_copy_engine_create(be, &g->k, nev, &ce);
     }
     ork_wstore_stream so = {.ce = ce, .streamed = ro->streamed, .n_slots = ro->n_slots > 0 ? ro->n_slots : 2,
