@@ -256,6 +256,12 @@ static void predict(ork_stream_plan *p) {
          * the forward, params + optimizer state for the visit that steps it (zero.c) */
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
         double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
+        /* the forward's first two records are the backward's last two stepped:
+         * still in zero.c's two slots, not loaded */
+        if (tbytes > 0 && !stepping && tv < 1) {
+            tbytes = 0;
+            tv++;
+        }
         /* the streamer's visits: streamed blocks only, a repeat merged even with
          * resident blocks (the final layer) between; a slot that still holds the
          * block is not loaded again (streamer.c) */

@@ -59,7 +59,44 @@ struct ork_zero {
     int ahead;           /* ork_zero_set_ahead (default on) */
     int pre_n;           /* loads issued ahead */
     zvisit *pre;         /* [K] their visits */
+    /* the block whose current record a slot holds (-1: none): a stepped block's
+     * whole record, or a forward visit's part of it. The next pass's first
+     * forward visits find the backward's last stepped blocks still there (the
+     * record is the host's once its write-back is out): no load, and no wait
+     * for that write-back (the step's tail waited 51 ms for it at r1280 fp32) */
+    int *content;        /* [K] */
+    uint64_t reused;     /* visits that found their block in the slot */
+    int *vslot;          /* [max(cap, K)] visit x's slot: the first K visits' a permutation, then
+                          * visit x + K takes visit x's (freed at its leave) */
+    int *pre_slot;       /* [K] the permutation the loads ahead went to */
 };
+
+static int zslot(const ork_zero *z, int x) { return z->vslot[x]; }
+
+/* The pass's slots: each of its first K visits that does not step its block
+ * takes the slot still holding that block's record (the backward ends on the
+ * blocks the forward starts with, in reverse: no rotation finds them all),
+ * the others the slots left, in order. */
+static void assign_slots(ork_zero *z) {
+    int K = z->K;
+    for (int x = 0; x < K; x++) z->vslot[x] = -1;
+    for (int x = 0; x < K && x < z->nv; x++)
+        for (int s = 0; s < K && !z->vis[x].stepped; s++) {
+            int taken = 0;
+            for (int y = 0; y < x; y++) taken |= z->vslot[y] == s;
+            if (!taken && z->content[s] == z->vis[x].block) { z->vslot[x] = s; break; }
+        }
+    for (int x = 0, s = 0; x < K; x++) {
+        if (z->vslot[x] >= 0) continue;
+        for (;; s++) {
+            int taken = 0;
+            for (int y = 0; y < K; y++) taken |= z->vslot[y] == s;
+            if (!taken) break;
+        }
+        z->vslot[x] = s;
+    }
+    for (int x = K; x < z->nv; x++) z->vslot[x] = z->vslot[x - K];
+}
 
 static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
 
@@ -103,6 +140,10 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
     z->hbad = calloc((size_t)nb + 1, sizeof *z->hbad);
     z->pre = calloc((size_t)z->K + 1, sizeof *z->pre);
+    z->pre_slot = calloc((size_t)z->K, sizeof *z->pre_slot);
+    z->vslot = calloc((size_t)z->K, sizeof *z->vslot);
+    z->content = malloc((size_t)z->K * sizeof *z->content);
+    for (int s = 0; z->content && s < z->K; s++) z->content[s] = -1;
     z->ahead = 1;
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
     z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
@@ -112,7 +153,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->step_start = calloc((size_t)nb + 1, sizeof *z->step_start);
     ork_status st = (z->L.params && z->L.block_bytes && z->L.slot_need && z->first && z->order_p && z->host &&
                      z->slot && z->hsum && z->hbad && z->slot_of && z->wb_slot && z->wb_seq && z->slot_seq && z->fwd_end &&
-                     z->step_start && z->pre) ? ORK_OK : ORK_E_NOMEM;
+                     z->step_start && z->pre && z->content && z->pre_slot && z->vslot) ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK && o->shadow_dt != 0 && o->shadow_dt != ORK_F32 && o->shadow_dt != ORK_BF16)
         st = ORK_FAIL(ORK_E_INVALID, "zero: shadow dtype %d: only BF16 (or none)", (int)o->shadow_dt);
     /* layout: per block, shadow parts, data parts, state parts; grads after the record in the slot */
@@ -199,6 +240,9 @@ void ork_zero_destroy(ork_zero *z) {
         if (z->host[b]) ork_ce_host_free(z->ce, z->host[b]);
     free(z->L.params); free(z->L.block_bytes); free(z->L.slot_need); free(z->first); free(z->order_p);
     free(z->pre);
+    free(z->content);
+    free(z->pre_slot);
+    free(z->vslot);
     free(z->host); free(z->slot); free(z->hsum); free(z->hbad); free(z->slot_of); free(z->vis); free(z->fwd_end);
     free(z->step_start); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq);
     free(z);
@@ -206,11 +250,14 @@ void ork_zero_destroy(ork_zero *z) {
 
 const ork_zero_layout *ork_zero_get_layout(const ork_zero *z) { return &z->L; }
 void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z->host[b] : NULL; }
-/* The host may write the records next: loads issued ahead carry the old bytes. */
+/* The host may write the records next: loads issued ahead carry the old
+ * bytes, and so may the slots. */
 ork_status ork_zero_sync(ork_zero *z) {
     z->pre_n = 0;
+    for (int s = 0; s < z->K; s++) z->content[s] = -1;
     return ork_ce_sync(z->ce);
 }
+uint64_t ork_zero_reused(const ork_zero *z) { return z->reused; }
 
 void ork_zero_set_ahead(ork_zero *z, int on) {
     z->ahead = on != 0;
@@ -237,7 +284,16 @@ static ork_status wait_wb(ork_zero *z, int s) {
  * other; READY waits for the whole write-back, since the block's gradients may
  * lie where the old record is still going out. */
 static ork_status issue(ork_zero *z) {
-    int x = z->issued, s = x % z->K, b = z->vis[x].block;
+    int x = z->issued, s = zslot(z, x), b = z->vis[x].block;
+    if (!z->vis[x].stepped && z->content[s] == b) {
+        /* a forward visit, the block's record still in the slot: nothing to copy
+         * and no READY (the compute lane wrote it, or the load that did recorded
+         * one); the next load into the slot waits for its write-back's chunks */
+        z->reused++;
+        z->issued++;
+        return ORK_OK;
+    }
+    z->content[s] = b; /* a forward visit's part; a stepped visit's whole record once stepped */
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_free(z, s)));
     if (z->wb_slot[b] >= 0 && z->wb_seq[b] > z->h2d_seen) /* this block's record is back on the host */
         ORK_TRY(wait_wb(z, z->wb_slot[b]));
@@ -261,6 +317,9 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
         zvisit *v = realloc(z->vis, (size_t)n * sizeof *v);
         if (!v) return ORK_E_NOMEM;
         z->vis = v;
+        int *vs = realloc(z->vslot, (size_t)(n > z->K ? n : z->K) * sizeof *vs);
+        if (!vs) return ORK_E_NOMEM;
+        z->vslot = vs;
         z->cap = n;
     }
     z->nv = 0;
@@ -282,6 +341,12 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
     while (keep < z->pre_n && keep < z->nv && z->vis[keep].block == z->pre[keep].block &&
            z->vis[keep].stepped == z->pre[keep].stepped)
         keep++;
+    if (keep) { /* the slots the loads ahead went to */
+        memcpy(z->vslot, z->pre_slot, (size_t)z->K * sizeof *z->vslot);
+        for (int x = z->K; x < z->nv; x++) z->vslot[x] = z->vslot[x - z->K];
+    } else {
+        assign_slots(z);
+    }
     z->pre_n = 0;
     z->v = -1; z->issued = keep; z->left = 0; z->active = 1;
     while (z->issued < z->nv && z->issued < z->K) ORK_TRY(issue(z)); /* a slot loaded ahead for nothing: again, in order */
@@ -299,7 +364,7 @@ ork_status ork_zero_enter(ork_zero *z, int b) {
         return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d entered out of the announced order", b);
     z->v = nxt;
     z->left = z->vis[nxt].uses;
-    int s = nxt % z->K;
+    int s = zslot(z, nxt);
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_COMPUTE, ev_ready(z, s)));
     z->slot_of[b] = s;
     if (z->vis[nxt].stepped) { /* fresh gradients for this block's backward */
@@ -328,6 +393,7 @@ ork_dtype ork_zero_data_dtype(const ork_zero *z, int i) {
 }
 
 void ork_zero_refresh_shadows(ork_zero *z) {
+    for (int s = 0; s < z->K; s++) z->content[s] = -1; /* the host records change */
     for (int i = 0; i < z->o.n_params; i++) {
         const ork_zero_param *p = &z->L.params[i];
         if (!p->shadow_bytes || !z->host[p->block]) continue;
@@ -342,7 +408,7 @@ float *ork_zero_grad(ork_zero *z, int i) {
 }
 
 static ork_status release(ork_zero *z, int lane) {
-    int s = z->v % z->K;
+    int s = zslot(z, z->v);
     z->slot_of[z->vis[z->v].block] = -1;
     ORK_TRY(ork_ce_record(z->ce, lane, ev_free(z, s)));
     while (z->issued < z->nv && z->issued <= z->v + z->K) ORK_TRY(issue(z));
@@ -362,7 +428,7 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     if (!has(z, b)) return ORK_OK;
     if (!z->active || z->v < 0 || z->vis[z->v].block != b || z->left != 0 || !z->vis[z->v].stepped)
         return ORK_FAIL(ORK_E_INTERNAL, "zero: gradients of block %d reported outside its last visit", b);
-    int s = z->v % z->K, f = z->first[b], l = z->first[b + 1];
+    int s = zslot(z, z->v), f = z->first[b], l = z->first[b + 1];
     char *slot = z->slot[s];
     /* 1. Σg² per parameter, for this step's norm (the next step's clipping), in
      * block order: the block's sums are sums[f..l) */
@@ -418,6 +484,9 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
         ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_chunk(z, s, c)));
     }
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_wb(z, s)));
+    for (int k = 0; k < z->K; k++) /* this slot holds the new record; another's copy of b is stale */
+        if (k != s && z->content[k] == b) z->content[k] = -1;
+    z->content[s] = b;
     z->wb_slot[b] = s;
     z->wb_seq[b] = z->slot_seq[s] = ++z->wb_n;
     return release(z, ORK_LANE_COMPUTE);
@@ -432,6 +501,8 @@ ork_status ork_zero_pass_end(ork_zero *z) {
      * each follows its slot's write-back on the lanes, as at pass_begin */
     z->pre_n = 0;
     if (!z->ahead) return ORK_OK;
+    assign_slots(z);
+    memcpy(z->pre_slot, z->vslot, (size_t)z->K * sizeof *z->pre_slot);
     z->issued = 0;
     while (z->issued < z->nv && z->issued < z->K) {
         z->pre[z->issued] = z->vis[z->issued];

@@ -132,7 +132,10 @@ void *ork_zero_host(ork_zero *z, int block);
 /* After the host wrote parameter data (init, resume): the host records'
  * shadows from it, rounded as the device rounds them. */
 void ork_zero_refresh_shadows(ork_zero *z);
-ork_status ork_zero_sync(ork_zero *z); /* also drops the loads issued ahead (the host may write) */
+ork_status ork_zero_sync(ork_zero *z); /* also drops the loads issued ahead and what the slots hold (the host may write) */
+/* Forward visits that found their block's record still in its slot (the
+ * backward's last stepped blocks, at the next pass's start): no load. */
+uint64_t ork_zero_reused(const ork_zero *z);
 /* At a pass's end, issue the next pass's first loads (its first visits as this
  * pass's predict them: every training pass and forward pass starts alike), so
  * the link works through the step's tail; pass_begin keeps those that match.

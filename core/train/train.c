@@ -126,7 +126,8 @@ typedef struct job {
     double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 the lane busy, 1 the DEC lane's decodes (H2D)] seconds */
     double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
     FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
-    uint64_t ss_loads[2][4];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead */
+    uint64_t ss_loads[2][5];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead;
+                                 * zero.c's visits that found their record in its slot */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -1767,6 +1768,7 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
         j->ss_loads[e][2] = ss.reused;
         j->ss_loads[e][3] = ss.early_loads;
     }
+    if (j->zero) j->ss_loads[e][4] = ork_zero_reused(j->zero);
     for (int l = 0; j->ss_timing && l < 2; l++) {
         double c = 0, d = 0;
         if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &c, &d) != ORK_OK ||
@@ -1793,6 +1795,9 @@ static void stream_stats_report(job *j) {
             ORK_INFO("streaming loads: %.1f blocks per step (%.1f through the lent gradients' memory, %.1f copied ahead "
                      "at the step before's end), %.1f visits found their block still in its slot", q[0], q[1], q[3], q[2]);
         }
+        if (j->zero)
+            ORK_INFO("streaming trainable state: %.1f forward visits per step found their block's record still in its slot",
+                     (double)(j->ss_loads[1][4] - j->ss_loads[0][4]) / (double)n);
         if (j->ss_timing) {
             double b[2][2], step_s = dt / (double)n;
             for (int l = 0; l < 2; l++)

@@ -216,7 +216,14 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
      * first `slots` visits' loads: blocks 1, 2, 3 forward, 4 stepping (merged) */
     size_t ahead = 0;
     for (int b = 1; !g_no_ahead && b <= slots && b < NB; b++) ahead += b < NB - 1 ? fwd[b] : step[b];
-    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want + ahead);
+    /* but the backward's last stepped blocks (1, 2, 3 — as many as there are
+     * slots) start the next pass's forward: found in their slots, not loaded
+     * (block 4's is a stepping visit: loaded) */
+    int nr = slots < NB - 2 ? slots : NB - 2;
+    size_t found = 0;
+    for (int b = 1; b <= nr; b++) found += fwd[b];
+    CU_ASSERT_EQUAL(ork_zero_reused(z), (uint64_t)(STEPS - 1 + !g_no_ahead) * (uint64_t)nr);
+    CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want + ahead - (uint64_t)(STEPS - 1 + !g_no_ahead) * found);
     get(z, out);
     ork_zero_destroy(z);
     ork_copy_engine_destroy(ce);
@@ -269,7 +276,8 @@ static void clip_previous_norm(void) {
 /* The loads issued ahead at a pass's end: dropped by ork_zero_sync (the host
  * may write the records next) and issued again at pass_begin; not taken by a
  * pass that starts otherwise (a forward pass over blocks 2..4), which loads
- * its own; the parameters as the resident run's either way. */
+ * its own or finds them in their slots; the parameters as the resident run's
+ * either way. */
 static void ahead_dropped_or_replaced(void) {
     for (int mode = 0; mode < 2; mode++) {
         ork_copy_engine *ce; ork_alloc *a;
@@ -295,7 +303,9 @@ static void ahead_dropped_or_replaced(void) {
         int fo[3] = {2, 3, 4};
         CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, fo, 3), ORK_OK);
         uint64_t b4 = ork_ce_bytes(ce, ORK_LANE_H2D);
-        CU_ASSERT_EQUAL(b4 - b3, fwd[2] + fwd[3]); /* not the 1 and 2 issued ahead: its own two */
+        /* not the 1 and 2 issued ahead: its own two, of which block 2 is still in
+         * its slot from the backward (found, not loaded) */
+        CU_ASSERT_EQUAL(b4 - b3, fwd[3]);
         for (int q = 0; q < 3; q++) {
             CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, fo[q]), ORK_OK);
             CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, fo[q]), ORK_OK);
@@ -336,6 +346,36 @@ static void resume(void) {
     get(z, &out);
     CU_ASSERT(same(&out, &full));
     ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+}
+
+/* The next pass's first forward visits find the backward's last stepped blocks
+ * (1 and 2) in their slots, their shadows current (check_shadows) — until the
+ * host writes the records between passes (after ork_zero_sync): then the slots
+ * are loaded again and read the new values. Both copy-engine modes. */
+static void found_until_host_writes(void) {
+    for (int mode = 0; mode < 2; mode++) {
+        ork_copy_engine *ce; ork_alloc *a;
+        ork_zero *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, ORK_BF16);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+        sim r;
+        float ap[2];
+        init(&r);
+        put(z, &r);
+        ork_zero_refresh_shadows(z);
+        streamed(z, &r, 1, ap, 1);
+        uint64_t n0 = ork_zero_reused(z);
+        streamed(z, &r, 1, ap, 1); /* blocks 1 and 2 found (issued ahead at the last pass's end) */
+        CU_ASSERT_EQUAL(ork_zero_reused(z), n0 + 2);
+        get(z, &r);
+        for (int i = 0; i < NP; i++)
+            for (int e = 0; e < p_numel[i]; e++) r.data[i][e] += 0.375f;
+        put(z, &r);
+        ork_zero_refresh_shadows(z);
+        uint64_t n1 = ork_zero_reused(z);
+        streamed(z, &r, 1, ap + 1, 1); /* check_shadows: the new values, loaded */
+        CU_ASSERT_EQUAL(ork_zero_reused(z), n1 + 2); /* only at its end, for the next pass */
+        ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+    }
 }
 
 /* Undone on the device (restore_if_nonfinite from the host record), in both
@@ -380,6 +420,7 @@ static const ork_test_case cases[] = {{"bitwise_without_clipping", bitwise_no_cl
                                       {"clipping_uses_previous_norm", clip_previous_norm},
                                       {"resume_from_host_records", resume},
                                       {"loads_ahead_dropped_or_replaced", ahead_dropped_or_replaced},
+                                      {"found_in_slots_until_host_writes", found_until_host_writes},
                                       {"nonfinite_block_not_stepped", nonfinite_block},
                                       {NULL, NULL}};
 ORK_TEST_MAIN("stream_zero", NULL, NULL, cases)
