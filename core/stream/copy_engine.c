@@ -138,6 +138,12 @@ static ork_status cpu_sync(ork_copy_engine *ce) {
     return ORK_OK;
 }
 
+static ork_status cpu_host_wait(ork_copy_engine *ce, int ev) {
+    cpu_ce *c = ce->priv;
+    if (c->ev_lane[ev] >= 0) perform(ce, c->ev_lane[ev], c->ev_seq[ev]);
+    return ORK_OK;
+}
+
 /* performed work was timed as it ran; what is still queued counts when performed */
 static ork_status cpu_timing_on(ork_copy_engine *ce) { ce->t0 = ce_now(); return ORK_OK; }
 static ork_status cpu_harvest(ork_copy_engine *ce) { (void)ce; return ORK_OK; }
@@ -158,8 +164,9 @@ static void cpu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_copy_fn, cpu_decode,   cpu_record,
-                                 cpu_wait,       cpu_sync,      cpu_destroy, cpu_timing_on, cpu_harvest, cpu_mark};
+static const ork_ce_vt cpu_vt = {cpu_host_alloc, cpu_host_free, cpu_copy_fn, cpu_copy_fn,   cpu_decode,  cpu_record,
+                                 cpu_wait,       cpu_sync,      cpu_host_wait, cpu_destroy, cpu_timing_on, cpu_harvest,
+                                 cpu_mark};
 
 ork_status ork_copy_engine_create_cpu(ork_ce_cpu_mode mode, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ORK_FAIL(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);
@@ -241,6 +248,10 @@ ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev) {
     return ce->vt->wait(ce, lane, ev);
 }
 ork_status ork_ce_sync(ork_copy_engine *ce) { return ce->vt->sync(ce); }
+ork_status ork_ce_host_wait(ork_copy_engine *ce, int ev) {
+    ORK_TRY(check_ev(ce, ev));
+    return ce->vt->host_wait(ce, ev);
+}
 uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane) { return ce->bytes[lane]; }
 int ork_ce_n_events(const ork_copy_engine *ce) { return ce->n_events; }
 uint64_t ork_ce_host_bytes(const ork_copy_engine *ce) { return ce->host_bytes; }

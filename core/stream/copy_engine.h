@@ -84,6 +84,8 @@ ork_status ork_ce_record(ork_copy_engine *ce, ork_lane lane, int ev);
 ork_status ork_ce_wait(ork_copy_engine *ce, ork_lane lane, int ev);
 /* The host waits for the copy lanes and the DEC lane (not the compute lane). */
 ork_status ork_ce_sync(ork_copy_engine *ce);
+/* The host waits for the work event ev's last record covers (on any lane). */
+ork_status ork_ce_host_wait(ork_copy_engine *ce, int ev);
 
 /* Bytes copied on a lane since create (issued, not necessarily complete). */
 uint64_t ork_ce_bytes(const ork_copy_engine *ce, ork_lane lane);

@@ -157,6 +157,12 @@ static ork_status cu_sync(ork_copy_engine *ce) {
     return ORK_OK;
 }
 
+static ork_status cu_host_wait(ork_copy_engine *ce, int ev) {
+    cuda_ce *c = (cuda_ce *)ce->priv;
+    CE_TRY(cudaEventSynchronize(c->ev[ev]));
+    return ORK_OK;
+}
+
 static void cu_destroy(ork_copy_engine *ce) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     if (!c) return;
@@ -175,8 +181,9 @@ static void cu_destroy(ork_copy_engine *ce) {
     free(c);
 }
 
-static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,    cu_copy_d2d, cu_decode, cu_record,
-                                  cu_wait,       cu_sync,      cu_destroy, cu_timing_on, cu_harvest, cu_mark};
+static const ork_ce_vt cuda_vt = {cu_host_alloc, cu_host_free, cu_copy,      cu_copy_d2d, cu_decode,    cu_record,
+                                  cu_wait,       cu_sync,      cu_host_wait, cu_destroy,  cu_timing_on, cu_harvest,
+                                  cu_mark};
 
 extern "C" ork_status ork_copy_engine_create_cuda(const ork_kctx *compute, int n_events, ork_copy_engine **out) {
     if (n_events < 1) return ork_fail(ORK_E_INVALID, "copy engine: n_events must be >= 1, got %d", n_events);

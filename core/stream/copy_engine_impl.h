@@ -20,6 +20,7 @@ typedef struct ork_ce_vt {
     ork_status (*record)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*wait)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*sync)(ork_copy_engine *ce);
+    ork_status (*host_wait)(ork_copy_engine *ce, int ev);
     void (*destroy)(ork_copy_engine *ce);
     /* timing (ork_ce_set_timing): start measuring; fold every timed copy and
      * decode issued so far into busy, waiting for them where needed */

@@ -39,9 +39,10 @@ struct ork_zero {
     uint64_t *slot_seq;  /* [K] number of the slot's last write-back */
     uint64_t wb_n, h2d_seen;
     float *sums;         /* device F32 [n_params]: this step's Σg², in block order (order_p) */
-    float *hsum;         /* host [n_params] */
+    float *hsum;         /* pinned host [n_params] (hsum and hbad: one arena) */
     int32_t *bad;        /* device [n_blocks]: 1 when the block's gradients were not finite this step */
-    int32_t *hbad;       /* host [n_blocks] */
+    int32_t *hbad;       /* pinned host [n_blocks] */
+    int norm_out;        /* this pass's last stepped block sent sums and flags up on the D2H lane */
     double prev_norm;    /* norm of the previous step (0: none yet) */
     float clip;          /* factor applied this step */
     /* pass */
@@ -116,6 +117,7 @@ static int ev_free(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s +
 static int ev_wb(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s + 2; }
 static int ev_chunk(const ork_zero *z, int s, int c) { return z->ev0 + EV_PER_SLOT * s + 3 + c; }
 static int ev_stepped(const ork_zero *z) { return z->ev0 + EV_PER_SLOT * z->K; }
+static int ev_norm(const ork_zero *z) { return z->ev0 + EV_PER_SLOT * z->K + 1; }
 
 ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
                            const ork_zero_opts *o, ork_zero **out) {
@@ -137,8 +139,9 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->order_p = calloc((size_t)np + 1, sizeof *z->order_p);
     z->host = calloc((size_t)nb + 1, sizeof *z->host);
     z->slot = calloc((size_t)z->K, sizeof *z->slot);
-    z->hsum = calloc((size_t)np + 1, sizeof *z->hsum);
-    z->hbad = calloc((size_t)nb + 1, sizeof *z->hbad);
+    size_t hs = up(((size_t)np + 1) * 4);
+    if (ork_ce_host_alloc(ce, hs + ((size_t)nb + 1) * 4, (void **)&z->hsum) == ORK_OK)
+        z->hbad = (int32_t *)((char *)z->hsum + hs);
     z->pre = calloc((size_t)z->K + 1, sizeof *z->pre);
     z->pre_slot = calloc((size_t)z->K, sizeof *z->pre_slot);
     z->vslot = calloc((size_t)z->K, sizeof *z->vslot);
@@ -243,7 +246,7 @@ void ork_zero_destroy(ork_zero *z) {
     free(z->content);
     free(z->pre_slot);
     free(z->vslot);
-    free(z->host); free(z->slot); free(z->hsum); free(z->hbad); free(z->slot_of); free(z->vis); free(z->fwd_end);
+    free(z->host); free(z->slot); ork_ce_host_free(z->ce, z->hsum); free(z->slot_of); free(z->vis); free(z->fwd_end);
     free(z->step_start); free(z->wb_slot); free(z->wb_seq); free(z->slot_seq);
     free(z);
 }
@@ -475,6 +478,15 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
      * the slot follows them); the compute lane is done with the slot */
     ORK_TRY(ork_ce_record(z->ce, ORK_LANE_COMPUTE, ev_stepped(z)));
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_D2H, ev_stepped(z)));
+    if (z->v == z->nv - 1) {
+        /* the pass's last step: every block's Σg² and flag are in. They go up
+         * before its record — a copy on the compute stream queued behind that
+         * write-back on the link (51 ms of the seed's tail at r1280 fp32) */
+        ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->hsum, z->sums, (size_t)z->o.n_params * 4));
+        ORK_TRY(ork_ce_copy(z->ce, ORK_LANE_D2H, z->hbad, z->bad, (size_t)z->o.n_blocks * 4));
+        ORK_TRY(ork_ce_record(z->ce, ORK_LANE_D2H, ev_norm(z)));
+        z->norm_out = 1;
+    }
     size_t rec = z->L.block_bytes[b];
     int nc = (int)((rec + z->chunk - 1) / z->chunk), c0 = (int)(z->step_start[b] / z->chunk);
     for (int k = 0; k < nc; k++) { /* data + state first: what the next stepping load overwrites; the shadows last */
@@ -514,9 +526,14 @@ ork_status ork_zero_pass_end(ork_zero *z) {
 
 ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *skipped_blocks) {
     int np = z->o.n_params, nb = z->o.n_blocks, skipped = 0;
-    ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum, z->sums, (size_t)np * 4));
-    ORK_TRY(z->be->memcpy_d2h(z->k, z->hbad, z->bad, (size_t)nb * 4));
-    ORK_TRY(z->be->sync(z->k));
+    if (z->norm_out) { /* sent up at the last step (grads_ready) */
+        z->norm_out = 0;
+        ORK_TRY(ork_ce_host_wait(z->ce, ev_norm(z)));
+    } else {
+        ORK_TRY(z->be->memcpy_d2h(z->k, z->hsum, z->sums, (size_t)np * 4));
+        ORK_TRY(z->be->memcpy_d2h(z->k, z->hbad, z->bad, (size_t)nb * 4));
+        ORK_TRY(z->be->sync(z->k));
+    }
     double sum = 0;
     for (int i = 0; i < np; i++) sum += z->hsum[i];
     for (int b = 0; b < nb; b++)

@@ -27,7 +27,9 @@
  * streamer). A block that appears more than once in the order (forward, then
  * backward) is STEPPED at its last visit: ork_zero_grads_ready(b)
  *   1. reduces each parameter's Σg² into a device array (the norm of THIS
- *      step, read back at ork_zero_step_end for the NEXT step's clipping),
+ *      step, read back at ork_zero_step_end for the NEXT step's clipping;
+ *      the pass's last step sends the sums and flags up on the D2H lane ahead
+ *      of its record, so the host does not wait for that write-back),
  *   2. scales the gradients by the clip factor of the PREVIOUS step
  *      (min(1, max_norm / (norm(s-1) + 1e-6)); 1 on the first step and
  *      whenever max_grad_norm is 0), then calls the step callback on just
@@ -111,7 +113,7 @@ typedef struct ork_zero ork_zero;
  * events K slots use. The default, 32 pieces, made the seed's step 2% (512²) and
  * 8% (1024²) faster than the whole record on the H200 (docs/PERF.md, fifth session). */
 enum { ORK_ZERO_CHUNKS = 32, ORK_ZERO_CHUNKS_DEFAULT = 32 };
-static inline int ork_zero_n_events(int n_slots) { return (3 + ORK_ZERO_CHUNKS) * n_slots + 1; }
+static inline int ork_zero_n_events(int n_slots) { return (3 + ORK_ZERO_CHUNKS) * n_slots + 2; }
 
 /* The gradient scale clipping by global norm gives (torch's clip_grad_norm_):
  * max_norm / (norm + 1e-6) when norm exceeds max_norm > 0, else 1. The one
