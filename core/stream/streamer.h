@@ -75,11 +75,14 @@ typedef struct ork_streamer_opts {
 /* Pieces let the DEC lane decode one while the H2D lane copies the next (with
  * whole blocks through one buffer, the link idled through every decode: 31-39
  * ms a step on the H200 runs); the ring holds a whole block's coded bytes, so
- * the copies still run a block ahead of the slot's FREE. The streamer raises
+ * the copies still run a block ahead of the slot's FREE. Each copy costs ~33 us
+ * on top of its bytes on the H200 (45 MB pieces at 53.6 GB/s, 333 MB blocks at
+ * 55.5): 64 MiB pieces gave back in copies what the DEC lane saved (the seed's
+ * BF16 r1280 step 1.399 -> 1.404 s), hence 256 MiB. The streamer raises
  * piece_bytes to 1/16 of the largest block (the ring's history holds 32
  * pieces). ORK_STREAM_PIECE_BYTES is the trainer's (ORAKUL_STREAM_PIECE_MB, a
  * bench switch, overrides it; 0 there: whole blocks). */
-#define ORK_STREAM_PIECE_BYTES ((size_t)64 << 20)
+#define ORK_STREAM_PIECE_BYTES ((size_t)256 << 20)
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75,
