@@ -1,14 +1,14 @@
 #!/bin/bash
 # bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's eleventh session (RoPE table kept,
-# loads copied ahead into the staging buffer and the dead checkpoints):
-# 1. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` again (0.908 measured once;
-#    ORAKUL_STREAM_AHEAD=0 beside it for the A/B);
-# 2. zero.c's next-pass loads issued at the pass's end (written after the device time ran
-#    out): `WEIGHT_DTYPE=bf16 TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`
-#    beside the same with ORAKUL_ZERO_AHEAD=0 (1.450 s, link-bound, 25.6 ms of H2D idle in
-#    the tail); then a determ run with the trainable state streamed (f1:12); the fp32 LoRA runs
-#    `SEED_CASES="seed:1280:512:24 seed:1280:1024:24"` (never measured coded).
+# numbers are missing). Still open after 2026-11-30's twelfth session (decode lane with
+# 256 MiB pieces, zero.c's records found in their slots, the norm read ahead of the last
+# write-back; the seed's BF16 r1280 row measured at 1.349 s, 0.947):
+# 1. the F32-master seed run with all of it: `TRACE=1 SEED_CASES=seed:1280:512:24 bash
+#    bench/run_open_gpu.sh seed` (1.901 s, 0.896 against the ceilings' 1.704, before it);
+# 2. the whole GPU suite (`tests`: the twelfth session ran 15 of 16 at 457fffb and the five
+#    the new paths reach at e279f91; train_zero_cuda passed);
+# 3. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` with the decode lane (0.908
+#    in the eleventh session), and a determ run with the trainable state streamed (f1:12).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
