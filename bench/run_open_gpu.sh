@@ -8,7 +8,10 @@
 # 2. the whole GPU suite (`tests`: the twelfth session ran 15 of 16 at 457fffb and the five
 #    the new paths reach at e279f91; train_zero_cuda passed);
 # 3. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` with the decode lane (0.908
-#    in the eleventh session), and a determ run with the trainable state streamed (f1:12).
+#    in the eleventh session), and a determ run with the trainable state streamed (f1:12);
+# 4. each copy costs ~33 us beyond its bytes (twelfth session): zero.c's record chunks (32 a
+#    slot, ~66 MB at r1280) pay ~3% for the hand-over's overlap — `HANDOVER="32 16 32 16"
+#    bash bench/run_open_gpu.sh handover` would say whether 16 is better now.
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
