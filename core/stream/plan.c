@@ -289,8 +289,7 @@ static void predict(ork_stream_plan *p) {
                      * the slot, but the ring (a block's coded bytes) drains only as the
                      * decodes run: the next block's copies wait for the slot too */
                     double dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
-                    size_t piece = (p->slot_bytes + 15) / 16;
-                    if (piece < ORK_STREAM_PIECE_BYTES) piece = ORK_STREAM_PIECE_BYTES;
+                    size_t piece = ork_stream_piece_bytes(ORK_STREAM_PIECE_BYTES, p->slot_bytes);
                     double np = ceil((double)p->block_bytes[b] / (double)piece);
                     le = ls + fbytes / h2d;
                     rdy = fmax(le + dec / np, slot_free[v % K] + dec);

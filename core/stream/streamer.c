@@ -12,6 +12,11 @@
 #define E_MAX 8     /* entries copied ahead */
 #define G_EVENTS 32 /* coded pieces whose decode is remembered (the staging ring's history) */
 
+/* Device bytes an entry or a piece held: [off, off + len). */
+typedef struct byte_range {
+    size_t off, len;
+} byte_range;
+
 typedef struct visit {
     int block;
     int uses; /* consecutive repeats merged into this visit */
@@ -55,7 +60,7 @@ struct ork_streamer {
     size_t g_off;          /* where the next piece goes in the ring */
     /* the pieces copied last: a copy into their bytes waits for the decode of
      * the newest one it overlaps (the DEC lane is in order) */
-    struct { size_t off, len; } g_hist[G_EVENTS]; /* piece g_seq - 1 - h at (g_seq - 1 - h) % G_EVENTS */
+    byte_range g_hist[G_EVENTS]; /* piece g_seq - 1 - h at (g_seq - 1 - h) % G_EVENTS */
     int g_seq;             /* pieces copied through the ring so far: event ev_gdone(g_seq % G_EVENTS) */
     /* lending (ork_streamer_lend): the forward's loads copied back to back into
      * borrowed memory, a FIFO of entries, each decoded into its slot on the
@@ -74,7 +79,7 @@ struct ork_streamer {
      * decode of the newest one it overlaps — not for the last decode enqueued,
      * which with the host ahead of the device would hold the lane back to the
      * compute's pace (a FIFO of one) */
-    struct { size_t off, len; } r_hist[R_EVENTS]; /* entry r_dseq - 1 - h at (r_dseq - 1 - h) % R_EVENTS */
+    byte_range r_hist[R_EVENTS]; /* entry r_dseq - 1 - h at (r_dseq - 1 - h) % R_EVENTS */
     int r_dseq;            /* entries entered so far: event ev_rd(r_dseq % R_EVENTS) */
     int r_entered;         /* of them since the lend (the history holds min(this, R_EVENTS)) */
     int r_go;              /* this pass's FIFO has started: copies are issued from the first enter on,
@@ -113,6 +118,20 @@ struct ork_streamer {
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
 static size_t align_up(size_t n) { return (n + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
+
+/* The last reader a write into [off, off + len) must wait for, as a sequence
+ * number: hist is a ring of the byte ranges of the last min(count, n) of
+ * `seq` readers (reader seq - 1 - h at (seq - 1 - h) % n), read in order on
+ * one lane, so the newest overlapping one covers the older; bytes a reader
+ * older than the history may have held: the oldest remembered. -1: none. */
+static int last_reader(const byte_range *hist, int n, int seq, int count, size_t off, size_t len) {
+    int nh = count < n ? count : n;
+    for (int h = 0; h < nh; h++) {
+        const byte_range *r = &hist[(seq - 1 - h) % n];
+        if (r->off < off + len && off < r->off + r->len) return seq - 1 - h; /* newest first */
+    }
+    return count > n ? seq - n : -1;
+}
 
 void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec) {
     size_t off = align_up(*size);
@@ -181,8 +200,6 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     s->dirty = calloc(nb, 1);
     s->coded = calloc(nb, sizeof *s->coded);
     s->pfirst = calloc(nb + 1, sizeof *s->pfirst);
-    s->piece = o->piece_bytes ? o->piece_bytes / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : SIZE_MAX / 2; /* 0: whole blocks */
-    if (!s->piece) s->piece = ORK_STREAM_ALIGN;
     s->compress = o->compress;
     s->max_ratio = o->max_ratio > 0 ? o->max_ratio : ORK_STREAM_CODEC_RATIO;
     s->nthreads = o->nthreads > 0 ? o->nthreads : 1;
@@ -230,9 +247,7 @@ ork_status ork_streamer_create(ork_copy_engine *ce, ork_alloc *a, const ork_stre
     if (s->slot_bytes == 0) s->slot_bytes = ORK_STREAM_ALIGN;
     for (int k = 0; k < s->K && st == ORK_OK && s->n_streamed; k++) st = ork_alloc_get(a, s->slot_bytes, "stream_slots", &s->slot[k]);
     if (st == ORK_OK && s->compress && s->n_streamed) {
-        /* the ring remembers G_EVENTS pieces: a block in at most half of them */
-        size_t least = align_up((s->slot_bytes + G_EVENTS / 2 - 1) / (G_EVENTS / 2));
-        if (s->piece < least) s->piece = least;
+        s->piece = ork_stream_piece_bytes(o->piece_bytes, s->slot_bytes);
         for (int b = 0; b < s->n_blocks; b++)
             s->pfirst[b + 1] = s->pfirst[b] + (s->streamed[b] ? (int)((s->bytes[b] + s->piece - 1) / s->piece) : 0);
         size_t np = (size_t)s->pfirst[s->n_blocks] + 1;
@@ -275,6 +290,14 @@ void ork_streamer_destroy(ork_streamer *s) {
 
 int ork_streamer_is_streamed(const ork_streamer *s, int block) {
     return block >= 0 && block < s->n_blocks && s->streamed[block];
+}
+
+size_t ork_stream_piece_bytes(size_t piece_bytes, size_t slot_bytes) {
+    size_t p = piece_bytes ? piece_bytes / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN : SIZE_MAX / 2; /* 0: whole blocks */
+    if (!p) p = ORK_STREAM_ALIGN;
+    /* the ring remembers G_EVENTS pieces: a block in at most half of them */
+    size_t least = align_up((slot_bytes + G_EVENTS / 2 - 1) / (G_EVENTS / 2));
+    return p < least ? least : p;
 }
 
 size_t ork_stream_staging_bytes(size_t slot_bytes, double max_ratio) {
@@ -486,16 +509,7 @@ static ork_status g_place(ork_streamer *s, size_t len, size_t *off) {
     size_t l = align_up(len);
     if (s->g_off + l > s->staging_bytes) s->g_off = 0;
     *off = s->g_off;
-    int wait = -1, nh = s->g_seq < G_EVENTS ? s->g_seq : G_EVENTS;
-    for (int h = 0; h < nh; h++) {
-        int i = (s->g_seq - 1 - h) % G_EVENTS;
-        if (s->g_hist[i].off < *off + l && *off < s->g_hist[i].off + s->g_hist[i].len) {
-            wait = s->g_seq - 1 - h;
-            break; /* newest first */
-        }
-    }
-    /* bytes a piece older than the history may have held: the oldest remembered decode covers it */
-    if (wait < 0 && s->g_seq > G_EVENTS) wait = s->g_seq - G_EVENTS;
+    int wait = last_reader(s->g_hist, G_EVENTS, s->g_seq, s->g_seq, *off, l);
     if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_gdone(s, wait)));
     s->g_hist[s->g_seq % G_EVENTS].off = *off;
     s->g_hist[s->g_seq % G_EVENTS].len = l;
@@ -503,11 +517,13 @@ static ork_status g_place(ork_streamer *s, size_t len, size_t *off) {
     return ORK_OK;
 }
 
-static ork_status issue(ork_streamer *s) {
+/* The next visit's load (none for a lent visit, one copied ahead or a block
+ * its slot still holds). */
+static ork_status load_next(ork_streamer *s) {
     int x = s->issued, slot = slot_of(s, x), b = s->vis[x].block;
     if (s->kind[x]) { /* lent (copied by r_fill) or copied ahead: decoded at enter */
         s->issued++;
-        return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
+        return ORK_OK;
     }
     ork_ce_set_tag(s->ce, b); /* the lane trace's tag: the block loaded */
     if (s->content[slot] == b) {
@@ -517,7 +533,7 @@ static ork_status issue(ork_streamer *s) {
          * filled it) stands; a lent decode filled it on the compute lane itself. */
         s->reused++;
         s->issued++;
-        return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
+        return ORK_OK;
     } else {
         if (s->coded[b]) {
             /* piece by piece through the staging ring: the H2D lane copies each
@@ -550,7 +566,14 @@ static ork_status issue(ork_streamer *s) {
         s->raw += s->bytes[b];
     }
     s->issued++;
-    return x == s->nv - 1 ? copy_ahead(s) : ORK_OK;
+    return ORK_OK;
+}
+
+/* Issue the next visit's load; after the pass's last, the next pass's first
+ * loads are copied ahead. */
+static ork_status issue(ork_streamer *s) {
+    ORK_TRY(load_next(s));
+    return s->issued == s->nv ? copy_ahead(s) : ORK_OK;
 }
 
 /* ---- lending -------------------------------------------------------------- */
@@ -611,18 +634,7 @@ static ork_status r_fill(ork_streamer *s) {
         /* the bytes' last readers: the decodes of the entered entries it overlaps
          * (the newest of them is enough: the compute lane is in order), or, for
          * bytes no entry has held since the lend, the owner (the lend's record) */
-        int wait = -1;
-        int nhist = s->r_entered < R_EVENTS ? s->r_entered : R_EVENTS;
-        for (int h = 0; h < nhist; h++) {
-            int i = (s->r_dseq - 1 - h) % R_EVENTS;
-            if (s->r_hist[i].off < off + align_up(len) && off < s->r_hist[i].off + s->r_hist[i].len) {
-                wait = s->r_dseq - 1 - h;
-                break; /* newest first */
-            }
-        }
-        /* bytes an entry older than the history may have held: its decode came
-         * before the oldest remembered one's, so that one covers it */
-        if (wait < 0 && s->r_entered > R_EVENTS) wait = s->r_dseq - R_EVENTS;
+        int wait = last_reader(s->r_hist, R_EVENTS, s->r_dseq, s->r_entered, off, align_up(len));
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rfree(s))); /* complete after the first copies: free */
         if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rd(s, wait)));
         ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->lend + off, s->host[b], len));

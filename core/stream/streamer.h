@@ -83,6 +83,10 @@ typedef struct ork_streamer_opts {
  * pieces). ORK_STREAM_PIECE_BYTES is the trainer's (ORAKUL_STREAM_PIECE_MB, a
  * bench switch, overrides it; 0 there: whole blocks). */
 #define ORK_STREAM_PIECE_BYTES ((size_t)256 << 20)
+/* The raw bytes a piece covers when piece_bytes is asked for (0: whole
+ * blocks) and the largest block has slot_bytes: ORK_STREAM_ALIGN-rounded, and
+ * at least 1/16 of that block. The streamer's and the planner's one rule. */
+size_t ork_stream_piece_bytes(size_t piece_bytes, size_t slot_bytes);
 
 /* The coded size a block must reach to travel coded (the staging buffer's
  * fraction of a slot; the planner counts the same). BF16 weights code to ~0.75,

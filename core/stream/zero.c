@@ -74,6 +74,11 @@ struct ork_zero {
 
 static int zslot(const ork_zero *z, int x) { return z->vslot[x]; }
 
+/* The host may write the records: no slot's copy counts as current. */
+static void forget_slots(ork_zero *z) {
+    for (int s = 0; s < z->K; s++) z->content[s] = -1;
+}
+
 /* The pass's slots: each of its first K visits that does not step its block
  * takes the slot still holding that block's record (the backward ends on the
  * blocks the forward starts with, in reverse: no rotation finds them all),
@@ -146,7 +151,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     z->pre_slot = calloc((size_t)z->K, sizeof *z->pre_slot);
     z->vslot = calloc((size_t)z->K, sizeof *z->vslot);
     z->content = malloc((size_t)z->K * sizeof *z->content);
-    for (int s = 0; z->content && s < z->K; s++) z->content[s] = -1;
+    if (z->content) forget_slots(z);
     z->ahead = 1;
     z->slot_of = calloc((size_t)nb + 1, sizeof *z->slot_of);
     z->wb_slot = calloc((size_t)nb + 1, sizeof *z->wb_slot);
@@ -257,7 +262,7 @@ void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z
  * bytes, and so may the slots. */
 ork_status ork_zero_sync(ork_zero *z) {
     z->pre_n = 0;
-    for (int s = 0; s < z->K; s++) z->content[s] = -1;
+    forget_slots(z);
     return ork_ce_sync(z->ce);
 }
 uint64_t ork_zero_reused(const ork_zero *z) { return z->reused; }
@@ -396,7 +401,7 @@ ork_dtype ork_zero_data_dtype(const ork_zero *z, int i) {
 }
 
 void ork_zero_refresh_shadows(ork_zero *z) {
-    for (int s = 0; s < z->K; s++) z->content[s] = -1; /* the host records change */
+    forget_slots(z); /* the host records change */
     for (int i = 0; i < z->o.n_params; i++) {
         const ork_zero_param *p = &z->L.params[i];
         if (!p->shadow_bytes || !z->host[p->block]) continue;

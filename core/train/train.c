@@ -123,7 +123,7 @@ typedef struct job {
     double ss_t[2];
     uint64_t ss_h2d[2], ss_d2h[2];
     int ss_timing;              /* ORAKUL_STREAM_TIMING=1: the copy lanes are timed (ork_ce_busy) */
-    double ss_busy[2][2][2];    /* [mark][0 H2D, 1 D2H][0 the lane busy, 1 the DEC lane's decodes (H2D)] seconds */
+    double ss_busy[2][3];       /* [mark] seconds busy: the H2D lane, the D2H lane, the DEC lane (decodes) */
     double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
     FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
     uint64_t ss_loads[2][5];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead;
@@ -1769,13 +1769,13 @@ static void stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last)
         j->ss_loads[e][3] = ss.early_loads;
     }
     if (j->zero) j->ss_loads[e][4] = ork_zero_reused(j->zero);
-    for (int l = 0; j->ss_timing && l < 2; l++) {
+    static const ork_lane busy_lane[3] = {ORK_LANE_H2D, ORK_LANE_D2H, ORK_LANE_DEC};
+    for (int l = 0; j->ss_timing && l < 3; l++) {
         double c = 0, d = 0;
-        if (ork_ce_busy(j->ce, l ? ORK_LANE_D2H : ORK_LANE_H2D, &c, &d) != ORK_OK ||
-            ork_ce_busy(j->ce, ORK_LANE_DEC, NULL, &j->ss_busy[e][l][1]) != ORK_OK ||
-            ork_ce_waited(j->ce, l ? ORK_LANE_H2D : ORK_LANE_COMPUTE, &j->ss_wait[e][l]) != ORK_OK)
+        if (ork_ce_busy(j->ce, busy_lane[l], &c, &d) != ORK_OK ||
+            (l < 2 && ork_ce_waited(j->ce, l ? ORK_LANE_H2D : ORK_LANE_COMPUTE, &j->ss_wait[e][l]) != ORK_OK))
             j->ss_timing = 0; /* a diagnostic: the run goes on without it */
-        j->ss_busy[e][l][0] = c + d;
+        j->ss_busy[e][l] = c + d;
     }
 }
 
@@ -1799,13 +1799,11 @@ static void stream_stats_report(job *j) {
             ORK_INFO("streaming trainable state: %.1f forward visits per step found their block's record still in its slot",
                      (double)(j->ss_loads[1][4] - j->ss_loads[0][4]) / (double)n);
         if (j->ss_timing) {
-            double b[2][2], step_s = dt / (double)n;
-            for (int l = 0; l < 2; l++)
-                for (int k = 0; k < 2; k++) b[l][k] = (j->ss_busy[1][l][k] - j->ss_busy[0][l][k]) / (double)n;
+            double b[3], step_s = dt / (double)n;
+            for (int l = 0; l < 3; l++) b[l] = (j->ss_busy[1][l] - j->ss_busy[0][l]) / (double)n;
             ORK_INFO("streaming lanes: host->device busy %.3f s/step (%.0f%% of the step, copies at %.1f GB/s), "
-                     "decodes %.3f s/step on their own lane, device->host busy %.3f s/step (%.0f%%)", b[0][0],
-                     100.0 * b[0][0] / step_s, b[0][0] > 0 ? h / 1e9 / b[0][0] : 0.0, b[0][1], b[1][0],
-                     100.0 * b[1][0] / step_s);
+                     "decodes %.3f s/step on their own lane, device->host busy %.3f s/step (%.0f%%)", b[0],
+                     100.0 * b[0] / step_s, b[0] > 0 ? h / 1e9 / b[0] : 0.0, b[2], b[1], 100.0 * b[1] / step_s);
             ORK_INFO("streaming waits: the compute lane stood %.3f s/step for loads, the host->device lane %.3f s/step "
                      "for free slots", (j->ss_wait[1][0] - j->ss_wait[0][0]) / (double)n,
                      (j->ss_wait[1][1] - j->ss_wait[0][1]) / (double)n);
