@@ -47,7 +47,7 @@ for ph in "${phases[@]}"; do
   t0=$(date +%s)
   case $ph in
   tests)  export ORK_SHARED_DIR=${ORK_SHARED_DIR:-$root/.carry/shared}
-          (cd $B && timeout 200 ctest -L gpu -j1 --output-on-failure > "$OUT/ctest_gpu.log" 2>&1)
+          (cd $B && timeout ${TESTS_TIMEOUT:-200} ctest -L gpu -j1 --output-on-failure > "$OUT/ctest_gpu.log" 2>&1)
           echo "== tests rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "Test +#|tests passed" "$OUT/ctest_gpu.log"
           grep -E "PSNR|decoder grad|gradient: L2" "$OUT/ctest_gpu.log" | head -12 ;;
   quant)  timeout 120 $B/bench/quant/bench_quant speed > "$OUT/quant_speed.txt" 2>&1
