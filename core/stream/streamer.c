@@ -1,5 +1,6 @@
 /* stream/streamer.c — see streamer.h. */
 #include "stream/streamer.h"
+#include "stream/reader_history.h"
 
 #include "cpu/cpu.h" /* ork_par_for */
 #include "util/log.h"
@@ -11,11 +12,6 @@
 #define R_EVENTS 16 /* lent entries in flight, and entered entries remembered */
 #define E_MAX 8     /* entries copied ahead */
 #define G_EVENTS 32 /* coded pieces whose decode is remembered (the staging ring's history) */
-
-/* Device bytes an entry or a piece held: [off, off + len). */
-typedef struct byte_range {
-    size_t off, len;
-} byte_range;
 
 typedef struct visit {
     int block;
@@ -118,20 +114,6 @@ struct ork_streamer {
 static int slot_of(const ork_streamer *s, int x) { return (x + s->base) % s->K; }
 
 static size_t align_up(size_t n) { return (n + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
-
-/* The last reader a write into [off, off + len) must wait for, as a sequence
- * number: hist is a ring of the byte ranges of the last min(count, n) of
- * `seq` readers (reader seq - 1 - h at (seq - 1 - h) % n), read in order on
- * one lane, so the newest overlapping one covers the older; bytes a reader
- * older than the history may have held: the oldest remembered. -1: none. */
-static int last_reader(const byte_range *hist, int n, int seq, int count, size_t off, size_t len) {
-    int nh = count < n ? count : n;
-    for (int h = 0; h < nh; h++) {
-        const byte_range *r = &hist[(seq - 1 - h) % n];
-        if (r->off < off + len && off < r->off + r->len) return seq - 1 - h; /* newest first */
-    }
-    return count > n ? seq - n : -1;
-}
 
 void ork_stream_rec_add(size_t *size, size_t data_bytes, size_t scale_bytes, ork_stream_rec *rec) {
     size_t off = align_up(*size);
@@ -509,10 +491,9 @@ static ork_status g_place(ork_streamer *s, size_t len, size_t *off) {
     size_t l = align_up(len);
     if (s->g_off + l > s->staging_bytes) s->g_off = 0;
     *off = s->g_off;
-    int wait = last_reader(s->g_hist, G_EVENTS, s->g_seq, s->g_seq, *off, l);
+    int wait = reader_history_last(s->g_hist, G_EVENTS, s->g_seq, s->g_seq, *off, l);
     if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_gdone(s, wait)));
-    s->g_hist[s->g_seq % G_EVENTS].off = *off;
-    s->g_hist[s->g_seq % G_EVENTS].len = l;
+    reader_history_put(s->g_hist, G_EVENTS, s->g_seq, *off, l);
     s->g_off += l;
     return ORK_OK;
 }
@@ -634,7 +615,7 @@ static ork_status r_fill(ork_streamer *s) {
         /* the bytes' last readers: the decodes of the entered entries it overlaps
          * (the newest of them is enough: the compute lane is in order), or, for
          * bytes no entry has held since the lend, the owner (the lend's record) */
-        int wait = last_reader(s->r_hist, R_EVENTS, s->r_dseq, s->r_entered, off, align_up(len));
+        int wait = reader_history_last(s->r_hist, R_EVENTS, s->r_dseq, s->r_entered, off, align_up(len));
         ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rfree(s))); /* complete after the first copies: free */
         if (wait >= 0) ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_H2D, ev_rd(s, wait)));
         ORK_TRY(ork_ce_copy(s->ce, ORK_LANE_H2D, s->lend + off, s->host[b], len));
@@ -670,9 +651,7 @@ static ork_status r_enter(ork_streamer *s, int x) {
         return ORK_FAIL(ORK_E_INTERNAL, "streamer: lent visit %d (block %d) entered out of order", x, b);
     ORK_TRY(ork_ce_wait(s->ce, ORK_LANE_COMPUTE, ev_rc(s, s->r_ev[x])));
     ORK_TRY(unpack(s, b, slot, s->lend + s->r_off[x]));
-    int i = s->r_dseq % R_EVENTS;
-    s->r_hist[i].off = s->r_off[x];
-    s->r_hist[i].len = align_up(entry_bytes(s, b));
+    reader_history_put(s->r_hist, R_EVENTS, s->r_dseq, s->r_off[x], align_up(entry_bytes(s, b)));
     ORK_TRY(ork_ce_record(s->ce, ORK_LANE_COMPUTE, ev_rd(s, s->r_dseq)));
     s->r_dseq++;
     s->r_entered++;
