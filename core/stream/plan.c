@@ -224,6 +224,8 @@ static void predict(ork_stream_plan *p) {
     int *held = malloc((size_t)K * sizeof *held); /* the block a slot holds (streamer.c reuses it) */
     for (int k = 0; held && k < K; k++) held[k] = -1;
     double copy_free = 0, d2h_free = 0, now = 0;
+    /* the compute lane busy without a break in [c_from, c_end) so far; the decodes' SM time per pass */
+    double c_from = 0, c_end = 0, steal_sum[2] = {0, 0};
     int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
     /* zero.c's slots: free of compute, and the last write-back out of each; a
      * load into a slot follows that write-back chunk by chunk (ORK_ZERO_CHUNKS_DEFAULT pieces) */
@@ -249,7 +251,7 @@ static void predict(ork_stream_plan *p) {
     p->lend_applies = lend;
     for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
         int b = blk[q];
-        double start = now, h2d = q >= n ? h2d1 * duplex : h2d1;
+        double start = now, h2d = q >= n ? h2d1 * duplex : h2d1, steal = 0;
         /* a new visit loads the block's streamed frozen weights and, when the
          * trainable state streams, its LoRA record — every trainable block's,
          * resident frozen weights or not: the BF16 shadows (or the params) for
@@ -294,6 +296,8 @@ static void predict(ork_stream_plan *p) {
                     le = ls + fbytes / h2d;
                     rdy = fmax(le + dec / np, slot_free[v % K] + dec);
                     gate = slot_free[v % K];
+                    /* its kernels ran in [rdy - dec, rdy]: beside the compute before, they took its SMs */
+                    steal = fmax(0.0, fmin(rdy, c_end) - fmax(rdy - dec, c_from));
                 } else {
                     if (slot_free[v % K] > ls) ls = slot_free[v % K];
                     le = ls + fbytes / h2d;
@@ -317,7 +321,10 @@ static void predict(ork_stream_plan *p) {
                 f_free[f_head - 1] = start;
             }
         }
-        now = start + cmp[q];
+        now = start + cmp[q] + steal;
+        if (start > c_end) c_from = start; /* the lane waited: a new busy stretch */
+        c_end = now;
+        steal_sum[q >= n] += steal;
         int last_use = q + 1 >= ne || blk[q + 1] != b;
         if (p->streamed[b] && last_use) slot_free[v % K] = now;
         if (p->trainable_streamed && p->block_lora[b] && last_use && tv >= 0) t_free[tv % K] = now;
@@ -339,6 +346,7 @@ static void predict(ork_stream_plan *p) {
         p->pass_compute[k] = pc[k];
         p->pass_h2d[k] = ph[k];
         p->pass_d2h[k] = pd[k];
+        p->pass_decode_sm[k] = steal_sum[k];
     }
     p->pass_wall[0] = fwd_end;
     p->pass_wall[1] = now - fwd_end;
@@ -347,6 +355,7 @@ static void predict(ork_stream_plan *p) {
     free(t_free); free(t_wb0); free(t_wb1);
     free(f_bytes); free(f_free);
     p->t_compute = tc;
+    p->t_decode_sm = steal_sum[0] + steal_sum[1];
     p->t_h2d = th;
     p->t_d2h = td;
     p->t_step = now;
@@ -700,18 +709,22 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
             mib((double)p->workspace, k, sizeof k), mib((double)p->total, l, sizeof l));
     fprintf(f, "  host: %s pinned\n", mib((double)p->host_pinned, a, sizeof a));
     fprintf(f, "  PCIe per micro-step: H2D %.2f GB, D2H %.2f GB\n", p->h2d_bytes / 1e9, p->d2h_bytes / 1e9);
-    fprintf(f, "  predicted step: %.3f s (compute %.3f s for %.1f TFLOP, H2D %.3f s, D2H %.3f s; overlap %.0f%%)\n", p->t_step,
-            p->t_compute, p->step_flops / 1e12, p->t_h2d, p->t_d2h,
-            p->t_step > 0 ? 100.0 * fmax(p->t_compute, fmax(p->t_h2d, p->t_d2h)) / p->t_step : 100.0);
+    double cd = p->t_compute + p->t_decode_sm;
+    fprintf(f, "  predicted step: %.3f s (compute %.3f s for %.1f TFLOP", p->t_step, p->t_compute, p->step_flops / 1e12);
+    if (p->t_decode_sm > 0) fprintf(f, " + %.3f s of SM time the transit decodes take from it", p->t_decode_sm);
+    fprintf(f, ", H2D %.3f s, D2H %.3f s; overlap %.0f%%)\n", p->t_h2d, p->t_d2h,
+            p->t_step > 0 ? 100.0 * fmax(cd, fmax(p->t_h2d, p->t_d2h)) / p->t_step : 100.0);
     /* per pass, and the term that bounds each: what a faster card, link or
      * budget would buy (the forward pass often waits on the link while the
      * backward waits on compute: then neither alone sets the step) */
     static const char *pass[2] = {"forward", "backward"};
     fprintf(f, "  per pass:");
     for (int k = 0; k < 2; k++) {
-        double c = p->pass_compute[k], h = p->pass_h2d[k], dd = p->pass_d2h[k];
+        double c = p->pass_compute[k] + p->pass_decode_sm[k], h = p->pass_h2d[k], dd = p->pass_d2h[k];
         const char *bound = c >= h && c >= dd ? "compute" : h >= dd ? "H2D" : "D2H";
-        fprintf(f, "%s %s %.3f s (compute %.3f s, H2D %.3f s", k ? ";" : "", pass[k], p->pass_wall[k], c, h);
+        fprintf(f, "%s %s %.3f s (compute %.3f s", k ? ";" : "", pass[k], p->pass_wall[k], p->pass_compute[k]);
+        if (p->pass_decode_sm[k] > 0) fprintf(f, " + decodes %.3f s", p->pass_decode_sm[k]);
+        fprintf(f, ", H2D %.3f s", h);
         if (k) fprintf(f, ", D2H %.3f s", dd);
         fprintf(f, "; bound by %s)", bound);
     }

@@ -168,6 +168,11 @@ typedef struct ork_stream_plan {
     /* the same per pass ([0] forward, [1] backward; D2H only in the backward) and
      * each pass's simulated wall time: which term bounds the step, where */
     double pass_compute[2], pass_h2d[2], pass_d2h[2], pass_wall[2];
+    /* the DEC lane's decodes that ran while the compute lane computed: their
+     * kernels take the SMs they run on, so the compute is charged that long
+     * (an upper bound: a memory-bound decode beside a GEMM slows it less); in
+     * t_step and pass_wall, not in t_compute / pass_compute (the FLOPs' time) */
+    double t_decode_sm, pass_decode_sm[2];
     /* suggest_trainable_streaming: the predicted step of the same AUTO plan
      * with the trainable state streamed from the start; 0 when not predicted */
     double t_step_trainable;

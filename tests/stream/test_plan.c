@@ -218,6 +218,35 @@ static void test_codec(void) {
     }
 }
 
+/* The decodes' SM time: on a compute-bound card the DEC lane's kernels run
+ * beside the compute and the plan charges it their time (about all of it: the
+ * compute never waits there); on a link-bound one they run while the compute
+ * waits for the link, and nothing is charged. */
+static void test_decode_sm_time(void) {
+    fx_init(&g_fx);
+    for (int bound = 0; bound < 2; bound++) { /* 0: compute-bound, 1: link-bound */
+        ork_plan_inputs in = flux_inputs(1000, ORK_OFFLOAD_PERCENT, 0.5);
+        in.stream_codec = 1;
+        in.codec_ratio = 0.75;
+        in.dev.tflops = bound ? 1e5 : 50.0;
+        in.dev.decode_gbs = 100.0;
+        ork_stream_plan *p;
+        CU_ASSERT_EQUAL_FATAL(ork_stream_plan_make(&in, &p), ORK_OK);
+        double all = 0; /* every load decoded: each streamed block twice (forward, backward) */
+        for (int b = 0; b < p->n_blocks; b++)
+            if (p->streamed[b]) all += 2.0 * (double)p->block_bytes[b] / 100e9;
+        CU_ASSERT(all > 0.1);
+        CU_ASSERT(fabs(p->t_decode_sm - (p->pass_decode_sm[0] + p->pass_decode_sm[1])) < 1e-12);
+        if (!bound) {
+            CU_ASSERT(p->t_decode_sm > 0.9 * all && p->t_decode_sm <= all + 1e-9);
+            CU_ASSERT(p->t_step >= p->t_compute + p->t_decode_sm - 1e-9);
+        } else {
+            CU_ASSERT(p->t_decode_sm < 0.01 * all);
+        }
+        ork_stream_plan_free(p);
+    }
+}
+
 /* model.stream_compression auto (ORK_PLAN_CODEC_PREDICT): coded where the
  * plan predicts it faster (FLUX.1 at 16 GiB: forward transfer-bound), raw
  * where the decode would cost more than the bytes save, and raw — quietly —
@@ -611,6 +640,7 @@ static const ork_test_case cases[] = {
     {"percent honoured, slots, PCIe bytes, time bounds", test_percent_honoured},
     {"transit coding: coded bytes, staging counted, no slower", test_codec},
     {"transit coding auto: coded when predicted faster, raw otherwise", test_codec_predict},
+    {"the decodes' SM time charged to a compute-bound step only", test_decode_sm_time},
     {"auto: fewest streamed that fit", test_auto},
     {"auto: densest blocks first, kept when predicted faster by the margin", test_auto_dense_first},
     {"auto: streaming the trainable state suggested when predicted faster", test_trainable_suggestion},
