@@ -1,17 +1,15 @@
 #!/bin/bash
-# bench/run_open_gpu.sh — the GPU runs the open issues need (docs/PERF.md says which
-# numbers are missing). Still open after 2026-11-30's twelfth session (decode lane with
-# 256 MiB pieces, zero.c's records found in their slots, the norm read ahead of the last
-# write-back; the seed's BF16 r1280 row measured at 1.349 s, 0.947):
-# 1. the F32-master seed run with all of it: `TRACE=1 SEED_CASES=seed:1280:512:24 bash
-#    bench/run_open_gpu.sh seed` (1.901 s, 0.896 against the ceilings' 1.704, before it);
-# 2. the whole GPU suite (`tests`: the twelfth session ran 15 of 16 at 457fffb and the five
-#    the new paths reach at e279f91; train_zero_cuda passed);
-# 3. `LEND_CASES="f1:0,f1:16" bash bench/run_open_gpu.sh lend` with the decode lane (0.908
-#    in the eleventh session), and a determ run with the trainable state streamed (f1:12);
-# 4. each copy costs ~33 us beyond its bytes (twelfth session): zero.c's record chunks (32 a
-#    slot, ~66 MB at r1280) pay ~3% for the hand-over's overlap — `HANDOVER="32 16 32 16"
-#    bash bench/run_open_gpu.sh handover` would say whether 16 is better now.
+# bench/run_open_gpu.sh — the GPU runs behind docs/PERF.md's streaming rows (issue #8), to
+# re-measure them after a change. The thirteenth session (2026-11-30) measured every §6 row
+# at 0.90 or above: the seed's F32 r1280 512² run 1.823 s (0.924 of the link's transfer-only
+# time) with `TRACE=1 SEED_CASES=seed:1280:512:24 bash bench/run_open_gpu.sh seed`; the 1024²
+# pairs with `[WEIGHT_DTYPE=bf16] LEND_CASES="seed:1280:1024:0,seed:1280:1024:24" bash
+# bench/run_open_gpu.sh lend` (0.931 / 0.959); FLUX.1-dev at 16 GiB with
+# `LEND_CASES="f1:0,f1:16"` (0.909); `determ` with the trainable state streamed (f1:12, bitwise);
+# `tests` (TESTS_TIMEOUT=300: the suite takes ~120-200 s).
+# Open questions: zero.c's write-back chunks (32 a slot) cost ~33 us a copy beyond their
+# bytes, most where records are small (FLUX.1 r128: ~5 MiB chunks) — `HANDOVER="32 6 32 6"
+# HANDOVER_CASE=f1:12 bash bench/run_open_gpu.sh handover`.
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
