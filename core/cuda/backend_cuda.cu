@@ -127,9 +127,24 @@ static ork_status be_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, co
 }
 
 /* ---- convolution: per image, col (Kc = Cin·kh·kw, P = Ho·Wo) ----
- * workspace: col (Kc·P) + a copy of w in the activation dtype (Cout·Kc), 4 bytes each. */
+ * workspace: col + a copy of w in the activation dtype (Cout·Kc), 4 bytes each.
+ * The forward takes the output positions in pieces of conv_cols columns, so its
+ * col stays under ORK_CONV_COL_BYTES: whole, a 1024² image's 64-channel 3x3
+ * conv needs 2.25 GiB (the latent encode's peak, outside the plan's budget);
+ * the backward (dgrad's col2im gathers over the whole col) keeps all P. */
+#define ORK_CONV_COL_BYTES ((size_t)256 << 20)
+static int64_t conv_cols(const ork_conv2d_desc *d) {
+    const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
+    size_t cap = ORK_CONV_COL_BYTES;
+    const char *env = getenv("ORK_CONV_COL_KIB"); /* tests: force the pieces on small images */
+    if (env && atol(env) > 0) cap = (size_t)atol(env) << 10;
+    if ((size_t)Kc * (size_t)P * 4 <= cap) return P;
+    int64_t c = (int64_t)(cap / ((size_t)Kc * 4)) / 64 * 64; /* pieces start 64-aligned (the GEMM's C and B) */
+    return c < 64 ? 64 : c;
+}
 static size_t be_conv2d_ws(const ork_conv2d_desc *d, int backward) {
-    return (size_t)(d->Cin * d->kh * d->kw) * (size_t)(d->Ho * d->Wo + d->Cout) * 4 + 256;
+    const int64_t Kc = d->Cin * d->kh * d->kw, cols = backward ? d->Ho * d->Wo : conv_cols(d);
+    return (((size_t)Kc * (size_t)cols * 4 + 255) & ~(size_t)255) + (size_t)Kc * (size_t)d->Cout * 4 + 256;
 }
 static int conv_is_pointwise(const ork_conv2d_desc *d) {
     return d->kh == 1 && d->kw == 1 && d->stride == 1 && d->pad == 0;
@@ -146,20 +161,25 @@ static ork_status conv_weight(const ork_kctx *k, const ork_conv2d_desc *d, const
 static ork_status be_conv2d(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, const void *w,
                             const void *b, ork_dtype wdt, void *y, void *ws, ork_dtype dt) {
     const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
+    const int pw = conv_is_pointwise(d);
+    const int64_t ccols = conv_cols(d), cols = pw ? P : ccols; /* ws laid out as be_conv2d_ws(d, 0) sized it */
     const size_t es = ork_dtype_size(dt);
-    char *col = (char *)ws, *wsw = col + (((size_t)Kc * P * es + 255) & ~(size_t)255);
+    char *col = (char *)ws, *wsw = col + (((size_t)Kc * ccols * 4 + 255) & ~(size_t)255);
     const void *wd;
     ORK_TRY(conv_weight(k, d, w, wdt, dt, wsw, &wd));
     for (int64_t n = 0; n < d->N; n++) {
         const char *xn = (const char *)x + (size_t)n * d->Cin * d->H * d->W * es;
-        const void *B = xn;
-        if (!conv_is_pointwise(d)) { ORK_TRY(ork_cuda_im2col(k, d, xn, col, dt)); B = col; }
-        ork_gemm_desc g = {};
-        g.M = d->Cout; g.N = P; g.K = Kc; g.batch = 1; g.alpha = 1.f;
-        g.A = wd; g.adt = dt; g.lda = Kc;
-        g.B = B; g.bdt = dt; g.ldb = P;
-        g.C = (char *)y + (size_t)n * d->Cout * P * es; g.cdt = dt; g.ldc = P;
-        ORK_TRY(be_gemm(k, &g));
+        for (int64_t p0 = 0; p0 < P; p0 += cols) { /* y_n[:, p0 .. p0 + pc) = w · col */
+            const int64_t pc = P - p0 < cols ? P - p0 : cols;
+            const void *B = xn;
+            if (!pw) { ORK_TRY(ork_cuda_im2col(k, d, xn, col, dt, p0, pc)); B = col; }
+            ork_gemm_desc g = {};
+            g.M = d->Cout; g.N = pc; g.K = Kc; g.batch = 1; g.alpha = 1.f;
+            g.A = wd; g.adt = dt; g.lda = Kc;
+            g.B = B; g.bdt = dt; g.ldb = pw ? P : pc;
+            g.C = (char *)y + ((size_t)n * d->Cout * P + p0) * es; g.cdt = dt; g.ldc = P;
+            ORK_TRY(be_gemm(k, &g));
+        }
     }
     if (b) ORK_TRY(ork_cuda_chan_bias(k, d->N, d->Cout, P, b, wdt, y, dt));
     return ORK_OK;
@@ -192,7 +212,7 @@ static ork_status be_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, c
         for (int64_t n = 0; n < d->N; n++) {
             const char *xn = (const char *)x + (size_t)n * d->Cin * d->H * d->W * es;
             const void *B = xn;
-            if (!conv_is_pointwise(d)) { ORK_TRY(ork_cuda_im2col(k, d, xn, ws, dt)); B = ws; }
+            if (!conv_is_pointwise(d)) { ORK_TRY(ork_cuda_im2col(k, d, xn, ws, dt, 0, P)); B = ws; }
             ork_gemm_desc g = {}; /* dw (Cout, Kc) += dy_n (Cout, P) · colᵀ (P, Kc) */
             g.tb = 1; g.M = d->Cout; g.N = Kc; g.K = P; g.batch = 1; g.alpha = 1.f; g.beta = 1.f;
             g.A = (const char *)dy + (size_t)n * d->Cout * P * es; g.adt = dt; g.lda = P;

@@ -351,10 +351,10 @@ __global__ void k_upsample_bwd(int64_t NC, int64_t H, int64_t W, const void *dy,
     }
 }
 struct ConvD { int64_t Cin, H, W, kh, kw, Ho, Wo; int stride, pad; };
-__global__ void k_im2col(ConvD c, const void *x, void *col, int dt) {
-    const int64_t P = c.Ho * c.Wo;
-    GRID_STRIDE(i, c.Cin * c.kh * c.kw * P) {
-        int64_t p = i % P, kk = i / P, kx = kk % c.kw, ky = (kk / c.kw) % c.kh, ci = kk / (c.kw * c.kh);
+/* col (Kc, pc): output positions p0 .. p0 + pc - 1 of the Ho·Wo */
+__global__ void k_im2col(ConvD c, const void *x, void *col, int dt, int64_t p0, int64_t pc) {
+    GRID_STRIDE(i, c.Cin * c.kh * c.kw * pc) {
+        int64_t p = p0 + i % pc, kk = i / pc, kx = kk % c.kw, ky = (kk / c.kw) % c.kh, ci = kk / (c.kw * c.kh);
         int64_t iy = (p / c.Wo) * c.stride - c.pad + ky, ix = (p % c.Wo) * c.stride - c.pad + kx;
         float v = (iy >= 0 && iy < c.H && ix >= 0 && ix < c.W) ? ork_ld(x, (ci * c.H + iy) * c.W + ix, dt) : 0.f;
         ork_st(col, i, v, dt);
@@ -736,8 +736,9 @@ static ConvD mkconv(const ork_conv2d_desc *d) {
     ConvD c{d->Cin, d->H, d->W, d->kh, d->kw, d->Ho, d->Wo, d->stride, d->pad};
     return c;
 }
-ork_status ork_cuda_im2col(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, void *col, ork_dtype dt) {
-    LAUNCH(k_im2col, d->Cin * d->kh * d->kw * d->Ho * d->Wo, mkconv(d), x, col, dt);
+ork_status ork_cuda_im2col(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, void *col, ork_dtype dt,
+                           int64_t p0, int64_t pc) {
+    LAUNCH(k_im2col, d->Cin * d->kh * d->kw * pc, mkconv(d), x, col, dt, p0, pc);
     return ORK_OK;
 }
 ork_status ork_cuda_col2im(const ork_kctx *k, const ork_conv2d_desc *d, const void *col, void *dx, ork_dtype dt) {

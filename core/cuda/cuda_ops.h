@@ -68,7 +68,9 @@ ork_status ork_cuda_mse_bwd(const ork_kctx *k, int64_t n, const void *a, const v
                             void *db, ork_dtype dt);
 
 /* Convolution helpers (cuda_ew.cu), NCHW, one image: col (Cin·kh·kw, Ho·Wo). */
-ork_status ork_cuda_im2col(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, void *col, ork_dtype dt);
+/* col (Cin·kh·kw, pc) of the output positions p0 .. p0 + pc - 1 (of Ho·Wo) */
+ork_status ork_cuda_im2col(const ork_kctx *k, const ork_conv2d_desc *d, const void *x, void *col, ork_dtype dt,
+                           int64_t p0, int64_t pc);
 ork_status ork_cuda_col2im(const ork_kctx *k, const ork_conv2d_desc *d, const void *col, void *dx, ork_dtype dt);
 /* y (N, C, P) += b (C) of bdt; db (C) F32 += Σ_{n,p} dy (N, C, P). */
 ork_status ork_cuda_chan_bias(const ork_kctx *k, int64_t N, int64_t C, int64_t P, const void *b, ork_dtype bdt,

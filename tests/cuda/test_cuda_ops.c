@@ -491,9 +491,14 @@ static void test_elementwise(void) {
         {.N = 2, .Cin = 5, .H = 17, .W = 12, .Cout = 7, .kh = 3, .kw = 3, .Ho = 17, .Wo = 12, .stride = 1, .pad = 1},
         {.N = 2, .Cin = 4, .H = 16, .W = 11, .Cout = 6, .kh = 3, .kw = 3, .Ho = 8, .Wo = 6, .stride = 2, .pad = 1},
         {.N = 1, .Cin = 8, .H = 9, .W = 10, .Cout = 16, .kh = 1, .kw = 1, .Ho = 9, .Wo = 10, .stride = 1, .pad = 0},
+        {.N = 1, .Cin = 3, .H = 40, .W = 37, .Cout = 8, .kh = 3, .kw = 3, .Ho = 40, .Wo = 37, .stride = 1, .pad = 1},
+        {.N = 2, .Cin = 4, .H = 64, .W = 50, .Cout = 6, .kh = 3, .kw = 3, .Ho = 32, .Wo = 25, .stride = 2, .pad = 1},
     };
-    for (size_t ci = 0; ci < 3; ci++) {
-        const ork_conv2d_desc *d = &convs[ci];
+    /* pass 1: the forward's col in pieces of 64 output positions (ORK_CONV_COL_KIB=1;
+     * a 1024² encode takes 256 MiB pieces): 1480 and 800 positions, the last piece short */
+    for (size_t cc = 0; cc < 10; cc++) {
+        const ork_conv2d_desc *d = &convs[cc % 5];
+        if (cc == 5) setenv("ORK_CONV_COL_KIB", "1", 1);
         int64_t nx = d->N * d->Cin * d->H * d->W, nw = d->Cout * d->Cin * d->kh * d->kw, ny = d->N * d->Cout * d->Ho * d->Wo;
         tb x = mk(nx, B, 1), w = mk(nw, F, 0.5f), bias = mk(d->Cout, F, 1), y = mk_out(ny, B), dy = mk(ny, B, 1);
         tb dx = mk_out(nx, B), dw = mk(nw, F, 1), db = mk(d->Cout, F, 1);
@@ -516,6 +521,7 @@ static void test_elementwise(void) {
         free(ry); free(rdx); free(rdw); free(rdb);
         fr(&x); fr(&w); fr(&bias); fr(&y); fr(&dy); fr(&dx); fr(&dw); fr(&db);
     }
+    unsetenv("ORK_CONV_COL_KIB");
     /* reductions */
     {
         const int64_t m = 3000017;
