@@ -24,7 +24,7 @@
 static ork_status live(const char *op, const char *arg, const ork_tensor *t, const ork_graph *g) {
     if (!t) return ORK_FAIL(ORK_E_INVALID, "%s: %s is NULL", op, arg);
     if (t->flags & ORK_TF_FREED)
-        return ORK_FAIL(ORK_E_INVALID, "%s: %s was released by a backward pass (used after its region)", op, arg);
+        return ORK_FAIL(ORK_E_INVALID, "%s: %s was released (by a backward pass, or dropped) and is used after", op, arg);
     if (t->device != g->be->device)
         return ORK_FAIL(ORK_E_INVALID, "%s: %s is on the %s but the graph runs on the %s", op, arg,
                         t->device == ORK_DEV_CPU ? "cpu" : "gpu", g->be->device == ORK_DEV_CPU ? "cpu" : "gpu");
@@ -1386,7 +1386,7 @@ static ork_status t_from_host(ork_graph *g, ork_dtype dt, int ndim, const int64_
 }
 
 static ork_status t_to_host(ork_graph *g, const ork_tensor *t, ork_dtype dst_dt, void *host) {
-    if (t->flags & ORK_TF_FREED) return ORK_FAIL(ORK_E_INVALID, "to_host: tensor was released by a backward pass");
+    if (t->flags & ORK_TF_FREED) return ORK_FAIL(ORK_E_INVALID, "to_host: tensor was released (by a backward pass, or dropped)");
     if (dst_dt != t->dtype && (!ork_cpu_float_dt(dst_dt) || !ork_cpu_float_dt(t->dtype)))
         return ORK_FAIL(ORK_E_UNSUPPORTED, "to_host: %s -> %s", ork_dtype_name(t->dtype), ork_dtype_name(dst_dt));
     size_t nb = ork_tensor_nbytes(t);
@@ -1425,6 +1425,17 @@ static ork_status t_persistent(ork_graph *g, ork_dtype dt, int ndim, const int64
 
 static void t_release(ork_tensor *t) { ork_tensor_free(t); }
 
+/* The caller is done with t: its arena block goes back now. Only a tensor
+ * that owns a whole block nobody else reads: the graph's, off the tape
+ * (nothing saved it, no producer node: the tape frees its own), not a weight,
+ * a parameter, a keep, a view or a view's source. */
+static void t_drop(ork_graph *g, ork_tensor *t) {
+    if (!g || !t || t->owner != ORK_OWN_GRAPH || t->node || t->saves > 0 || t->offset != 0 || t->grad) return;
+    if (t->flags & (ORK_TF_WEIGHT | ORK_TF_PARAM | ORK_TF_KEEP | ORK_TF_FREED | ORK_TF_VIEWED)) return;
+    ork_arena_put(g->arena, t->base);
+    t->flags |= ORK_TF_FREED;
+}
+
 static const ork_tensor_api g_tensor_api = {
     .abi = ORK_ABI_INIT(ork_tensor_api),
     .ndim = t_ndim,
@@ -1441,6 +1452,7 @@ static const ork_tensor_api g_tensor_api = {
     .weight = t_weight,
     .persistent = t_persistent,
     .release = t_release,
+    .drop = t_drop,
 };
 
 const ork_tensor_api *ork_tensor_api_table(void) { return &g_tensor_api; }

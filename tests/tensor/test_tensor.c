@@ -373,6 +373,52 @@ static void t_tensor_api(void) {
     ork_alloc_destroy(a);
 }
 
+/* ta->drop: a no-grad intermediate's block goes back at once (the next
+ * tensor of its size takes it); reading it afterwards is one error line; a
+ * no-op for a view's source, a tape-recorded tensor and a persistent one */
+static void t_drop(void) {
+    ork_alloc *a;
+    ork_graph *g;
+    CU_ASSERT_FATAL(ork_alloc_create(ork_cpu_backend(), 0, &a) == ORK_OK);
+    CU_ASSERT_FATAL(ork_graph_create(ork_cpu_backend(), a, NULL, &g) == ORK_OK);
+    const ork_tensor_api *T = ork_tensor_api_table();
+    const ork_ops *O = ork_ops_table();
+    CU_ASSERT_FATAL(ork_tensor_api_has_drop(T));
+    float h[6] = {1, -2, 3, -4, 5, -6}, back[6];
+    ork_tensor *x, *y, *z, *v;
+    ork_graph_set_grad(g, 0);
+    CU_ASSERT_FATAL(T->from_host(g, ORK_F32, 2, S(2, 3), h, &x) == ORK_OK);
+    CU_ASSERT_FATAL(O->relu(g, x, &y) == ORK_OK);
+    size_t peak = ork_arena_peak(g->arena);
+    void *yd = ork_tensor_data(y);
+    T->drop(g, y);
+    CU_ASSERT_FATAL(O->relu(g, x, &z) == ORK_OK);
+    CU_ASSERT(ork_tensor_data(z) == yd);           /* y's block, reused */
+    CU_ASSERT(ork_arena_peak(g->arena) == peak);   /* no growth */
+    T->drop(g, y);                                 /* twice: nothing (no double free line) */
+    g_nlines = 0;
+    ork_log_set_sink(sink, NULL);
+    CU_ASSERT(O->relu(g, y, &v) == ORK_E_INVALID);
+    CU_ASSERT(T->to_host(g, y, ORK_F32, back) == ORK_E_INVALID);
+    ork_log_set_sink(NULL, NULL);
+    CU_ASSERT(g_nlines == 2 && strstr(g_lines[0], "dropped") != NULL);
+    /* a view's source keeps its block (the view reads it) */
+    CU_ASSERT_FATAL(O->reshape(g, z, 1, S(6), &v) == ORK_OK);
+    T->drop(g, z);
+    CU_ASSERT(T->to_host(g, v, ORK_F32, back) == ORK_OK && back[0] == 1 && back[1] == 0 && back[4] == 5);
+    /* tape-recorded tensors are the tape's to free */
+    ork_graph_set_grad(g, 1);
+    ork_tensor *p = param(a, 2, S(2, 3), 1.0f), *r;
+    CU_ASSERT_FATAL(p != NULL);
+    CU_ASSERT_FATAL(O->mul(g, x, p, &r) == ORK_OK);
+    T->drop(g, r);
+    CU_ASSERT(T->to_host(g, r, ORK_F32, back) == ORK_OK);
+    ork_tensor_free(p);
+    ork_graph_destroy(g);
+    CU_ASSERT(ork_alloc_in_use(a, NULL) == 0);
+    ork_alloc_destroy(a);
+}
+
 static const ork_test_case cases[] = {
     {"budget refusal: one line, no leak", t_budget},
     {"arena steady state after step 1", t_arena_steady},
@@ -380,6 +426,7 @@ static const ork_test_case cases[] = {
     {"no-grad records nothing", t_no_grad},
     {"per-block recompute == straight backward", t_recompute},
     {"tensor service", t_tensor_api},
+    {"drop: a no-grad intermediate's memory back at once", t_drop},
     {NULL, NULL},
 };
 

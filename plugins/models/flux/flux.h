@@ -118,6 +118,19 @@ ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, o
 ork_status flux_block(flux_model *f, ork_graph *g, int i, ork_carry *c);
 ork_status flux_w(flux_model *f, ork_graph *g, ork_tensor **out, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The codec is done with t: with the tape off its graph memory goes back now
+ * (ta->drop; a no-op on a core without it, with the tape on, or for tensors
+ * drop leaves alone). A 1024² encode otherwise holds every intermediate. */
+void flux_done(flux_model *f, ork_graph *g, ork_tensor *t);
+/* call makes out from in; in, now dead, is freed (flux_done, with f and g in
+ * scope) unless it is keep (the caller's tensor, or a residual still to add)
+ * or the op handed it back as out */
+#define FLUX_STEP(call, in, out, keep) \
+    do { \
+        ork_tensor *in_ = (in); \
+        TRY(call); \
+        if (in_ != (keep) && in_ != (out)) flux_done(f, g, in_); \
+    } while (0)
 
 /* flux_codec.c */
 ork_status flux_codec_declare(flux_model *f);

@@ -116,17 +116,21 @@ static ork_status conv(flux_model *f, ork_graph *g, ork_tensor *x, const char *n
     return f->ops->conv2d(g, x, w, b, stride, 1, y);
 }
 
-/* relu(conv4(relu(conv2(relu(conv0(x))))) + x) */
+#define STEP(call, in, out) FLUX_STEP(call, in, out, keep)
+
+/* relu(conv4(relu(conv2(relu(conv0(x))))) + x); x stays (the caller's) */
 static ork_status resblock(flux_model *f, ork_graph *g, ork_tensor *x, const char *name, ork_tensor **y) {
     char n[192];
-    ork_tensor *h = x;
+    ork_tensor *h = x, *keep = x;
     for (int k = 0; k <= 4; k += 2) {
         snprintf(n, sizeof n, "%.160s.conv.%d", name, k);
-        TRY(conv(f, g, h, n, 1, 1, &h));
-        if (k < 4) TRY(f->ops->relu(g, h, &h));
+        STEP(conv(f, g, h, n, 1, 1, &h), h, h);
+        if (k < 4) STEP(f->ops->relu(g, h, &h), h, h);
     }
-    TRY(f->ops->add(g, h, x, &h));
-    return f->ops->relu(g, h, y);
+    STEP(f->ops->add(g, h, x, &h), h, h);
+    keep = NULL;
+    STEP(f->ops->relu(g, h, y), h, *y);
+    return ORK_OK;
 }
 
 static ork_status run_taef1(flux_model *f, ork_graph *g, const char *part, const char *layout, ork_tensor *x,
@@ -134,15 +138,16 @@ static ork_status run_taef1(flux_model *f, ork_graph *g, const char *part, const
     char n[200];
     int enc = !strcmp(part, "encoder");
     if (f->ta->dtype(x) != ORK_F32) TRY(f->ops->cast(g, x, ORK_F32, &x)); /* TAEF1_FLAGS: F32 weights */
+    ork_tensor *keep = x; /* the caller's input stays */
     for (int i = 0; layout[i]; i++) {
         snprintf(n, sizeof n, "taef1.%s.%d", part, i);
         switch (layout[i]) {
-        case 'c': TRY(conv(f, g, x, n, 1, 1, &x)); break;
-        case 'n': TRY(conv(f, g, x, n, 0, enc ? 2 : 1, &x)); break;
-        case 'r': TRY(resblock(f, g, x, n, &x)); break;
-        case 'u': TRY(f->ops->upsample2x(g, x, &x)); break;
-        case 'R': TRY(f->ops->relu(g, x, &x)); break;
-        case 'C': TRY(f->ops->tanh_clamp(g, x, 3.0f, &x)); break;
+        case 'c': STEP(conv(f, g, x, n, 1, 1, &x), x, x); break;
+        case 'n': STEP(conv(f, g, x, n, 0, enc ? 2 : 1, &x), x, x); break;
+        case 'r': STEP(resblock(f, g, x, n, &x), x, x); break;
+        case 'u': STEP(f->ops->upsample2x(g, x, &x), x, x); break;
+        case 'R': STEP(f->ops->relu(g, x, &x), x, x); break;
+        case 'C': STEP(f->ops->tanh_clamp(g, x, 3.0f, &x), x, x); break;
         default: return ORK_E_INTERNAL;
         }
     }

@@ -295,22 +295,26 @@ static ork_status gnorm(flux_model *f, ork_graph *g, ork_tensor *x, const char *
     TRY(flux_w(f, g, &w, "vae.%s.weight", name));
     TRY(flux_w(f, g, &b, "vae.%s.bias", name));
     TRY(f->ops->groupnorm(g, x, VAE_GROUPS, w, b, VAE_EPS, y));
-    return act ? f->ops->silu(g, *y, y) : ORK_OK;
+    if (act) FLUX_STEP(f->ops->silu(g, *y, y), *y, *y, x);
+    return ORK_OK;
 }
 
 /* x + conv2(swish(norm2(conv1(swish(norm1(x)))))), x through nin_shortcut when C changes */
 static ork_status resnet(flux_model *f, ork_graph *g, ork_tensor *x, const char *p, int64_t cout, ork_tensor **y) {
     char n[160];
-    ork_tensor *h;
+    ork_tensor *h, *x0 = x; /* x0: the caller's */
     snprintf(n, sizeof n, "%s.norm1", p); TRY(gnorm(f, g, x, n, 1, &h));
-    snprintf(n, sizeof n, "%s.conv1", p); TRY(conv(f, g, h, n, 1, 1, &h));
-    snprintf(n, sizeof n, "%s.norm2", p); TRY(gnorm(f, g, h, n, 1, &h));
-    snprintf(n, sizeof n, "%s.conv2", p); TRY(conv(f, g, h, n, 1, 1, &h));
+    snprintf(n, sizeof n, "%s.conv1", p); FLUX_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
+    snprintf(n, sizeof n, "%s.norm2", p); FLUX_STEP(gnorm(f, g, h, n, 1, &h), h, h, x0);
+    snprintf(n, sizeof n, "%s.conv2", p); FLUX_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
     if (f->ta->dim(x, 1) != cout) {
         snprintf(n, sizeof n, "%s.nin_shortcut", p);
         TRY(conv(f, g, x, n, 1, 0, &x));
     }
-    return f->ops->add(g, x, h, y);
+    TRY(f->ops->add(g, x, h, y));
+    flux_done(f, g, h);
+    if (x != x0) flux_done(f, g, x);
+    return ORK_OK;
 }
 
 /* x + proj_out(attention(norm(x))): one head, D = C, L = H·W. q, k, v stay
@@ -325,25 +329,30 @@ static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p
     snprintf(n, sizeof n, "%s.q", p); TRY(conv(f, g, h, n, 1, 0, &q));
     snprintf(n, sizeof n, "%s.k", p); TRY(conv(f, g, h, n, 1, 0, &k));
     snprintf(n, sizeof n, "%s.v", p); TRY(conv(f, g, h, n, 1, 0, &v));
+    flux_done(f, g, h);
     TRY(f->ops->reshape(g, q, 3, s3, &q));
     TRY(f->ops->reshape(g, k, 3, s3, &k));
     TRY(f->ops->reshape(g, v, 3, s3, &v));
+    ork_tensor *keep = x; /* the caller's; the (B, L, L) scores are the big ones */
     TRY(f->ops->scale(g, q, (float)(1.0 / sqrt((double)C)), &q));
-    TRY(f->ops->matmul(g, q, k, 1, 0, &s)); /* (B, L, L) */
-    TRY(f->ops->softmax(g, s, &s));
-    TRY(f->ops->matmul(g, v, s, 0, 1, &o)); /* (B, C, L) */
+    FLUX_STEP(f->ops->matmul(g, q, k, 1, 0, &s), q, s, keep); /* (B, L, L) */
+    FLUX_STEP(f->ops->softmax(g, s, &s), s, s, keep);
+    FLUX_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
     TRY(f->ops->reshape(g, o, 4, s4, &o));
     snprintf(n, sizeof n, "%s.proj_out", p); TRY(conv(f, g, o, n, 1, 0, &o));
-    return f->ops->add(g, x, o, y);
+    FLUX_STEP(f->ops->add(g, x, o, y), o, *y, keep);
+    return ORK_OK;
 }
 
 static ork_status mid(flux_model *f, ork_graph *g, const char *part, ork_tensor *x, ork_tensor **y) {
     char n[96];
     int64_t c = f->ta->dim(x, 1);
+    ork_tensor *keep = x; /* the caller's */
     snprintf(n, sizeof n, "%s.mid.block_1", part); TRY(resnet(f, g, x, n, c, &x));
-    snprintf(n, sizeof n, "%s.mid.attn_1", part); TRY(attn(f, g, x, n, &x));
+    snprintf(n, sizeof n, "%s.mid.attn_1", part); FLUX_STEP(attn(f, g, x, n, &x), x, x, keep);
     snprintf(n, sizeof n, "%s.mid.block_2", part);
-    return resnet(f, g, x, n, c, y);
+    FLUX_STEP(resnet(f, g, x, n, c, y), x, *y, keep);
+    return ORK_OK;
 }
 
 /* (B, C, h·2, w·2) <-> (B, h·w, 4C), channel c·4 + ph·2 + pw */
@@ -394,23 +403,24 @@ ork_status flux_vae_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_ten
     /* the image comes in F32; the VAE computes in its weights' dtype */
     TRY(flux_w(f, g, &w0, "vae.encoder.conv_in.weight"));
     if (ta->dtype(img) != ta->dtype(w0)) TRY(f->ops->cast(g, img, ta->dtype(w0), &img));
-    TRY(affine(f, g, img, 2.0f, -1.0f, &x)); /* [0, 1] -> [-1, 1] */
-    TRY(conv(f, g, x, "encoder.conv_in", 1, 1, &x));
+    ork_tensor *keep = img; /* the caller's; every later x is freed once used (flux_done) */
+    FLUX_STEP(affine(f, g, img, 2.0f, -1.0f, &x), img, x, keep); /* [0, 1] -> [-1, 1] */
+    FLUX_STEP(conv(f, g, x, "encoder.conv_in", 1, 1, &x), x, x, keep);
     for (int i = 0; i < v->nlev; i++) {
         for (int j = 0; j < v->nres_enc; j++) {
             snprintf(n, sizeof n, "encoder.down.%d.block.%d", i, j);
-            TRY(resnet(f, g, x, n, (int64_t)v->ch * v->ch_mult[i], &x));
+            FLUX_STEP(resnet(f, g, x, n, (int64_t)v->ch * v->ch_mult[i], &x), x, x, keep);
         }
         if (i != v->nlev - 1) {
-            TRY(f->ops->pad2d(g, x, 0, 1, 0, 1, &x));
+            FLUX_STEP(f->ops->pad2d(g, x, 0, 1, 0, 1, &x), x, x, keep);
             snprintf(n, sizeof n, "encoder.down.%d.downsample.conv", i);
-            TRY(conv(f, g, x, n, 2, 0, &x));
+            FLUX_STEP(conv(f, g, x, n, 2, 0, &x), x, x, keep);
         }
     }
-    TRY(mid(f, g, "encoder", x, &x));
-    TRY(gnorm(f, g, x, "encoder.norm_out", 1, &x));
-    TRY(conv(f, g, x, "encoder.conv_out", 1, 1, &x));
-    if (v->version == 2) TRY(conv(f, g, x, "encoder.quant_conv", 1, 0, &x));
+    FLUX_STEP(mid(f, g, "encoder", x, &x), x, x, keep);
+    FLUX_STEP(gnorm(f, g, x, "encoder.norm_out", 1, &x), x, x, keep);
+    FLUX_STEP(conv(f, g, x, "encoder.conv_out", 1, 1, &x), x, x, keep);
+    if (v->version == 2) FLUX_STEP(conv(f, g, x, "encoder.quant_conv", 1, 0, &x), x, x, keep);
     ork_tensor *parts[2];
     int64_t sizes[2] = {v->z, v->z};
     TRY(f->ops->split(g, x, 1, 2, sizes, parts)); /* mean, logvar */

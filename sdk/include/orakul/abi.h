@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #define ORK_ABI_MAJOR 1
-#define ORK_ABI_MINOR 1 /* 1.1: ork_opt_step.param_ids */
+#define ORK_ABI_MINOR 2 /* 1.1: ork_opt_step.param_ids; 1.2: ork_tensor_api.drop */
 
 /* Frozen forever: {struct_size, major, minor}. */
 typedef struct ork_abi {

@@ -63,12 +63,25 @@ typedef struct ork_tensor_api {
     ork_status (*persistent)(ork_graph *g, ork_dtype dt, int ndim, const int64_t *shape, const void *host,
                              ork_tensor **out);
     void (*release)(ork_tensor *t); /* NULL is a no-op */
+
+    /* ABI 1.2. The caller will not read t again: its graph memory is freed now,
+     * for the next tensors of the same graph (a codec's no-grad encode at 1024²
+     * otherwise holds every intermediate, GiBs, until the graph resets). A no-op
+     * for weights, persistent tensors, views and their sources, and tensors on
+     * the tape (the backward frees those itself). Reading t afterwards is an
+     * error (one line). NULL entry: an older core. */
+    void (*drop)(ork_graph *g, ork_tensor *t);
 } ork_tensor_api;
 
 /* Whether ta has persistent and release (a 1.x core from before they were appended does not). */
 static inline int ork_tensor_api_has_persistent(const ork_tensor_api *ta) {
     return ta->abi.struct_size >= offsetof(ork_tensor_api, release) + sizeof ta->release && ta->persistent &&
            ta->release;
+}
+
+/* Whether ta has drop (a core from before ABI 1.2 does not). */
+static inline int ork_tensor_api_has_drop(const ork_tensor_api *ta) {
+    return ta->abi.struct_size >= offsetof(ork_tensor_api, drop) + sizeof ta->drop && ta->drop;
 }
 
 #ifdef __cplusplus
