@@ -490,6 +490,11 @@ static ork_status build_dataset(job *j) {
                 cached++;
             } else {
                 s = encode_image(j, it->path, res, it);
+                if (s == ORK_E_BUDGET) /* the line above says what was asked; this one what to do */
+                    s = ORK_FAIL(ORK_E_BUDGET, "%s: encoding %s at %d px for the latent cache needs more device memory "
+                                 "than the plan leaves beside the model (the plan does not count the encode): run once "
+                                 "with a larger model.vram_budget_gb (the latents are then cached in %s) or a smaller "
+                                 "resolution", ork_config_file(j->cfg), it->path, res, cache_dir);
                 if (s != ORK_OK) break;
                 encoded++;
                 ork_st_writer *w;

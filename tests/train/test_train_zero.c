@@ -14,6 +14,7 @@
  * shadows of the F32 LoRA parameters — bit-identical to the resident run is
  * the check that the shadows round as the linear op's own cast. */
 #include "train_test_util.h"
+#include "train/pngw.h"
 
 /* The template's config with max_grad_norm and gradient_accumulation_steps set,
  * and `model_keys` (lines, each "key: value\n") added to the model section when
@@ -331,6 +332,66 @@ static void test_accumulation_refused(void) {
     tt_rm_rf(root);
 }
 
+#ifndef TT_GPU
+/* The latent encode is not in the plan: a 1024² TAEF1 encode (with the drops,
+ * ~3 full-resolution activations: 0.8 GB) under a budget that the plan fits
+ * (667 MiB at 1024²) but the encode does not is refused before step 1 with
+ * the allocator's line and one saying what to do (run once with more: the
+ * latents are cached). CPU only: a device's workspaces make another plan. */
+static void test_encode_budget(void) {
+    char taef1[1024], root[1024], data[1100], o[1100], cf[1100], p[1200], kw[1400];
+    if (!ork_test_shared("assets/taef1/taef1_encoder.safetensors", taef1, sizeof taef1)) return;
+    *strrchr(taef1, '/') = 0;
+    CU_ASSERT_FATAL(tt_setup("zero_encode", root, sizeof root) == 0);
+    tt_fmt(data, sizeof data, "%s/data", root);
+    tt_fmt(o, sizeof o, "%s/out", root);
+    tt_fmt(cf, sizeof cf, "%s/encode.yaml", root);
+    /* one 1024x1024 image (the photos are 512 or less, and images are not upscaled past themselves) */
+    static const char *const photos[] = {"astronaut", "chelsea", "coffee"};
+    for (int i = 0; i < 3; i++) {
+        char f[1200];
+        tt_fmt(f, sizeof f, "%s/%s.png", data, photos[i]);
+        unlink(f);
+        tt_fmt(f, sizeof f, "%s/%s.txt", data, photos[i]);
+        unlink(f);
+    }
+    uint8_t *rgb = malloc(1024 * 1024 * 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rgb);
+    for (int i = 0; i < 1024 * 1024; i++) {
+        rgb[3 * i] = (uint8_t)(i % 1024 / 4);
+        rgb[3 * i + 1] = (uint8_t)(i / 1024 / 4);
+        rgb[3 * i + 2] = (uint8_t)((i % 1024) ^ (i / 1024));
+    }
+    tt_fmt(p, sizeof p, "%s/big.png", data);
+    CU_ASSERT_FATAL(ork_png_write_rgb(p, 1024, 1024, rgb) == ORK_OK);
+    free(rgb);
+    tt_fmt(p, sizeof p, "%s/big.txt", data);
+    CU_ASSERT_FATAL(tt_write_all(p, "a gradient") == 0);
+    tt_cfg c = tt_cfg_default(o, data);
+    c.steps = 1;
+    c.save_every = 1;
+    CU_ASSERT_FATAL(write_cfg_m(cf, &c, "0", 1, "vram_budget_gb: 0.7\n") == 0);
+    char *t = tt_read_all(cf, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    tt_fmt(kw, sizeof kw, "codec: taef1\n          taef1_path: %s", taef1);
+    char *a = strstr(t, "codec: pixel"), *r = strstr(t, "resolution: [64]");
+    CU_ASSERT_FATAL(a && r && r < a);
+    char *out = malloc(strlen(t) + 2048);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    sprintf(out, "%.*sresolution: [1024]%.*s%s%s", (int)(r - t), t, (int)(a - r - 16), r + 16, kw, a + 12);
+    CU_ASSERT_FATAL(tt_write_all(cf, out) == 0);
+    free(out);
+    free(t);
+    int rc = tt_run_q(cf, o, 120, 1);
+    CU_ASSERT(rc != 0);
+    tt_fmt(p, sizeof p, "%s.err", o);
+    CU_ASSERT(tt_file_has(p, "device memory budget exceeded"));
+    CU_ASSERT(tt_file_has(p, "big.png at 1024 px for the latent cache needs more device memory than the plan leaves"));
+    CU_ASSERT(tt_file_has(p, "_latent_cache"));
+    tt_rm_rf(root);
+}
+#endif
+
 static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed_equals_resident},
                                       {"streamed_equals_resident_bf16", test_streamed_equals_resident_bf16},
                                       {"model.stream_trainable_state", test_stream_trainable_state_key},
@@ -340,6 +401,9 @@ static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed
                                       {"streamed_resume", test_streamed_resume},
                                       {"streamed_resume_clipped", test_streamed_resume_clipped},
                                       {"accumulation_refused", test_accumulation_refused},
+#ifndef TT_GPU
+                                      {"the latent encode past the budget: what to do", test_encode_budget},
+#endif
                                       {NULL, NULL}};
 #ifdef TT_GPU
 #include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
