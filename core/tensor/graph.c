@@ -37,7 +37,7 @@ ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_g
      * stream — the dequantized scratch was read before it was written. */
     if (s == ORK_OK && be->device == ORK_DEV_CUDA && !g->k.stream) g->k.stream = ork_cuda_kstream(&g->k);
 #endif
-    if (s == ORK_OK) s = ork_arena_create(alloc, "activations", o.arena_initial, &g->arena);
+    if (s == ORK_OK) s = ork_arena_create(alloc, o.arena_tag ? o.arena_tag : "activations", o.arena_initial, &g->arena);
     if (s == ORK_OK) s = ork_hpool_create((size_t)1 << 20, &g->pool);
     if (s == ORK_OK) s = ork_tape_create(&g->tape);
     if (s != ORK_OK) { ork_graph_destroy(g); return s; }

@@ -27,6 +27,7 @@ typedef struct ork_graph_opts {
     ork_dtype act_dtype;  /* activation dtype (used as given); opts == NULL: F32 on CPU, BF16 on CUDA */
     size_t arena_initial; /* first arena chunk in bytes (0: grow on demand) */
     int nthreads;         /* CPU kernel threads (0: all online cores) */
+    const char *arena_tag; /* the allocator's tag for the arena's memory (NULL: "activations") */
 } ork_graph_opts;
 
 struct ork_graph {

@@ -1539,10 +1539,13 @@ static ork_status check_host(job *j) {
 
 /* The latent encode runs in a graph of its own, destroyed afterwards: a
  * 1024² encode grows an activation arena of GiBs, which would otherwise stay
- * reserved through training (the plan does not count it). */
+ * reserved through training (the plan does not count it). Its memory is
+ * tagged "encode": not the training's activations in the budget's lines and
+ * the end-of-run summary. */
 static ork_status encode_dataset(job *j) {
     ork_graph *train_g = j->g, *eg = NULL;
     ork_graph_opts go = {0};
+    go.arena_tag = "encode";
     go.act_dtype = train_g->act_dt;
     go.device_index = j->device_index; /* this rank's GPU (a context on another would switch devices) */
     ORK_TRY(ork_graph_create(j->be, j->alloc, &go, &eg));

@@ -385,7 +385,7 @@ static void test_encode_budget(void) {
     int rc = tt_run_q(cf, o, 120, 1);
     CU_ASSERT(rc != 0);
     tt_fmt(p, sizeof p, "%s.err", o);
-    CU_ASSERT(tt_file_has(p, "device memory budget exceeded"));
+    CU_ASSERT(tt_file_has(p, "device memory budget exceeded") && tt_file_has(p, "for \"encode\""));
     CU_ASSERT(tt_file_has(p, "big.png at 1024 px for the latent cache needs more device memory than the plan leaves"));
     CU_ASSERT(tt_file_has(p, "_latent_cache"));
     tt_rm_rf(root);
