@@ -317,13 +317,26 @@ static ork_status resnet(flux_model *f, ork_graph *g, ork_tensor *x, const char 
     return ORK_OK;
 }
 
+/* Query rows per block of the mid attention: all L where the tape records (its
+ * backward wants the whole scores) or the (B, L, L) F32 scores are under 256 MiB;
+ * else blocks of scores under that (a 1536² encode's whole scores: 5 GiB, twice).
+ * ORK_VAE_ATTN_KIB lowers the cap (tests: blocks on a small image). */
+static int64_t attn_rows(flux_model *f, ork_graph *g, int64_t B, int64_t L) {
+    size_t cap = (size_t)256 << 20;
+    const char *env = getenv("ORK_VAE_ATTN_KIB");
+    if (env && atol(env) > 0) cap = (size_t)atol(env) << 10;
+    if (f->ta->grad_enabled(g) || !ork_tensor_api_has_drop(f->ta) || (size_t)(B * L) * (size_t)L * 4 <= cap) return L;
+    int64_t r = (int64_t)(cap / ((size_t)(B * L) * 4));
+    return r < 1 ? 1 : r;
+}
+
 /* x + proj_out(attention(norm(x))): one head, D = C, L = H·W. q, k, v stay
  * (B, C, L): scores (B, L, L) = qᵀ·k (matmul with ta), out (B, C, L) = v·Pᵀ. */
 static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p, ork_tensor **y) {
     char n[160];
     const ork_tensor_api *ta = f->ta;
-    int64_t B = ta->dim(x, 0), C = ta->dim(x, 1), H = ta->dim(x, 2), W = ta->dim(x, 3);
-    int64_t s3[3] = {B, C, H * W}, s4[4] = {B, C, H, W};
+    int64_t B = ta->dim(x, 0), C = ta->dim(x, 1), H = ta->dim(x, 2), W = ta->dim(x, 3), L = H * W;
+    int64_t s3[3] = {B, C, L}, s4[4] = {B, C, H, W};
     ork_tensor *h, *q, *k, *v, *s, *o;
     snprintf(n, sizeof n, "%s.norm", p); TRY(gnorm(f, g, x, n, 0, &h));
     snprintf(n, sizeof n, "%s.q", p); TRY(conv(f, g, h, n, 1, 0, &q));
@@ -335,9 +348,37 @@ static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p
     TRY(f->ops->reshape(g, v, 3, s3, &v));
     ork_tensor *keep = x; /* the caller's; the (B, L, L) scores are the big ones */
     TRY(f->ops->scale(g, q, (float)(1.0 / sqrt((double)C)), &q));
-    FLUX_STEP(f->ops->matmul(g, q, k, 1, 0, &s), q, s, keep); /* (B, L, L) */
-    FLUX_STEP(f->ops->softmax(g, s, &s), s, s, keep);
-    FLUX_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
+    int64_t rows = attn_rows(f, g, B, L);
+    if (rows >= L) {
+        FLUX_STEP(f->ops->matmul(g, q, k, 1, 0, &s), q, s, keep); /* (B, L, L) */
+        FLUX_STEP(f->ops->softmax(g, s, &s), s, s, keep);
+        FLUX_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
+    } else {
+        /* no tape: the queries in blocks of rows, each block's (B, rows, L) scores
+         * freed before the next (softmax is per row, so nothing else changes) */
+        int nb = (int)((L + rows - 1) / rows);
+        int64_t *sizes = malloc((size_t)nb * sizeof *sizes);
+        ork_tensor **qs = calloc((size_t)nb, sizeof *qs), **os = calloc((size_t)nb, sizeof *os);
+        ork_status st = sizes && qs && os ? ORK_OK : ORK_E_NOMEM;
+        for (int i = 0; i < nb && st == ORK_OK; i++) sizes[i] = L - i * rows < rows ? L - i * rows : rows;
+        if (st == ORK_OK) st = f->ops->split(g, q, 2, nb, sizes, qs);
+        if (st == ORK_OK) flux_done(f, g, q);
+        for (int i = 0; i < nb && st == ORK_OK; i++) {
+            st = f->ops->matmul(g, qs[i], k, 1, 0, &s); /* (B, rows, L) */
+            flux_done(f, g, qs[i]);
+            ork_tensor *p = NULL;
+            if (st == ORK_OK) st = f->ops->softmax(g, s, &p);
+            flux_done(f, g, s);
+            if (st == ORK_OK) st = f->ops->matmul(g, v, p, 0, 1, &os[i]); /* (B, C, rows) */
+            flux_done(f, g, p);
+        }
+        if (st == ORK_OK) st = f->ops->concat(g, nb, os, 2, &o);
+        for (int i = 0; i < nb && os && st == ORK_OK; i++) flux_done(f, g, os[i]);
+        free(sizes);
+        free(qs);
+        free(os);
+        TRY(st);
+    }
     TRY(f->ops->reshape(g, o, 4, s4, &o));
     snprintf(n, sizeof n, "%s.proj_out", p); TRY(conv(f, g, o, n, 1, 0, &o));
     FLUX_STEP(f->ops->add(g, x, o, y), o, *y, keep);
