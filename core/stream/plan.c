@@ -672,7 +672,7 @@ void ork_stream_plan_free(ork_stream_plan *p) {
 
 int ork_stream_plan_trainable_hint(const ork_stream_plan *p, char *buf, size_t n) {
     double t = p->t_step_trainable;
-    if (!(t > 0 && p->t_step > 0 && t < p->t_step * (1.0 - ORK_SELECT_MARGIN))) return 0;
+    if (!(t > 0 && p->t_step > 0 && t < p->t_step * (1.0 - ORK_TRAINABLE_HINT_MARGIN))) return 0;
     snprintf(buf, n, "streaming the trainable state too is predicted %.0f%% faster (%.3f s against %.3f s per step: its "
              "VRAM goes to frozen blocks): set model.stream_trainable_state: always (gradient clipping then uses the "
              "previous step's norm, docs/streaming.md)", 100.0 * (1.0 - t / p->t_step), t, p->t_step);

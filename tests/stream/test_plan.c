@@ -413,10 +413,19 @@ static void test_trainable_suggestion(void) {
     CU_ASSERT(c->n_streamed < a->n_streamed); /* the freed VRAM holds frozen blocks */
     CU_ASSERT(c->total <= c->budget);
     char hint[400];
-    CU_ASSERT(b->t_step_trainable < b->t_step * (1.0 - ORK_SELECT_MARGIN));
+    CU_ASSERT(b->t_step_trainable < b->t_step * (1.0 - ORK_TRAINABLE_HINT_MARGIN));
     CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(b, hint, sizeof hint), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(hint, "model.stream_trainable_state: always"));
     CU_ASSERT_PTR_NOT_NULL(strstr(hint, "previous step's norm"));
+    /* a predicted gain inside the model's measured error between the two modes
+     * (FLUX.1-dev r128 at 16 GiB on the H200: the plan said 8-9%, measured none) is
+     * no hint; past it, one */
+    double tt = b->t_step_trainable;
+    b->t_step_trainable = b->t_step * (1.0 - 0.9 * ORK_TRAINABLE_HINT_MARGIN);
+    CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(b, hint, sizeof hint), 0);
+    b->t_step_trainable = b->t_step * (1.0 - 1.1 * ORK_TRAINABLE_HINT_MARGIN);
+    CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(b, hint, sizeof hint), 1);
+    b->t_step_trainable = tt;
     CU_ASSERT_EQUAL(ork_stream_plan_trainable_hint(a, hint, sizeof hint), 0);
     ork_stream_plan_free(a);
     ork_stream_plan_free(b);
