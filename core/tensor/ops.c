@@ -1426,12 +1426,13 @@ static ork_status t_persistent(ork_graph *g, ork_dtype dt, int ndim, const int64
 static void t_release(ork_tensor *t) { ork_tensor_free(t); }
 
 /* The caller is done with t: its arena block goes back now. Only a tensor
- * that owns a whole block nobody else reads: the graph's, off the tape
+ * that owns a whole block of g's arena nobody else reads: off the tape
  * (nothing saved it, no producer node: the tape frees its own), not a weight,
  * a parameter, a keep, a view or a view's source. */
 static void t_drop(ork_graph *g, ork_tensor *t) {
     if (!g || !t || t->owner != ORK_OWN_GRAPH || t->node || t->saves > 0 || t->offset != 0 || t->grad) return;
     if (t->flags & (ORK_TF_WEIGHT | ORK_TF_PARAM | ORK_TF_KEEP | ORK_TF_FREED | ORK_TF_VIEWED)) return;
+    if (!ork_arena_owns(g->arena, t->base)) return; /* another graph's tensor: not ours to free */
     ork_arena_put(g->arena, t->base);
     t->flags |= ORK_TF_FREED;
 }

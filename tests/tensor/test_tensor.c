@@ -406,6 +406,19 @@ static void t_drop(void) {
     CU_ASSERT_FATAL(O->reshape(g, z, 1, S(6), &v) == ORK_OK);
     T->drop(g, z);
     CU_ASSERT(T->to_host(g, v, ORK_F32, back) == ORK_OK && back[0] == 1 && back[1] == 0 && back[4] == 5);
+    /* another graph's tensor: not this graph's to free (no line, no effect) */
+    ork_graph *g2;
+    ork_tensor *o2;
+    CU_ASSERT_FATAL(ork_graph_create(ork_cpu_backend(), a, NULL, &g2) == ORK_OK);
+    ork_graph_set_grad(g2, 0);
+    CU_ASSERT_FATAL(T->from_host(g2, ORK_F32, 2, S(2, 3), h, &o2) == ORK_OK);
+    g_nlines = 0;
+    ork_log_set_sink(sink, NULL);
+    T->drop(g, o2);
+    ork_log_set_sink(NULL, NULL);
+    CU_ASSERT(g_nlines == 0);
+    CU_ASSERT(T->to_host(g2, o2, ORK_F32, back) == ORK_OK && back[1] == -2);
+    ork_graph_destroy(g2);
     /* tape-recorded tensors are the tape's to free */
     ork_graph_set_grad(g, 1);
     ork_tensor *p = param(a, 2, S(2, 3), 1.0f), *r;
