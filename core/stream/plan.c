@@ -270,7 +270,9 @@ static void predict(ork_stream_plan *p) {
         int fvisit = p->streamed[b] && b != prev_s;
         if (p->streamed[b]) prev_s = b;
         if (fvisit || tbytes > 0) {
-            double fbytes = 0, ls = copy_free, le, rdy = 0, gate = 0;
+            /* a coded load's decode: on the DEC lane, or (lent) the compute lane */
+            double fbytes = 0, ls = copy_free, le, rdy = 0, gate = 0,
+                   dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
             if (fvisit) {
                 v++;
                 int load = held[v % K] != b;
@@ -290,7 +292,6 @@ static void predict(ork_stream_plan *p) {
                      * the DEC lane once the slot is free; the copies need not wait for
                      * the slot, but the ring (a block's coded bytes) drains only as the
                      * decodes run: the next block's copies wait for the slot too */
-                    double dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
                     size_t piece = ork_stream_piece_bytes(ORK_STREAM_PIECE_BYTES, p->slot_bytes);
                     double np = ceil((double)p->block_bytes[b] / (double)piece);
                     le = ls + fbytes / h2d;
@@ -317,7 +318,7 @@ static void predict(ork_stream_plan *p) {
             if (le > start) start = le;
             if (rdy > start) start = rdy;
             if (lend && q < n && fbytes > 0) { /* decoded into the slot on the compute lane, its bytes free */
-                start += (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+                start += dec;
                 f_free[f_head - 1] = start;
             }
         }

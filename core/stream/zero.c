@@ -79,6 +79,11 @@ static void forget_slots(ork_zero *z) {
     for (int s = 0; s < z->K; s++) z->content[s] = -1;
 }
 
+/* Visit x + K takes visit x's slot (freed at its leave), after the first K. */
+static void repeat_slots(ork_zero *z) {
+    for (int x = z->K; x < z->nv; x++) z->vslot[x] = z->vslot[x - z->K];
+}
+
 /* The pass's slots: each of its first K visits that does not step its block
  * takes the slot still holding that block's record (the backward ends on the
  * blocks the forward starts with, in reverse: no rotation finds them all),
@@ -101,7 +106,7 @@ static void assign_slots(ork_zero *z) {
         }
         z->vslot[x] = s;
     }
-    for (int x = K; x < z->nv; x++) z->vslot[x] = z->vslot[x - K];
+    repeat_slots(z);
 }
 
 static size_t up(size_t x) { return (x + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN; }
@@ -351,7 +356,7 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
         keep++;
     if (keep) { /* the slots the loads ahead went to */
         memcpy(z->vslot, z->pre_slot, (size_t)z->K * sizeof *z->vslot);
-        for (int x = z->K; x < z->nv; x++) z->vslot[x] = z->vslot[x - z->K];
+        repeat_slots(z);
     } else {
         assign_slots(z);
     }

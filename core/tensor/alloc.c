@@ -292,11 +292,10 @@ static void seg_free(ork_arena *ar, chunk *c, size_t i) {
     }
 }
 
-/* The live block ptr starts: its chunk and segment index, or 0. */
-static int find_live(const ork_arena *ar, const void *ptr, size_t *chunk_i, size_t *seg_i) {
+int ork_arena_put_if_live(ork_arena *ar, void *ptr) {
     for (size_t k = 0; ptr && k < ar->nchunks; k++) {
-        const chunk *c = &ar->chunks[k];
-        const char *p = ptr;
+        chunk *c = &ar->chunks[k];
+        char *p = ptr;
         if (p < c->base || p >= c->base + c->size) continue;
         size_t off = (size_t)(p - c->base), lo = 0, hi = c->nsegs;
         while (hi - lo > 1) {
@@ -304,26 +303,15 @@ static int find_live(const ork_arena *ar, const void *ptr, size_t *chunk_i, size
             if (c->segs[mid].off <= off) lo = mid; else hi = mid;
         }
         if (c->segs[lo].off != off || !c->segs[lo].live) return 0;
-        *chunk_i = k;
-        *seg_i = lo;
+        seg_free(ar, c, lo);
         return 1;
     }
     return 0;
 }
 
-int ork_arena_owns(const ork_arena *ar, const void *ptr) {
-    size_t k, i;
-    return find_live(ar, ptr, &k, &i);
-}
-
 void ork_arena_put(ork_arena *ar, void *ptr) {
-    if (!ptr) return;
-    size_t k, i;
-    if (find_live(ar, ptr, &k, &i)) {
-        seg_free(ar, &ar->chunks[k], i);
-        return;
-    }
-    ORK_ERROR("arena: free of a pointer that is not a live arena block (%p)", ptr);
+    if (ptr && !ork_arena_put_if_live(ar, ptr))
+        ORK_ERROR("arena: free of a pointer that is not a live arena block (%p)", ptr);
 }
 
 uint64_t ork_arena_mark(const ork_arena *ar) { return ar->seq; }

@@ -55,8 +55,9 @@ void ork_arena_destroy(ork_arena *ar);
 /* bytes rounded up to ORK_ALLOC_ALIGN; may grow (a new chunk) when full. */
 ork_status ork_arena_get(ork_arena *ar, size_t bytes, void **ptr);
 void ork_arena_put(ork_arena *ar, void *ptr);
-/* Whether ptr starts a live block of this arena (what put would free). */
-int ork_arena_owns(const ork_arena *ar, const void *ptr);
+/* put, quietly: 1 when ptr started a live block of this arena (now freed), 0
+ * (nothing done, no line) otherwise — a tensor of another graph's arena. */
+int ork_arena_put_if_live(ork_arena *ar, void *ptr);
 uint64_t ork_arena_mark(const ork_arena *ar);
 /* Frees every block allocated at or after the mark. */
 void ork_arena_release(ork_arena *ar, uint64_t mark);

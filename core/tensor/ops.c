@@ -1432,9 +1432,7 @@ static void t_release(ork_tensor *t) { ork_tensor_free(t); }
 static void t_drop(ork_graph *g, ork_tensor *t) {
     if (!g || !t || t->owner != ORK_OWN_GRAPH || t->node || t->saves > 0 || t->offset != 0 || t->grad) return;
     if (t->flags & (ORK_TF_WEIGHT | ORK_TF_PARAM | ORK_TF_KEEP | ORK_TF_FREED | ORK_TF_VIEWED)) return;
-    if (!ork_arena_owns(g->arena, t->base)) return; /* another graph's tensor: not ours to free */
-    ork_arena_put(g->arena, t->base);
-    t->flags |= ORK_TF_FREED;
+    if (ork_arena_put_if_live(g->arena, t->base)) t->flags |= ORK_TF_FREED; /* else another graph's: not ours */
 }
 
 static const ork_tensor_api g_tensor_api = {

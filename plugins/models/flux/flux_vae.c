@@ -330,6 +330,35 @@ static int64_t attn_rows(flux_model *f, ork_graph *g, int64_t B, int64_t L) {
     return r < 1 ? 1 : r;
 }
 
+/* o (B, C, L) = v · softmax(qᵀ·k)ᵀ with no tape, the queries in blocks of
+ * `rows`: each block's (B, rows, L) scores freed before the next (softmax is
+ * per row, so nothing else changes); q is freed once split. */
+static ork_status attn_blocks(flux_model *f, ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, int64_t L,
+                              int64_t rows, ork_tensor **o) {
+    int nb = (int)((L + rows - 1) / rows);
+    int64_t *sizes = malloc((size_t)nb * sizeof *sizes);
+    ork_tensor **qs = calloc((size_t)nb, sizeof *qs), **os = calloc((size_t)nb, sizeof *os);
+    ork_status st = sizes && qs && os ? ORK_OK : ORK_E_NOMEM;
+    for (int i = 0; i < nb && st == ORK_OK; i++) sizes[i] = L - i * rows < rows ? L - i * rows : rows;
+    if (st == ORK_OK) st = f->ops->split(g, q, 2, nb, sizes, qs);
+    if (st == ORK_OK) flux_done(f, g, q);
+    for (int i = 0; i < nb && st == ORK_OK; i++) {
+        ork_tensor *s = NULL, *pr = NULL;
+        st = f->ops->matmul(g, qs[i], k, 1, 0, &s); /* (B, rows, L) */
+        flux_done(f, g, qs[i]);
+        if (st == ORK_OK) st = f->ops->softmax(g, s, &pr);
+        flux_done(f, g, s);
+        if (st == ORK_OK) st = f->ops->matmul(g, v, pr, 0, 1, &os[i]); /* (B, C, rows) */
+        flux_done(f, g, pr);
+    }
+    if (st == ORK_OK) st = f->ops->concat(g, nb, os, 2, o);
+    for (int i = 0; i < nb && st == ORK_OK; i++) flux_done(f, g, os[i]);
+    free(sizes);
+    free(qs);
+    free(os);
+    return st;
+}
+
 /* x + proj_out(attention(norm(x))): one head, D = C, L = H·W. q, k, v stay
  * (B, C, L): scores (B, L, L) = qᵀ·k (matmul with ta), out (B, C, L) = v·Pᵀ. */
 static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p, ork_tensor **y) {
@@ -354,30 +383,7 @@ static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p
         FLUX_STEP(f->ops->softmax(g, s, &s), s, s, keep);
         FLUX_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
     } else {
-        /* no tape: the queries in blocks of rows, each block's (B, rows, L) scores
-         * freed before the next (softmax is per row, so nothing else changes) */
-        int nb = (int)((L + rows - 1) / rows);
-        int64_t *sizes = malloc((size_t)nb * sizeof *sizes);
-        ork_tensor **qs = calloc((size_t)nb, sizeof *qs), **os = calloc((size_t)nb, sizeof *os);
-        ork_status st = sizes && qs && os ? ORK_OK : ORK_E_NOMEM;
-        for (int i = 0; i < nb && st == ORK_OK; i++) sizes[i] = L - i * rows < rows ? L - i * rows : rows;
-        if (st == ORK_OK) st = f->ops->split(g, q, 2, nb, sizes, qs);
-        if (st == ORK_OK) flux_done(f, g, q);
-        for (int i = 0; i < nb && st == ORK_OK; i++) {
-            st = f->ops->matmul(g, qs[i], k, 1, 0, &s); /* (B, rows, L) */
-            flux_done(f, g, qs[i]);
-            ork_tensor *p = NULL;
-            if (st == ORK_OK) st = f->ops->softmax(g, s, &p);
-            flux_done(f, g, s);
-            if (st == ORK_OK) st = f->ops->matmul(g, v, p, 0, 1, &os[i]); /* (B, C, rows) */
-            flux_done(f, g, p);
-        }
-        if (st == ORK_OK) st = f->ops->concat(g, nb, os, 2, &o);
-        for (int i = 0; i < nb && os && st == ORK_OK; i++) flux_done(f, g, os[i]);
-        free(sizes);
-        free(qs);
-        free(os);
-        TRY(st);
+        TRY(attn_blocks(f, g, q, k, v, L, rows, &o));
     }
     TRY(f->ops->reshape(g, o, 4, s4, &o));
     snprintf(n, sizeof n, "%s.proj_out", p); TRY(conv(f, g, o, n, 1, 0, &o));
