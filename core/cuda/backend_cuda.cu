@@ -129,18 +129,26 @@ static ork_status be_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, co
 /* ---- convolution: per image, col (Kc = Cin·kh·kw, P = Ho·Wo) ----
  * workspace: col + a copy of w in the activation dtype (Cout·Kc), 4 bytes each.
  * The forward takes the output positions in pieces of conv_cols columns, so its
- * col stays under ORK_CONV_COL_BYTES: whole, a 1024² image's 64-channel 3x3
- * conv needs 2.25 GiB (the latent encode's peak, outside the plan's budget);
- * the backward (dgrad's col2im gathers over the whole col) keeps all P. */
+ * col stays no larger than the image's own output (Cout·P, at 4 bytes) — or
+ * 1/64 of its positions where the output is thin (Cout << Kc) — and under
+ * ORK_CONV_COL_BYTES. Whole, a 3x3 conv's col is 9·Cin/Cout times its output:
+ * a 1024² image's 64-channel conv needs 2.25 GiB (the latent encode's peak,
+ * outside the plan's budget), and a no-grad encode that frees each activation
+ * once read (ta->drop) was held up by its workspace (TAEF1: 4.5 full-resolution
+ * activations of col beside ~3 live ones). The backward (dgrad's col2im gathers
+ * over the whole col) keeps all P. */
 #define ORK_CONV_COL_BYTES ((size_t)256 << 20)
 static int64_t conv_cols(const ork_conv2d_desc *d) {
     const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
     size_t cap = ORK_CONV_COL_BYTES;
     const char *env = getenv("ORK_CONV_COL_KIB"); /* tests: force the pieces on small images */
     if (env && atol(env) > 0) cap = (size_t)atol(env) << 10;
-    if ((size_t)Kc * (size_t)P * 4 <= cap) return P;
-    int64_t c = (int64_t)(cap / ((size_t)Kc * 4)) / 64 * 64; /* pieces start 64-aligned (the GEMM's C and B) */
-    return c < 64 ? 64 : c;
+    const int64_t thin = (Kc > d->Cout ? d->Cout * P / Kc : P), least = (P + 63) / 64;
+    int64_t c = thin > least ? thin : least;                        /* col <= the output, or P/64 */
+    if ((size_t)Kc * (size_t)c * 4 > cap) c = (int64_t)(cap / ((size_t)Kc * 4));
+    if (c >= P) return P;
+    c = c / 64 * 64; /* pieces start 64-aligned (the GEMM's C and B) */
+    return c < 64 ? (P < 64 ? P : 64) : c;
 }
 static size_t be_conv2d_ws(const ork_conv2d_desc *d, int backward) {
     const int64_t Kc = d->Cin * d->kh * d->kw, cols = backward ? d->Ho * d->Wo : conv_cols(d);
