@@ -3,6 +3,7 @@
  * header (jansson; tensor names and metadata strings point into it) and the
  * tensor table of each ork_st_file. */
 #include "io/safetensors.h"
+#include "io/st_internal.h"
 
 #include "util/log.h"
 
@@ -314,3 +315,5 @@ uint64_t ork_st_nelements(const ork_st_tensor *t) {
     for (int i = 0; i < t->ndim; i++) n *= (uint64_t)t->shape[i];
     return n;
 }
+
+const json_t *ork_st__meta_json(const ork_st_file *f) { return f->meta; }

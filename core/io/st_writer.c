@@ -1,7 +1,10 @@
 /* io/st_writer.c — the safetensors writer: collects tensors (names copied,
  * data borrowed) and metadata, then commits atomically (tmp + fsync + rename +
- * directory fsync). Owns the entry table and the metadata object. */
+ * directory fsync), with the checksums of st_check.h when asked. Owns the
+ * entry table and the metadata object. */
 #include "io/safetensors.h"
+#include "io/st_check.h"
+#include "io/st_internal.h"
 
 #include "util/log.h"
 
@@ -28,6 +31,7 @@ struct ork_st_writer {
     size_t n, cap;
     json_t *names; /* set of added names (duplicate check) */
     json_t *meta;  /* __metadata__ */
+    int checksum;  /* commit adds the checksum keys (st_check.h) */
 };
 
 static const char *dtype_str(ork_dtype t) {
@@ -116,6 +120,46 @@ ork_status ork_st_writer_meta(ork_st_writer *w, const char *key, const char *val
     return ORK_OK;
 }
 
+void ork_st_writer_checksum(ork_st_writer *w, int on) { w->checksum = on != 0; }
+
+/* The checksum keys of st_check.h into the metadata, over the data as it is now. */
+static ork_status add_checksums(ork_st_writer *w) {
+    size_t n = w->n ? w->n : 1;
+    const void **data = malloc(n * sizeof *data);
+    uint64_t *len = malloc(n * sizeof *len);
+    uint32_t *crc = malloc(n * sizeof *crc);
+    ork_st__desc *d = malloc(n * sizeof *d);
+    json_t *map = json_object();
+    ork_status s = data && len && crc && d && map ? ORK_OK : ORK_FAIL(ORK_E_NOMEM, "safetensors writer: out of memory");
+    for (size_t i = 0; s == ORK_OK && i < w->n; i++) {
+        data[i] = w->e[i].data;
+        len[i] = w->e[i].nbytes;
+        d[i] = (ork_st__desc){w->e[i].name, dtype_str(w->e[i].dtype), w->e[i].ndim, w->e[i].shape};
+    }
+    if (s == ORK_OK) ork_crc32_many(w->n, data, len, crc);
+    for (size_t i = 0; s == ORK_OK && i < w->n; i++) {
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08x", crc[i]);
+        if (json_object_set_new(map, w->e[i].name, json_string(hex)) != 0)
+            s = ORK_FAIL(ORK_E_NOMEM, "safetensors writer: out of memory");
+    }
+    char *txt = s == ORK_OK ? json_dumps(map, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (s == ORK_OK && !txt) s = ORK_FAIL(ORK_E_NOMEM, "safetensors writer: out of memory");
+    if (s == ORK_OK) s = ork_st_writer_meta(w, ORK_ST_CRC_KEY, txt);
+    if (s == ORK_OK) {
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08x", ork_st__header_crc(d, w->n, w->meta));
+        s = ork_st_writer_meta(w, ORK_ST_HEADER_CRC_KEY, hex);
+    }
+    free(txt);
+    json_decref(map);
+    free(data);
+    free(len);
+    free(crc);
+    free(d);
+    return s;
+}
+
 /* Reference order: larger elements first, then by name: every tensor aligned. */
 static int cmp_entry(const void *a, const void *b) {
     const st_entry *x = a, *y = b;
@@ -166,6 +210,7 @@ static ork_status fsync_dir(const char *path) {
 
 ork_status ork_st_writer_commit(ork_st_writer *w, const char *path) {
     qsort(w->e, w->n, sizeof *w->e, cmp_entry);
+    if (w->checksum) ORK_TRY(add_checksums(w));
     char *hdr = NULL;
     size_t hlen = 0;
     ORK_TRY(build_header(w, &hdr, &hlen));

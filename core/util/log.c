@@ -9,6 +9,8 @@
 static ork_log_level g_level = ORK_LOG_INFO;
 static ork_log_sink g_sink;
 static void *g_sink_user;
+static _Thread_local int t_hold;        /* ork_log_hold_begin: errors kept, not printed */
+static _Thread_local char t_held[1024]; /* the last held error line, without its prefix */
 
 void ork_log_set_level(ork_log_level lvl) { g_level = lvl; }
 ork_log_level ork_log_get_level(void) { return g_level; }
@@ -23,7 +25,24 @@ static const char *prefix(ork_log_level l) {
     }
 }
 
+void ork_log_hold_begin(void) {
+    t_hold = 1;
+    t_held[0] = 0;
+}
+
+void ork_log_hold_end(char *last, size_t n) {
+    t_hold = 0;
+    if (last && n) snprintf(last, n, "%s", t_held);
+    t_held[0] = 0;
+}
+
 void ork_logv(ork_log_level lvl, const char *fmt, va_list ap) {
+    if (t_hold && lvl >= ORK_LOG_ERROR) {
+        vsnprintf(t_held, sizeof t_held, fmt, ap);
+        size_t l = strlen(t_held);
+        while (l > 0 && t_held[l - 1] == '\n') t_held[--l] = 0;
+        return;
+    }
     if (lvl < g_level) return;
     char line[2048];
     size_t p = (size_t)snprintf(line, sizeof line, "%s", prefix(lvl));

@@ -6,6 +6,7 @@
 
 #include <orakul/abi.h> /* ork_status */
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum ork_log_level {
     ORK_LOG_DEBUG = 0,
@@ -30,6 +31,16 @@ void ork_logv(ork_log_level lvl, const char *fmt, va_list ap);
 #define ORK_INFO(...) ork_log(ORK_LOG_INFO, __VA_ARGS__)
 #define ORK_WARN(...) ork_log(ORK_LOG_WARN, __VA_ARGS__)
 #define ORK_ERROR(...) ork_log(ORK_LOG_ERROR, __VA_ARGS__)
+
+/* [this thread] Holding: from ork_log_hold_begin to ork_log_hold_end, error
+ * lines of this thread are not printed (nor passed to the sink); the last one
+ * is kept. For a caller that recovers from what failed (a latent cache that
+ * does not load is re-encoded) and says so in one warning carrying the reason
+ * instead of an `error:` line on a run that succeeds. Not nested. */
+void ork_log_hold_begin(void);
+/* Ends the hold; last (may be NULL): the last held error line without the
+ * "orakul: error: " prefix, "" when none. */
+void ork_log_hold_end(char *last, size_t n);
 
 /* Log an error and return the status: `return ORK_FAIL(ORK_E_IO, "x: %s", why);` */
 ork_status ork_fail(ork_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
