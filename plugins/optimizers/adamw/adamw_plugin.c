@@ -85,6 +85,31 @@ static ork_status state_bytes(void *self, ork_dtype dt, int64_t numel, size_t *b
     return ORK_OK;
 }
 
+/* The first NaN/Inf of n float32 at p (unaligned-safe): its index, or -1. */
+static int64_t first_bad_f32(const unsigned char *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, p + 4 * i, 4);
+        if ((u & 0x7F800000u) == 0x7F800000u) return i;
+    }
+    return -1;
+}
+
+/* The float32 parts of the state must be finite: adamw's m and v; adamw8bit's
+ * m and v (small tensors) or its per-block absmax scales (the 8-bit codes are
+ * indices into the code books: any byte is valid). */
+static ork_status state_check(void *self, ork_dtype dt, int64_t numel, const void *state, size_t *at) {
+    opt *o = self;
+    (void)dt;
+    int64_t floats = 2 * numel;
+    if (o->eight_bit && numel >= ORK_ADAMW8BIT_MIN_8BIT)
+        floats = 2 * ((numel + ORK_ADAMW8BIT_BLOCK - 1) / ORK_ADAMW8BIT_BLOCK);
+    int64_t i = numel > 0 ? first_bad_f32(state, floats) : -1;
+    if (i < 0) return ORK_OK;
+    *at = (size_t)i * 4;
+    return ORK_E_NUMERIC;
+}
+
 static ork_status opt_step(void *self, const ork_opt_step *s, ork_opt_param *ps, int n) {
     opt *o = self;
     ork_adamw_hparams hp = o->hp;
@@ -133,6 +158,7 @@ static const ork_optimizer_vtable vt = {
     .destroy = opt_destroy,
     .state_bytes = state_bytes,
     .step = opt_step,
+    .state_check = state_check,
 };
 static const ork_optimizer_vtable vt8 = {
     .abi = ORK_ABI_INIT(ork_optimizer_vtable),
@@ -140,6 +166,7 @@ static const ork_optimizer_vtable vt8 = {
     .destroy = opt_destroy,
     .state_bytes = state_bytes,
     .step = opt_step,
+    .state_check = state_check,
 };
 
 static const char *const adamw_aliases[] = {"adamw", "adam", NULL};

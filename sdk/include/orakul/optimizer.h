@@ -48,6 +48,13 @@ typedef struct ork_optimizer_vtable {
     ork_status (*state_bytes)(void *self, ork_dtype dt, int64_t numel, size_t *bytes);
     /* Required: update n parameters. [stream-ordered] on CUDA. */
     ork_status (*step)(void *self, const ork_opt_step *s, ork_opt_param *params, int n);
+    /* Optional (ABI 1.3): is one parameter's state sound? state: a HOST copy of
+     * state_bytes(dt, numel) bytes (as saved in a resumable state). ORK_OK when
+     * every number in it is finite; ORK_E_NUMERIC otherwise, *at = the byte
+     * offset of the first bad value. No logging: the core names the file and
+     * the tensor. The core checks every state it resumes from with it; NULL:
+     * the optimizer's state is not checked (its bytes are still checksummed). */
+    ork_status (*state_check)(void *self, ork_dtype dt, int64_t numel, const void *state, size_t *at);
 } ork_optimizer_vtable;
 
 #ifdef __cplusplus
