@@ -125,6 +125,20 @@ uint32_t ork_st__header_crc(ork_st__desc *d, size_t n, const json_t *meta) {
     return (uint32_t)c;
 }
 
+size_t ork_st_meta_keys(const ork_st_file *f, const char **keys, size_t max) {
+    const json_t *m = ork_st__meta_json(f);
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    if (m)
+        json_object_foreach((json_t *)m, k, v) {
+            if (n < max) keys[n] = k;
+            n++;
+        }
+    qsort(keys, n < max ? n : max, sizeof *keys, cmp_str);
+    return n;
+}
+
 /* ---- verification -------------------------------------------------------- */
 
 /* "89abcdef": exactly 8 hex digits. */

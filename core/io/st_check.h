@@ -42,6 +42,11 @@ ork_status ork_st_verify(const ork_st_file *f, int *verified);
  * dtypes always). path: the file, for the line. */
 ork_status ork_st_check_finite(const ork_st_tensor *t, const char *path);
 
+/* The __metadata__ keys of f, sorted (pointers owned by f): up to max of them
+ * into keys; returns how many there are. For tools and tests that copy a file
+ * (ork_st_meta gives each value). */
+size_t ork_st_meta_keys(const ork_st_file *f, const char **keys, size_t max);
+
 /* out[i] = crc32 of data[i][0 .. len[i]) for i < n (zlib's crc32_z, pieces on
  * threads joined with crc32_combine). */
 void ork_crc32_many(size_t n, const void *const *data, const uint64_t *len, uint32_t *out);

@@ -82,6 +82,12 @@ static void test_checksum_roundtrip(void) {
     char want[32];
     snprintf(want, sizeof want, "\"alpha\":\"%08lx\"", crc32(0, t->data, (uInt)t->nbytes));
     CU_ASSERT(m && strstr(m, want) != NULL);
+    /* the metadata keys, sorted */
+    const char *keys[8];
+    CU_ASSERT(ork_st_meta_keys(f, keys, 8) == 4);
+    CU_ASSERT(!strcmp(keys[0], "kind") && !strcmp(keys[1], ORK_ST_CRC_KEY) &&
+              !strcmp(keys[2], ORK_ST_HEADER_CRC_KEY) && !strcmp(keys[3], "step"));
+    CU_ASSERT(ork_st_meta_keys(f, keys, 1) == 4);
     ork_st_close(f);
 
     const char *q = write_small("nocrc.safetensors", 0);
