@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_read, ork_rfile_open */
 
 #include <ctype.h>
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char *dupstr(const char *s) { return strdup(s ? s : ""); }
 
@@ -34,28 +36,10 @@ static int cmp_items(const void *a, const void *b) {
 /* Trimmed text of a caption file, BOM dropped. *text NULL (and OK) when absent. */
 static ork_status read_caption(const char *path, char **text) {
     *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return ORK_OK;
-        return ORK_FAIL(ORK_E_IO, "%s: cannot read caption: %s", path, strerror(errno));
-    }
-    size_t cap = 256, n = 0;
-    char *s = malloc(cap);
-    for (size_t got; s && (got = fread(s + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) free(s);
-            s = t;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!s) return ORK_FAIL(ORK_E_NOMEM, "%s: no memory for the caption", path);
-    if (bad) {
-        free(s);
-        return ORK_FAIL(ORK_E_IO, "%s: read error", path);
-    }
+    char *s;
+    size_t n; /* a regular file of at most 1 MiB; a FIFO or device is refused before reading */
+    ORK_TRY(ork_rfile_read(path, "caption", ORK_CAPTION_MAX_BYTES, ORK_RFILE_MISSING_OK, &s, &n));
+    if (!s) return ORK_OK; /* no caption file */
     s[n] = '\0';
     char *b = s;
     if (n >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) b += 3;
@@ -181,7 +165,13 @@ ork_status ork_dataset_scan(const ork_dataset_opts *o, ork_dataset *ds) {
         char *path = malloc(fl + 1 + strlen(e->d_name) + 1);
         if (!path) { st = ORK_FAIL(ORK_E_NOMEM, "dataset: no memory"); break; }
         sprintf(path, "%s/%s", ds->folder, e->d_name);
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) { free(path); continue; }
+        if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) { free(path); continue; }
+        if (!S_ISREG(sb.st_mode)) { /* a FIFO would block the read, a device never end */
+            st = ORK_FAIL(ORK_E_IO, "datasets[].folder_path %s: %s is %s, not a regular file", fp, e->d_name,
+                          ork_rfile_kind((unsigned)sb.st_mode));
+            free(path);
+            break;
+        }
         if (ds->n == cap) {
             cap = cap ? cap * 2 : 64;
             ork_dataset_item *t = realloc(ds->items, cap * sizeof *t);
@@ -224,19 +214,23 @@ ork_status ork_file_fingerprint(const char *path, int with_hash, ork_file_fp *ou
     out->size = (uint64_t)sb.st_size;
     out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     if (!with_hash) return ORK_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ORK_FAIL(ORK_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd; /* a regular file of at most 1 GiB (an image), checked before reading */
+    ORK_TRY(ork_rfile_open(path, "file", ORK_IMAGE_MAX_BYTES, 0, &fd, NULL));
     uint8_t *buf = malloc(1 << 16);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return ORK_FAIL(ORK_E_NOMEM, "%s: no memory to hash", path);
     }
-    uint64_t h = ORK_FNV1A64_INIT;
-    for (size_t got; (got = fread(buf, 1, 1 << 16, f)) > 0;) h = ork_fnv1a64(buf, got, h);
-    int bad = ferror(f);
-    fclose(f);
+    uint64_t h = ORK_FNV1A64_INIT, total = 0;
+    ssize_t got = 0;
+    while (total <= ORK_IMAGE_MAX_BYTES && ((got = read(fd, buf, 1 << 16)) > 0 || (got < 0 && errno == EINTR)))
+        if (got > 0) h = ork_fnv1a64(buf, (size_t)got, h), total += (uint64_t)got;
+    int bad = got < 0 ? errno : 0;
+    close(fd);
     free(buf);
-    if (bad) return ORK_FAIL(ORK_E_IO, "%s: read error", path);
+    if (bad) return ORK_FAIL(ORK_E_IO, "%s: read error: %s", path, strerror(bad));
+    if (total > ORK_IMAGE_MAX_BYTES) /* it grew while hashed */
+        return ORK_FAIL(ORK_E_FORMAT, "%s: the file grew past the %zu-byte limit while read", path, ORK_IMAGE_MAX_BYTES);
     out->hash = h;
     return ORK_OK;
 }

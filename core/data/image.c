@@ -8,6 +8,7 @@
 #include "data/image.h"
 
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_read */
 
 #include <errno.h>
 #include <math.h>
@@ -325,28 +326,8 @@ ork_status ork_image_decode(const uint8_t *data, size_t n, const char *name, ork
 }
 
 static ork_status read_file(const char *path, uint8_t **buf, size_t *n) {
-    *buf = NULL, *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ORK_FAIL(ORK_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return ORK_FAIL(ORK_E_IO, "%s: cannot seek: %s", path, strerror(errno));
-    }
-    uint8_t *p = malloc(len ? (size_t)len : 1);
-    if (!p) {
-        fclose(f);
-        return ORK_FAIL(ORK_E_NOMEM, "%s: no memory for %ld bytes", path, len);
-    }
-    if (fread(p, 1, (size_t)len, f) != (size_t)len) {
-        free(p);
-        fclose(f);
-        return ORK_FAIL(ORK_E_IO, "%s: read failed", path);
-    }
-    fclose(f);
-    *buf = p, *n = (size_t)len;
-    return ORK_OK;
+    /* a regular file of at most 1 GiB: a FIFO or a device is refused before reading */
+    return ork_rfile_read(path, "image", ORK_IMAGE_MAX_BYTES, 0, (char **)buf, n);
 }
 
 static ork_status load(const char *path, int probe, ork_image *out) {

@@ -5,6 +5,7 @@
 #include "dist/rendezvous.h"
 #include "tensor/tensor.h"
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_read */
 
 #ifdef ORAKUL_HAVE_CUDA
 #include "cuda/cuda_ctx.h"
@@ -65,14 +66,11 @@ ork_status ork_dist_device_index(const ork_dist_env *e, const char *device, int 
 }
 
 ork_status ork_dist_config_hash(const char *config_path, uint64_t *out) {
-    FILE *f = fopen(config_path, "rb");
-    if (!f) return ORK_FAIL(ORK_E_IO, "%s: %s", config_path, strerror(errno));
-    uint64_t h = ORK_FNV1A64_INIT;
-    char buf[8192];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) h = ork_fnv1a64(buf, n, h);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) return ORK_FAIL(ORK_E_IO, "%s: read error", config_path);
+    char *text; /* bounded like the config reader's own read (util/rfile.h) */
+    size_t n;
+    ORK_TRY(ork_rfile_read(config_path, "config", ORK_CONFIG_MAX_BYTES, 0, &text, &n));
+    uint64_t h = ork_fnv1a64(text, n, ORK_FNV1A64_INIT);
+    free(text);
     static const char ver[] = "orakul " ORAKUL_VERSION;
     *out = ork_fnv1a64(ver, sizeof ver - 1, h);
     return ORK_OK;

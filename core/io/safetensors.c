@@ -6,6 +6,7 @@
 #include "io/st_internal.h"
 
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_kind */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -257,7 +258,8 @@ ork_status ork_st_open(const char *path, ork_st_file **out) {
         free(f);
         return ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO with no writer opens at once, and fstat refuses it below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     ork_status s = ORK_OK;
     if (fd < 0) {
@@ -265,7 +267,7 @@ ork_status ork_st_open(const char *path, ork_st_file **out) {
     } else if (fstat(fd, &st) != 0) {
         s = ORK_FAIL(ORK_E_IO, "%s: cannot stat: %s", path, strerror(errno));
     } else if (!S_ISREG(st.st_mode)) {
-        s = ORK_FAIL(ORK_E_IO, "%s: not a regular file", path);
+        s = ORK_FAIL(ORK_E_IO, "%s: %s, not a regular file", path, ork_rfile_kind((unsigned)st.st_mode));
     } else {
         f->len = (uint64_t)st.st_size;
         if (f->len >= 8) {

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_read */
 
 #include <dirent.h>
 #include <errno.h>
@@ -90,8 +91,11 @@ static ork_status take_all(ork_st_set *s) {
 
 static ork_status open_index(ork_st_set *s, const char *path) {
     json_error_t err;
-    if (access(path, R_OK) != 0) return ORK_FAIL(ORK_E_IO, "%s: cannot read: %s", path, strerror(errno));
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    char *text; /* a regular file of at most 64 MiB (a FIFO, /dev/zero: refused before reading) */
+    size_t len;
+    ORK_TRY(ork_rfile_read(path, "checkpoint index", ORK_INDEX_MAX_BYTES, 0, &text, &len));
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
     if (!root)
         return ORK_FAIL(ORK_E_FORMAT, "%s: not valid JSON: %s (line %d)", path, err.text, err.line);
     ork_status st = ORK_OK;

@@ -13,11 +13,13 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int is_dir(const char *p) {
     struct stat sb;
@@ -115,15 +117,24 @@ static ork_status resolve_hub(flux_model *f, const char *id, char *out, size_t n
     snprintf(repo, sizeof repo, "%s/models--%.*s--%s", root, (int)(slash - id), id, slash + 1);
     snap[0] = 0;
     snprintf(ref, sizeof ref, "%s/refs/main", repo);
-    FILE *fp = fopen(ref, "r");
-    if (fp) {
-        char rev[128] = "";
-        if (fgets(rev, sizeof rev, fp)) {
-            size_t l = strlen(rev);
-            while (l && isspace((unsigned char)rev[l - 1])) rev[--l] = 0;
-            if (l) snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, rev);
-        }
-        fclose(fp);
+    /* O_NONBLOCK + fstat: a FIFO or device there is refused before reading */
+    int fd = open(ref, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat rs;
+    if (fd >= 0 && (fstat(fd, &rs) != 0 || !S_ISREG(rs.st_mode))) {
+        close(fd);
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: not a regular file (the Hugging Face cache's revision of %s)", ref, id);
+        return ORK_E_IO;
+    }
+    if (fd >= 0) {
+        char rev[128] = ""; /* a commit hash: the first line, at most 127 bytes */
+        ssize_t got = read(fd, rev, sizeof rev - 1);
+        close(fd);
+        size_t l = got > 0 ? (size_t)got : 0;
+        rev[l] = 0;
+        l = strcspn(rev, "\n");
+        rev[l] = 0;
+        while (l && isspace((unsigned char)rev[l - 1])) rev[--l] = 0;
+        if (l) snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, rev);
     } else {
         /* no refs/main: accept the only snapshot */
         char sd[1500];
