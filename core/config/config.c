@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "config/schema.h"
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_read */
 
 #include <errno.h>
 #include <math.h>
@@ -299,6 +300,8 @@ static ork_status parse_scalar(walker *w, const ork_ck *k, const char *path, con
         return ORK_OK;
     }
     default: {
+        if (strlen(s) != n->data.scalar.length) /* "a\0b": the C string would end at the NUL */
+            return fail(w, n, "%s: a NUL character (\\0) in a string; give the text without it", path);
         ORK_TRY(check_choice(w, k, path, n));
         const char *d = cstrdup(w->c, s);
         if (!d) return ORK_FAIL(ORK_E_NOMEM, "config: out of memory");
@@ -536,6 +539,9 @@ static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *
     return s;
 }
 
+#define ORK_STR_(x) #x
+#define ORK_STR(x) ORK_STR_(x)
+
 /* ---- couplings after pass 1 (ai-toolkit's rules) --------------------------- */
 static int from_file(const ork_config *c, const char *path) {
     const ork_origin *o = find_origin(c, path);
@@ -548,10 +554,40 @@ static void derive(ork_config *c, const char *path, const char *src, const char 
     o->loc = s->loc, o->how = how, o->node = 0;
 }
 
+/* config.name names the output folder under training_folder and the files in
+ * it (<name>_<step>.safetensors): a name, never a path that could leave
+ * training_folder ("../x", "/abs") or be cut short by a path buffer. */
+#define ORK_NAME_MAX 200
+#define ORK_FOLDER_MAX 512 /* training_folder: <folder>/<name>/<name>_<step>.safetensors fits in the trainer's paths */
+static ork_status check_name(ork_config *c) {
+    const char *n = c->job.name, *why = NULL;
+    size_t len = strlen(n);
+    if (!len) why = "is empty";
+    else if (len > ORK_NAME_MAX) why = "is longer than " ORK_STR(ORK_NAME_MAX) " bytes";
+    else if (!strcmp(n, ".")) why = "is '.', the training folder itself";
+    else if (strstr(n, "..")) why = "contains '..'";
+    else if (strchr(n, '/')) why = "contains '/'";
+    else if (strchr(n, '\\')) why = "contains '\\'";
+    else
+        for (const char *q = n; *q && !why; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) why = "contains a control character";
+    ork_loc l;
+    if (why && ork_config_where(c, "config.name", &l))
+        return ork_config_fail_at(&l, ORK_E_CONFIG, "config.name %s: it names the output folder and files inside "
+                                  "training_folder, so it must be a plain name (not a path) of 1 to "
+                                  ORK_STR(ORK_NAME_MAX) " bytes", why);
+    const char *tf = c->job.process.v[0].training_folder;
+    if (tf && strlen(tf) > ORK_FOLDER_MAX && ork_config_where(c, "training_folder", &l))
+        return ork_config_fail_at(&l, ORK_E_CONFIG, "training_folder is %zu bytes long, over the limit of "
+                                  ORK_STR(ORK_FOLDER_MAX) " bytes", strlen(tf));
+    return ORK_OK;
+}
+
 static ork_status resolve(ork_config *c) {
     ork_process_config *p = &c->job.process.v[0];
     ork_model_config *m = &p->model;
     ork_loc l;
+    ORK_TRY(check_name(c));
     for (size_t i = 0; i < p->datasets.n; i++) { /* ai-toolkit adds the dot */
         ork_dataset_config *d = &p->datasets.v[i];
         if (d->caption_ext && d->caption_ext[0] && d->caption_ext[0] != '.') {
@@ -600,23 +636,9 @@ static ork_status resolve(ork_config *c) {
 
 /* ---- loading ------------------------------------------------------------- */
 static ork_status read_file(ork_config *c) {
-    FILE *f = fopen(c->file, "rb");
-    if (!f) return ORK_FAIL(ORK_E_IO, "%s: cannot open the config: %s", c->file, strerror(errno));
-    size_t cap = 4096;
-    c->text = malloc(cap);
-    for (size_t n; c->text && (n = fread(c->text + c->len, 1, cap - c->len, f)) > 0;) {
-        c->len += n;
-        if (c->len == cap) {
-            char *t = realloc(c->text, cap *= 2);
-            if (!t) free(c->text);
-            c->text = t;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!c->text) return ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", c->file);
-    if (err) return ORK_FAIL(ORK_E_IO, "%s: cannot read the config", c->file);
-    return ORK_OK;
+    /* a regular file of at most 4 MiB, refused before reading otherwise
+     * (/dev/zero never ends, a FIFO with no writer never answers) */
+    return ork_rfile_read(c->file, "config", ORK_CONFIG_MAX_BYTES, 0, &c->text, &c->len);
 }
 
 static ork_status syntax_error(ork_config *c, yaml_parser_t *p) {
@@ -784,7 +806,7 @@ ork_status ork_config_component_params(ork_config *c, const char *section, const
         ork_loc at = o->loc;
         if (at.line == 0) { /* absent: blame the component's name when the user chose it */
             for (int k = 0; k < ORK_KIND_COUNT; k++)
-                if (!strcmp(comp[k].params, section)) ork_config_where(c, comp[k].name, &at);
+                if (comp[k].params && !strcmp(comp[k].params, section)) ork_config_where(c, comp[k].name, &at);
         }
         yaml_mark_t m = {0, at.line > 0 ? (size_t)at.line - 1 : 0, at.col > 0 ? (size_t)at.col - 1 : 0};
         ork_ck_table t = {keys, buf_size, 0, 0};

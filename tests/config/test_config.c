@@ -118,6 +118,23 @@ static void t_nonexistent_file(void) {
     CU_ASSERT_EQUAL(g_err, 1);
     CU_ASSERT_PTR_NOT_NULL(logged("no_such_file.yaml: cannot open the config: No such file", NULL));
 }
+/* config.name is a name, not a path: it makes <training_folder>/<name>/ and the
+ * files in it, so it may not leave training_folder or be cut short */
+static void t_name(void) {
+    static const char tail[] = "it names the output folder and files inside training_folder";
+    expect_error("name_escape.yaml", ORK_E_CONFIG, "3:9", "config.name contains '..'");
+    CU_ASSERT_PTR_NOT_NULL(logged(tail, NULL));
+    expect_error("name_dotdot.yaml", ORK_E_CONFIG, "3:9", "config.name contains '..'");
+    expect_error("name_slash.yaml", ORK_E_CONFIG, "3:9", "config.name contains '/'");
+    expect_error("name_backslash.yaml", ORK_E_CONFIG, "3:9", "config.name contains '\\'");
+    expect_error("name_nul.yaml", ORK_E_CONFIG, "3:9", "config.name: a NUL character (\\0) in a string");
+    expect_error("name_long.yaml", ORK_E_CONFIG, "3:9", "config.name is longer than 200 bytes");
+    ork_config *cfg = NULL; /* 200 bytes: the longest name taken */
+    CU_ASSERT_EQUAL(load("name_200.yaml", &cfg), ORK_OK);
+    CU_ASSERT_EQUAL(g_err, 0);
+    if (cfg) CU_ASSERT_EQUAL(strlen(ork_config_job(cfg)->name), 200);
+    ork_config_free(cfg);
+}
 static void t_plugins_path(void) {
     expect_error("plugins_missing.yaml", ORK_E_CONFIG, "13:13",
                  "plugins.path: '/nonexistent/orakul-plugins' does not exist");
@@ -424,6 +441,7 @@ static const ork_test_case cases[] = {
     {"missing required", t_missing_required},
     {"duplicates", t_duplicates},
     {"nonexistent file", t_nonexistent_file},
+    {"config.name is a name, not a path", t_name},
     {"plugins.path", t_plugins_path},
     {"known but not implemented", t_known_unimplemented},
     {"defaults", t_defaults},
