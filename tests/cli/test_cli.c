@@ -185,6 +185,54 @@ static void test_plan(void) {
     CU_ASSERT_EQUAL(orakul(NULL, "plan empty_folder.yaml"), 2);
 }
 
+/* How many "error:" lines the last command printed. */
+static int error_lines(void) {
+    int n = 0;
+    for (const char *p = g_out; (p = strstr(p, "error: ")); p++) n++;
+    return n;
+}
+
+/* plan and run refuse, before reading, a CONFIG that is not a regular file
+ * (/dev/zero never ends, a FIFO with no writer never answers), and a
+ * config.name that is a path: exit 2 and one error line. Each command runs
+ * under a 2 GiB address-space limit and a 30 s timeout, so a reader that
+ * grows or blocks fails here instead of stalling the suite. */
+static void test_unreadable_config(void) {
+    static const char lim[] = "prlimit --as=2147483648 timeout -s KILL 30";
+    char fifo[PATH_MAX + 16], args[PATH_MAX + 32];
+    snprintf(fifo, sizeof fifo, "%s/fifo.yaml", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0644), 0);
+    static const char *const cmd[] = {"plan", "run"};
+    for (int c = 0; c < 2; c++) {
+        snprintf(args, sizeof args, "%s /dev/zero", cmd[c]);
+        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_TRUE(out_has("/dev/zero: the config is a character device, not a regular file"));
+        CU_ASSERT_EQUAL(error_lines(), 1);
+        snprintf(args, sizeof args, "%s fifo.yaml", cmd[c]);
+        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_TRUE(out_has("fifo.yaml: the config is a FIFO, not a regular file"));
+        CU_ASSERT_EQUAL(error_lines(), 1);
+    }
+    /* config.name that would write two folders above training_folder */
+    char folder[PATH_MAX + 16], text[3 * PATH_MAX];
+    snprintf(folder, sizeof folder, "%s/images", g_tmp);
+    snprintf(text, sizeof text,
+             "job: extension\nconfig:\n  name: ../../escape\n  process:\n    - type: sd_trainer\n"
+             "      training_folder: %s/out/a/b\n      datasets:\n        - folder_path: %s\n"
+             "      model:\n        name_or_path: preset:custom\n",
+             g_tmp, folder);
+    write_file("escape.yaml", text);
+    for (int c = 0; c < 2; c++) {
+        snprintf(args, sizeof args, "%s escape.yaml", cmd[c]);
+        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_TRUE(out_has("escape.yaml:3:9: config.name contains '..'"));
+        CU_ASSERT_EQUAL(error_lines(), 1);
+    }
+    char esc[PATH_MAX + 32];
+    snprintf(esc, sizeof esc, "%s/out/escape", g_tmp);
+    CU_ASSERT_NOT_EQUAL(access(esc, F_OK), 0); /* nothing written outside training_folder */
+}
+
 static const ork_test_case cases[] = {
     {"usage errors exit 2, help exits 0", test_usage},
     {"--version", test_version},
@@ -192,6 +240,7 @@ static const ork_test_case cases[] = {
     {"plugins --keys documents every key", test_plugins_keys},
     {"plugin errors exit 2", test_plugin_errors},
     {"plan validates and prints the resolved config", test_plan},
+    {"plan and run refuse /dev/zero, a FIFO, an escaping config.name", test_unreadable_config},
     {NULL, NULL},
 };
 ORK_TEST_MAIN("cli", setup, teardown, cases)
