@@ -206,6 +206,31 @@ static void test_hub_absent(void) {
     printf("\n  ");
 }
 
+/* refs/main that is a FIFO (no writer: a blocking read would never return):
+ * refused before reading, one line. The alarm fails the test, not the
+ * suite's clock, if it blocks. */
+static void test_hub_ref_fifo(void) {
+    char hub[512], ref[700];
+    snprintf(hub, sizeof hub, "%s/fifohub", g_tmp);
+    CU_ASSERT_FATAL(sh("mkdir -p '%s/models--org--fifo/refs' '%s/models--org--fifo/snapshots/abc'", hub, hub));
+    snprintf(ref, sizeof ref, "%s/models--org--fifo/refs/main", hub);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(ref, 0644), 0);
+    setenv("HF_HUB_CACHE", hub, 1);
+    ork_log_set_sink(sink, NULL);
+    g_nlines = 0;
+    ft_model m;
+    alarm(20);
+    ork_status s = ft_open("org/fifo", NULL, &m);
+    alarm(0);
+    ork_log_set_sink(NULL, NULL);
+    ft_close(&m);
+    unsetenv("HF_HUB_CACHE");
+    printf("\n    %s\n  ", g_nlines ? g_lines[0] : "(no error line)");
+    CU_ASSERT_EQUAL(s, ORK_E_IO);
+    CU_ASSERT_EQUAL(g_nlines, 1);
+    CU_ASSERT(g_nlines && strstr(g_lines[0], ref) && strstr(g_lines[0], "not a regular file"));
+}
+
 /* A folder with two non-FLUX-named files: no guess, one line. */
 static void test_ambiguous_folder(void) {
     char d[512];
@@ -229,6 +254,7 @@ static const ork_test_case cases[] = {
     {"Hugging Face repo id in the local cache (3 cache roots)", test_hub_cache},
     {"repo id absent from the cache: one line naming where", test_hub_absent},
     {"folder with two unnamed files: an error, no guess", test_ambiguous_folder},
+    {"refs/main that is a FIFO: refused before reading", test_hub_ref_fifo},
     {NULL, NULL},
 };
 
