@@ -202,7 +202,9 @@ ork_status flux_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor 
     }
     case FLUX_CODEC_VAE: return flux_vae_encode(f, g, img, tokens);
     default:
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.vae_path, taef1_path or codec: pixel");
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s takes %d-channel tokens and has no image codec for them: set "
+                 "model.model_kwargs.vae_path or taef1_path (the pixel codec gives 3 x pixel_patch² channels, %d)",
+                 f->cfg.variant, f->cfg.in_channels, 3 * (int)f->p.pixel_patch * (int)f->p.pixel_patch);
         return ORK_E_UNSUPPORTED;
     }
 }
@@ -221,7 +223,9 @@ ork_status flux_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, i
     }
     case FLUX_CODEC_VAE: return flux_vae_decode(f, g, tokens, h, w, img);
     default:
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "no image codec: set model.model_kwargs.vae_path, taef1_path or codec: pixel");
+        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s takes %d-channel tokens and has no image codec for them: set "
+                 "model.model_kwargs.vae_path or taef1_path (the pixel codec gives 3 x pixel_patch² channels, %d)",
+                 f->cfg.variant, f->cfg.in_channels, 3 * (int)f->p.pixel_patch * (int)f->p.pixel_patch);
         return ORK_E_UNSUPPORTED;
     }
 }

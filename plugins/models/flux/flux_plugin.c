@@ -155,6 +155,16 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         int want = 3 * f->pixel_patch * f->pixel_patch;
         if (f->cfg.in_channels == 0) f->cfg.in_channels = want;
         f->codec = f->cfg.in_channels == want ? FLUX_CODEC_PIXEL : FLUX_CODEC_NONE;
+        if (f->codec == FLUX_CODEC_NONE && !strcmp(codec, f->p.codec)) { /* codec: pixel, asked for by name */
+            FLUX_LOG(f, ORK_LEVEL_ERROR, "model.model_kwargs.codec pixel: the pixel codec gives %d channels per token "
+                     "(3 x pixel_patch %d x %d); %s %s takes %d: set vae_path or taef1_path%s", want, f->pixel_patch,
+                     f->pixel_patch, preset ? "preset" : "the checkpoint", f->cfg.variant, f->cfg.in_channels,
+                     preset ? " (or in_channels to match)" : "");
+            return ORK_E_CONFIG;
+        }
+        /* codec auto found no vae_path or taef1_path, and the pixel codec does not
+         * give these tokens: the model has no codec (pixels_per_token 0 below).
+         * Forward-only users (benchmarks) need none; a trainer refuses it. */
     }
     if (f->cfg.hidden <= 0 || f->cfg.heads <= 0 || f->cfg.hidden % f->cfg.heads || f->cfg.head_dim % 2 ||
         f->cfg.in_channels <= 0 || f->cfg.context_dim <= 0) {
@@ -175,7 +185,8 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     info->weights = f->weights;
     info->token_channels = f->cfg.in_channels;
     info->pixels_per_token = f->codec == FLUX_CODEC_PIXEL ? f->pixel_patch
-                             : f->codec == FLUX_CODEC_VAE ? flux_vae_pixels_per_token(f) : 16;
+                             : f->codec == FLUX_CODEC_VAE ? flux_vae_pixels_per_token(f)
+                             : f->codec == FLUX_CODEC_TAEF1 ? 16 : 0;
     info->context_dim = f->cfg.context_dim;
     info->context_len = f->p.context_len > 0 ? (int)f->p.context_len : (strcmp(f->cfg.variant, "custom") ? 512 : 8);
     info->vec_dim = f->cfg.vec_dim;

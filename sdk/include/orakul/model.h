@@ -57,7 +57,9 @@ typedef struct ork_model_info {
     int n_weights;
     const ork_weight_decl *weights;   /* owned by the model instance */
     int token_channels;           /* C of a latent token: 64 (FLUX.1) or 128 (FLUX.2) */
-    int pixels_per_token;         /* side of the square of pixels one token covers: 16 */
+    int pixels_per_token;         /* side of the square of pixels one token covers: 16; 0 when the
+                                   * model has no image codec for its tokens (encode/decode
+                                   * fail; a trainer refuses it before loading weights) */
     int context_dim;              /* text embedding width (4096 / 15360 / ...) */
     int context_len;              /* default text length (512) */
     int vec_dim;                  /* pooled text vector width (768), or 0 */
