@@ -1,0 +1,139 @@
+/* train/components.c — the job's plugin components (model, loss, optimizer,
+ * quantizer: resolved by name from the registry with their config keys), the
+ * dataset folders checked before the model loads, and the backend for
+ * process.device. [control-thread] */
+#include "train/job.h"
+
+#include "plugin/loader.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ctx.h"
+#endif
+
+static ork_status resolve(job *j, ork_component_kind kind, const ork_plugin_component **out, void **params) {
+    ork_loc at;
+    const char *name = ork_config_component_name(j->cfg, kind, &at);
+    const ork_plugin_component *pc = ork_registry_find(j->reg, kind, name);
+    if (!pc) {
+        char list[1024] = "";
+        size_t len = 0;
+        for (int i = 0; i < ork_registry_count(j->reg); i++) {
+            const ork_plugin *p = ork_registry_plugin(j->reg, i);
+            for (int k = 0; k < p->n_components; k++) {
+                const ork_component *c = p->components[k].c;
+                if (c->kind != kind) continue;
+                const char *shown = c->aliases && c->aliases[0] ? c->aliases[0] : c->id;
+                len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0, "%s%s",
+                                        len ? ", " : "", shown);
+            }
+        }
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "unknown %s '%s' (available: %s)", ork_kind_name(kind), name,
+                                  len ? list : "none: no plugin of this kind was found");
+    }
+    size_t sz = pc->c->params_size ? pc->c->params_size : 1;
+    void *buf = calloc(1, sz);
+    if (!buf) return ORK_E_NOMEM;
+    ork_status s = ork_config_component_params(j->cfg, ork_config_component_params_path(kind), pc->c->params, buf,
+                                               pc->c->params_size);
+    if (s != ORK_OK) { free(buf); return s; }
+    *out = pc;
+    *params = buf;
+    return ORK_OK;
+}
+
+/* model.vae_path (ai-toolkit's key) reaches a model family that declares a
+ * string key "vae_path" in its model_kwargs table, unless model_kwargs set it. */
+static void pass_vae_path(job *j) {
+    const char *vp = j->p->model.vae_path;
+    if (!vp || !*vp || !j->c_model->c->params) return;
+    for (const ork_param *k = j->c_model->c->params; k->key; k++)
+        if (!strcmp(k->key, "vae_path") && k->type == ORK_PARAM_STRING) {
+            const char **slot = (const char **)((char *)j->model_params + k->offset);
+            if (!*slot || !**slot) *slot = vp;
+            return;
+        }
+}
+
+/* model.quantize_kwargs.fp8_gemm: a string key the fp8 quantizers declare
+ * ("dequant" | "native"); the core reads it for the graph (graph.h). */
+int ork_train_fp8_gemm(const job *j) {
+    if (!j->c_quant || !j->c_quant->c->params || !j->quant_params) return ORK_FP8_GEMM_DEQUANT;
+    for (const ork_param *k = j->c_quant->c->params; k->key; k++)
+        if (!strcmp(k->key, "fp8_gemm") && k->type == ORK_PARAM_STRING) {
+            const char *v = *(const char *const *)((const char *)j->quant_params + k->offset);
+            return v && !strcmp(v, "native") ? ORK_FP8_GEMM_NATIVE : ORK_FP8_GEMM_DEQUANT;
+        }
+    return ORK_FP8_GEMM_DEQUANT;
+}
+
+ork_status ork_train_resolve_all(job *j) {
+    ORK_TRY(resolve(j, ORK_KIND_MODEL, &j->c_model, &j->model_params));
+    pass_vae_path(j);
+    ORK_TRY(resolve(j, ORK_KIND_LOSS, &j->c_loss, &j->loss_params));
+    ORK_TRY(resolve(j, ORK_KIND_OPTIMIZER, &j->c_opt, &j->opt_params));
+    j->mvt = j->c_model->c->vtable;
+    j->lvt = j->c_loss->c->vtable;
+    j->ovt = j->c_opt->c->vtable;
+    /* the quantizer of the frozen linear weights (model.quantize + model.qtype) */
+    if (j->p->model.qtype && strcmp(j->p->model.qtype, "none") != 0) {
+        ORK_TRY(resolve(j, ORK_KIND_QUANT, &j->c_quant, &j->quant_params));
+        j->qvt = j->c_quant->c->vtable;
+        ORK_TRY(j->qvt->create(&j->c_quant->host, j->quant_params, &j->quant));
+    }
+    return ORK_OK;
+}
+
+/* Every dataset folder exists and is a folder: checked before the model is
+ * loaded (minutes for FLUX.1-dev), with the YAML location of the bad path. */
+ork_status ork_train_check_datasets(job *j) {
+    for (size_t d = 0; d < j->p->datasets.n; d++) {
+        const char *fp = j->p->datasets.v[d].folder_path;
+        struct stat sb;
+        const char *why = NULL;
+        if (!fp || stat(fp, &sb) != 0) why = fp ? strerror(errno) : "not set";
+        else if (!S_ISDIR(sb.st_mode)) why = "not a folder";
+        if (!why) continue;
+        char key[64];
+        ork_loc at;
+        snprintf(key, sizeof key, "datasets[%zu].folder_path", d);
+        if (ork_config_where(j->cfg, key, &at) && at.line > 0)
+            return ork_config_fail_at(&at, ORK_E_CONFIG, "%s '%s': %s", key, fp ? fp : "", why);
+        return ORK_FAIL(ORK_E_CONFIG, "%s: %s '%s': %s", ork_config_file(j->cfg), key, fp ? fp : "", why);
+    }
+    return ORK_OK;
+}
+
+ork_status ork_train_open_model(job *j) {
+    ORK_TRY(j->mvt->create(&j->c_model->host, j->model_params, &j->model));
+    return j->mvt->open(j->model, j->p->model.name_or_path, &j->info);
+}
+
+/* ---- device -------------------------------------------------------------- */
+
+ork_status ork_train_pick_backend(job *j) {
+    const char *dev = j->p->device ? j->p->device : "cuda:0";
+    if (!strncmp(dev, "cpu", 3)) {
+        j->be = ork_cpu_backend();
+        return ORK_OK;
+    }
+    if (!strncmp(dev, "cuda", 4)) {
+#ifdef ORAKUL_HAVE_CUDA
+        if (ork_cuda_device_count() > 0) {
+            j->be = ork_cuda_backend();
+            return ORK_OK;
+        }
+#endif
+        ork_loc at;
+        if (ork_config_where(j->cfg, "device", &at) && at.line > 0)
+            return ork_config_fail_at(&at, ORK_E_CONFIG, "device '%s': no CUDA device available (use device: cpu)", dev);
+        return ORK_FAIL(ORK_E_CONFIG, "%s: device '%s' (the default): no CUDA device available; set device: cpu",
+                        ork_config_file(j->cfg), dev);
+    }
+    return ORK_FAIL(ORK_E_CONFIG, "%s: unknown device '%s' (cpu or cuda:N)", ork_config_file(j->cfg), dev);
+}

@@ -1,0 +1,224 @@
+/* train/job.h — private to core/train (not installed): the training job that
+ * train.c and its pieces share. One job owns every object of a run:
+ * components, backend, allocator, graph, weight store, LoRA network, latent
+ * cache in memory, optimizer state. The pieces, one concern each:
+ *   components.c     the plugins (model, loss, optimizer, quantizer), the backend
+ *   dataset_cache.c  the dataset's latent encode and cache, text embeddings, batches
+ *   dist_glue.c      data-parallel setup and step glue (core/dist)
+ *   plan_glue.c      the residency plan, host memory, the gradients lent to the streamer
+ *   optimizer.c      the optimizer's state and step, the gradient norm
+ *   state_stream.c   the trainable state streamed per block (stream/zero.h)
+ *   checkpoint.c     the training state, resume, the LoRA file
+ *   prefetch.c       micro-batch inputs built ahead on a thread
+ *   outputs.c        samples, progress, metrics, loss plot, streaming figures
+ *   train.c          setup and the training loop (train.h's two entry points)
+ * [control-thread] */
+#ifndef ORK_TRAIN_JOB_H
+#define ORK_TRAIN_JOB_H
+
+#include "train/train.h"
+
+#include <orakul/orakul.h>
+
+#include "dist/dist.h"
+#include "dist/grad_sync.h"
+#include "dist/shard.h"
+#include "io/safetensors.h"
+#include "stream/copy_engine.h"
+#include "stream/plan.h"
+#include "stream/streamer.h"
+#include "stream/zero.h"
+#include "tensor/ops.h"
+#include "tensor/tape.h"
+#include "train/lora.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/runner.h"
+#include "train/samples.h"
+#include "train/schedule.h"
+#include "train/wstore.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct item {
+    char *path;
+    int h_tok, w_tok;
+    float *tokens;  /* (N, C) clean latent tokens x0 */
+    float *txt;     /* (T, ctx) text embedding, or NULL: zeros */
+    float *vec;     /* (vec_dim), or NULL: zeros */
+} item;
+
+/* A micro-batch's inputs on the host (ork_train_inputs_build). */
+typedef struct step_inputs {
+    int64_t k;                       /* the micro-batch, -1: none */
+    int nb, N, h_tok, w_tok;
+    float *x0, *xt, *tg, *txt, *vec; /* [nb, N, C] x [3], [nb, T, ctx], [nb, vec_dim] */
+    float ts[256], gd[256], wsum;
+} step_inputs;
+
+typedef struct job {
+    ork_config *cfg;
+    const ork_process_config *p;
+    const ork_registry *reg;
+    const ork_plugin_component *c_model, *c_loss, *c_opt;
+    void *model_params, *loss_params, *opt_params;
+    const ork_model_vtable *mvt;
+    void *model;
+    ork_model_info info;
+    const ork_loss_vtable *lvt;
+    void *loss;
+    const ork_optimizer_vtable *ovt;
+    void *opt;
+    const ork_plugin_component *c_quant; /* NULL: model.qtype none (no quantizer) */
+    void *quant_params;
+    const ork_quant_vtable *qvt;
+    void *quant;
+    const ork_ops *ops;
+    const ork_tensor_api *ta;
+    const ork_backend *be;
+    ork_alloc *alloc;
+    ork_graph *g;
+    ork_wstore *ws;
+    ork_stream_plan *plan;
+    ork_copy_engine *ce;
+    ork_lora_net *lora;
+    ork_runner *runner;
+    item *items;
+    int n_items;
+    int T;                  /* text tokens */
+    int have_te;            /* text embeddings found on disk */
+    /* optimizer */
+    int n_params;
+    ork_tensor **pt;        /* [n_params] LoRA tensors (down, up alternating) */
+    ork_tensor **state;     /* [n_params] U8 state */
+    ork_tensor *norms;      /* F32 (n_params) device scratch for gradient norms */
+    ork_ts_params ts;
+    ork_lr_params lr;
+    uint64_t seed;
+    char out_dir[768];
+    char name[192];
+    /* what the run writes besides the LoRA (samples.h, progress.h, metrics.h, plot.h) */
+    ork_samples *samples;   /* NULL: no sampling */
+    ork_progress *progress;
+    ork_metrics *metrics;
+    /* batches: micro-batches per epoch, for the deterministic data order */
+    int64_t skipped;        /* steps skipped for non-finite values (saved with the state) */
+    int64_t clip_differed;  /* streamed trainable state: steps whose previous-norm clipping was not exact clipping */
+    int *order;             /* [n_items] permutation of the current epoch */
+    int64_t order_epoch;
+    /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
+    ork_zero *zero;         /* NULL: the LoRA tensors and their state are resident */
+    ork_block_hooks ws_hooks; /* the weight store's, called before the runtime's */
+    int *zp_first, *zp_list; /* params of block b: zp_list[zp_first[b] .. zp_first[b + 1]) */
+    int64_t cur_step;       /* optimizer step number and lr for the per-block step */
+    double cur_lr;
+    /* streaming figures (ork_train_stream_stats_mark): [0] after the first step, [1] at the last */
+    double ss_t[2];
+    uint64_t ss_h2d[2], ss_d2h[2];
+    int ss_timing;              /* ORAKUL_STREAM_TIMING=1: the copy lanes are timed (ork_ce_busy) */
+    double ss_busy[2][3];       /* [mark] seconds busy: the H2D lane, the D2H lane, the DEC lane (decodes) */
+    double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
+    FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
+    uint64_t ss_loads[2][5];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead;
+                                 * zero.c's visits that found their record in its slot */
+    int64_t ss_steps[2];
+    /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
+    ork_dist_env denv;
+    ork_dist *dist;
+    ork_gsync *gsync;       /* the LoRA gradients' bucketed all-reduce */
+    int device_index;       /* CUDA device of this process */
+    int failed;             /* the run failed: abort the communicator */
+    ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
+    int64_t data_k;
+    step_inputs in_cur, in_next; /* micro-batch inputs: the one running, the one a thread builds ahead */
+    pthread_t in_thread;    /* builds in_next (micro_step) */
+    int in_running;
+    ork_status in_st;
+    int inputs_sync;        /* ORAKUL_INPUTS_AHEAD=0 (bench A/B): built on the main thread, after the backward's enqueue */
+    void *grad_pool;        /* the LoRA gradients, one region lent to the streamer between steps */
+    size_t grad_pool_bytes;
+    int grads_dead;         /* no gradient is live (set at the optimizer step; the loss zeroes them) */
+    /* the checkpoints pooled as the streamer's ahead region (ork_train_ahead_region): the
+     * micro-batch shape they were sized for; off after a shape change */
+    int ckpt_sig[3], ckpt_pool_off;
+    int ahead_off;          /* ORAKUL_STREAM_AHEAD=0 (bench A/B): nothing copied ahead */
+    int lend_off;           /* ORAKUL_STREAM_LEND=0 (bench A/B): the gradients not lent */
+    int short_warned;
+} job;
+
+/* device slots of the streamed trainable state (stream/zero.h) */
+enum { ORK_TRAIN_STATE_SLOTS = 2 };
+
+/* train.c */
+/* A bench switch set to "0" (ORAKUL_STREAM_LEND, ORAKUL_INPUTS_AHEAD). */
+int ork_train_env_zero(const char *name);
+double ork_train_now(void); /* monotonic seconds */
+
+/* components.c: the plugins and the backend */
+ork_status ork_train_resolve_all(job *j);
+ork_status ork_train_check_datasets(job *j);
+ork_status ork_train_open_model(job *j);
+ork_status ork_train_pick_backend(job *j);
+int ork_train_fp8_gemm(const job *j);
+
+/* dataset_cache.c: the latent cache, text embeddings, batches */
+int ork_train_mkdir_p(const char *path);
+ork_status ork_train_encode_dataset(job *j);
+int ork_train_batch_of(const job *j);
+int64_t ork_train_accum_of(const job *j);
+ork_status ork_train_shard_items(job *j, int64_t k, int B, int *idx, int *slot, int *nb);
+
+/* dist_glue.c: data parallelism (dist NULL: one process, each a no-op) */
+ork_status ork_train_dist_device(job *j, int *index);
+ork_status ork_train_dist_start(job *j);
+ork_status ork_train_dist_dataset_turn(job *j, int after);
+ork_status ork_train_dist_grads(job *j);
+ork_status ork_train_dist_resume(job *j, int64_t *start);
+ork_status ork_train_dist_step_end(job *j, float *loss, int *bad);
+
+/* plan_glue.c: the residency plan and the gradients lent to the streamer */
+ork_status ork_train_make_plan(job *j, ork_device dev);
+size_t ork_train_host_available(void);
+ork_status ork_train_check_host(job *j);
+ork_status ork_train_setup_grad_pool(job *j);
+ork_status ork_train_grads_lend(job *j);
+ork_status ork_train_grads_reclaim(job *j);
+ork_status ork_train_ahead_region(job *j, int nb, int N, int T);
+
+/* optimizer.c */
+ork_status ork_train_setup_optimizer(job *j);
+ork_status ork_train_grad_norm(job *j, double *out);
+ork_status ork_train_optimizer_step(job *j, int64_t step, double lr, float grad_scale);
+ork_status ork_train_zero_grads(job *j);
+
+/* state_stream.c: the trainable state streamed per block */
+ork_status ork_train_streamed_setup(job *j);
+ork_block_hooks ork_train_streamed_hooks(job *j);
+void ork_train_streamed_clip_check(job *j, int64_t step, double norm, float applied);
+ork_status ork_train_streamed_save(job *j, ork_st_writer *w);
+ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path);
+
+/* checkpoint.c */
+void ork_train_remove_stale_tmp(job *j);
+ork_status ork_train_save_state(job *j, int64_t step);
+ork_status ork_train_load_state(job *j, int64_t *step);
+ork_status ork_train_save_lora(job *j, int64_t step);
+
+/* prefetch.c: micro-batch inputs */
+ork_status ork_train_upload_act(job *j, const float *host, int ndim, const int64_t *shape, ork_tensor **out);
+void ork_train_inputs_free(step_inputs *si);
+ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si);
+void ork_train_inputs_join(job *j);
+void ork_train_inputs_ahead(job *j, int64_t k);
+
+/* outputs.c: what the run reports besides the LoRA */
+void ork_train_stream_stats_mark(job *j, int64_t step, int64_t start, int64_t last);
+void ork_train_stream_stats_report(job *j);
+ork_status ork_train_sample_now(job *j, int64_t step);
+void ork_train_plot_now(job *j);
+ork_status ork_train_outputs_open(job *j, int64_t start, int64_t log_every);
+ork_status ork_train_step_outputs(job *j, int64_t step, double loss, double norm, int skipped);
+
+#endif

@@ -1,0 +1,110 @@
+/* train/prefetch.c — micro-batch inputs: built on the host from the latent
+ * cache and the step's noise and timesteps (a pure function of the
+ * micro-batch number), micro-batch k + 1's on a thread while the device runs
+ * k's (in_next; micro_step joins it first), and uploaded in the activation
+ * dtype. [control-thread; ork_train_inputs_build also on the builder thread] */
+#include "train/job.h"
+
+#include "train/rng.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+ork_status ork_train_upload_act(job *j, const float *host, int ndim, const int64_t *shape, ork_tensor **out) {
+    ORK_TRY(j->ta->from_host(j->g, ORK_F32, ndim, shape, host, out));
+    if (j->g->act_dt != ORK_F32) ORK_TRY(j->ops->cast(j->g, *out, j->g->act_dt, out));
+    return ORK_OK;
+}
+
+/* Micro-batch k's inputs built on the host (from the latent cache and the
+ * step's noise and timesteps): a pure function of k. */
+void ork_train_inputs_free(step_inputs *si) {
+    free(si->x0); free(si->xt); free(si->tg); free(si->txt); free(si->vec);
+    memset(si, 0, sizeof *si);
+    si->k = -1;
+}
+
+ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
+    const int C = j->info.token_channels, ctx = j->info.context_dim, T = j->T;
+    int B = ork_train_batch_of(j), idx[256], slot[256], nb;
+    ork_train_inputs_free(si);
+    ORK_TRY(ork_train_shard_items(j, k, B, idx, slot, &nb));
+    const item *first = &j->items[idx[0]];
+    int N = first->h_tok * first->w_tok;
+    size_t nt = (size_t)nb * N * C;
+    si->nb = nb;
+    si->N = N;
+    si->h_tok = first->h_tok;
+    si->w_tok = first->w_tok;
+    si->x0 = malloc(nt * sizeof *si->x0);
+    si->xt = malloc(nt * sizeof *si->xt);
+    si->tg = malloc(nt * sizeof *si->tg);
+    si->txt = calloc((size_t)nb * T * ctx, sizeof *si->txt);
+    si->vec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *si->vec) : NULL;
+    if (!si->x0 || !si->xt || !si->tg || !si->txt || (!si->vec && j->info.vec_dim)) {
+        ork_train_inputs_free(si);
+        return ORK_E_NOMEM;
+    }
+    ork_rng rn, rt;
+    ork_rng_init(&rn, j->seed, ORK_RNG_NOISE);
+    ork_rng_seek(&rn, (uint64_t)k << 32);
+    ork_rng_init(&rt, j->seed, ORK_RNG_TIMESTEP);
+    ork_rng_seek(&rt, (uint64_t)k << 16);
+    si->wsum = 0;
+    for (int b = 0, drawn = 0; b < nb; b++) {
+        const item *it = &j->items[idx[b]];
+        float w;
+        /* slot s of the global batch: the s-th timestep draw, noise from s·N·C normals on */
+        for (; drawn < slot[b]; drawn++) ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
+        ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
+        drawn++;
+        ork_rng_seek(&rn, ((uint64_t)k << 32) + (uint64_t)slot[b] * (uint64_t)N * (uint64_t)C);
+        si->wsum += w;
+        si->gd[b] = (float)j->p->train.cfg_scale;
+        float t = si->ts[b];
+        for (size_t q = 0; q < (size_t)N * C; q++) {
+            float e = (float)ork_rng_normal(&rn), x = it->tokens[q];
+            size_t o = (size_t)b * N * C + q;
+            si->x0[o] = x;
+            si->xt[o] = (1.0f - t) * x + t * e;
+            si->tg[o] = e - x;
+        }
+        if (it->txt) memcpy(si->txt + (size_t)b * T * ctx, it->txt, (size_t)T * ctx * sizeof *si->txt);
+        if (si->vec && it->vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, it->vec, (size_t)j->info.vec_dim * sizeof *si->vec);
+    }
+    si->k = k;
+    return ORK_OK;
+}
+
+/* The builder thread: micro-batch in_next.k's inputs (it alone touches the
+ * data order cache while it runs; micro_step joins it before anything else). */
+typedef struct inputs_job {
+    job *j;
+    int64_t k;
+} inputs_job;
+
+static void *inputs_thread(void *arg) {
+    inputs_job *ij = arg;
+    ij->j->in_st = ork_train_inputs_build(ij->j, ij->k, &ij->j->in_next);
+    free(ij);
+    return NULL;
+}
+
+void ork_train_inputs_join(job *j) {
+    if (!j->in_running) return;
+    pthread_join(j->in_thread, NULL);
+    j->in_running = 0;
+}
+
+void ork_train_inputs_ahead(job *j, int64_t k) {
+    inputs_job *ij = malloc(sizeof *ij);
+    if (!ij) return; /* built when needed instead */
+    *ij = (inputs_job){j, k};
+    j->in_next.k = -1;
+    if (pthread_create(&j->in_thread, NULL, inputs_thread, ij) != 0) {
+        free(ij);
+        return;
+    }
+    j->in_running = 1;
+}
