@@ -91,27 +91,18 @@ static ork_status load_cached(const char *cache, uint64_t key, item *it, int C) 
 }
 
 static ork_status load_text(job *j, const char *img_path, item *it) {
-    char te[1200], stem[512];
-    const char *slash = strrchr(img_path, '/');
-    int dlen = slash ? (int)(slash - img_path) : 1;
-    snprintf(te, sizeof te, "%.*s/%s.te.safetensors", dlen, slash ? img_path : ".", stem_of(img_path, stem, sizeof stem));
-    if (access(te, R_OK) != 0) return ORK_OK;
-    ork_st_file *f;
-    ORK_TRY(ork_st_open(te, &f));
-    ork_status s = ORK_OK;
+    char te[1200];
+    ork_st_file *f; /* opened and its shapes checked as plan checks them (preflight.c) */
+    ORK_TRY(ork_train_open_text(j, img_path, te, sizeof te, &f));
+    if (!f) return ORK_OK; /* none: zeros */
     const ork_st_tensor *t = ork_st_find(f, "txt"), *v = ork_st_find(f, "vec");
-    if (!t || t->ndim != 2 || t->shape[1] != j->info.context_dim || t->shape[0] != j->T) {
-        s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor 'txt' must be (%d, %d)", te, j->T, j->info.context_dim);
-    } else {
-        it->txt = malloc((size_t)ork_st_nelements(t) * sizeof(float));
-        s = it->txt ? ork_st_read_f32(t, it->txt) : ORK_E_NOMEM;
-        if (s == ORK_OK && j->info.vec_dim > 0 && v) {
-            if (v->ndim != 1 || v->shape[0] != j->info.vec_dim) s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor 'vec' must be (%d)", te, j->info.vec_dim);
-            else if (!(it->vec = malloc((size_t)j->info.vec_dim * sizeof(float)))) s = ORK_E_NOMEM;
-            else s = ork_st_read_f32(v, it->vec);
-        }
-        if (s == ORK_OK) j->have_te++;
+    it->txt = malloc((size_t)ork_st_nelements(t) * sizeof(float));
+    ork_status s = it->txt ? ork_st_read_f32(t, it->txt) : ORK_E_NOMEM;
+    if (s == ORK_OK && j->info.vec_dim > 0 && v) {
+        if (!(it->vec = malloc((size_t)j->info.vec_dim * sizeof(float)))) s = ORK_E_NOMEM;
+        else s = ork_st_read_f32(v, it->vec);
     }
+    if (s == ORK_OK) j->have_te++;
     ork_st_close(f);
     return s;
 }
@@ -129,7 +120,10 @@ static ork_status build_dataset(job *j) {
         int res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512;
         char cache_dir[1100];
         snprintf(cache_dir, sizeof cache_dir, "%s/_latent_cache", ds.folder);
-        if (ork_train_mkdir_p(cache_dir) != 0) ORK_WARN("cannot create %s: latents will not be cached on disk", cache_dir);
+        /* the cache is an optimisation: what stops it is a warning, never an error line (a run that succeeds
+         * prints none), and is said once per dataset */
+        int nocache = ork_train_mkdir_p(cache_dir) != 0;
+        if (nocache) ORK_WARN("cannot create %s (%s): latents are not cached on disk", cache_dir, strerror(errno));
         int64_t reps = dc->num_repeats > 0 ? dc->num_repeats : 1;
         item *grown = realloc(j->items, (size_t)(j->n_items + ds.n * reps) * sizeof *grown);
         if (!grown) { ork_dataset_free(&ds); return ORK_E_NOMEM; }
@@ -152,9 +146,13 @@ static ork_status build_dataset(job *j) {
             char stem[512], cache[2048];
             snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", cache_dir, stem_of(it->path, stem, sizeof stem),
                      (unsigned long long)key);
-            if (load_cached(cache, key, it, j->info.token_channels) == ORK_OK) {
+            ork_log_demote(1); /* a cache file that fails to load is re-encoded: its line is a warning */
+            ork_status ls = load_cached(cache, key, it, j->info.token_channels);
+            ork_log_demote(-1);
+            if (ls == ORK_OK) {
                 cached++;
             } else {
+                if (access(cache, F_OK) == 0) ORK_WARN("%s: re-encoding %s (its latent cache file cannot be used)", cache, it->path);
                 s = encode_image(j, it->path, res, it);
                 if (s == ORK_E_BUDGET) /* the line above says what was asked; this one what to do */
                     s = ORK_FAIL(ORK_E_BUDGET, "%s: encoding %s at %d px for the latent cache needs more device memory "
@@ -164,14 +162,16 @@ static ork_status build_dataset(job *j) {
                 if (s != ORK_OK) break;
                 encoded++;
                 ork_st_writer *w;
-                if (ork_st_writer_new(&w) == ORK_OK) {
+                if (!nocache && ork_st_writer_new(&w) == ORK_OK) {
                     int64_t shape[3] = {it->h_tok, it->w_tok, j->info.token_channels};
                     char ks[32];
                     snprintf(ks, sizeof ks, "%016llx", (unsigned long long)key);
                     size_t nb = (size_t)it->h_tok * it->w_tok * j->info.token_channels * sizeof(float);
-                    if (ork_st_writer_add(w, "tokens", ORK_F32, 3, shape, it->tokens, nb) != ORK_OK ||
-                        ork_st_writer_meta(w, "key", ks) != ORK_OK || ork_st_writer_commit(w, cache) != ORK_OK)
-                        ORK_WARN("could not write the latent cache %s", cache);
+                    ork_log_demote(1); /* the writer's line says why; a warning */
+                    nocache = ork_st_writer_add(w, "tokens", ORK_F32, 3, shape, it->tokens, nb) != ORK_OK ||
+                              ork_st_writer_meta(w, "key", ks) != ORK_OK || ork_st_writer_commit(w, cache) != ORK_OK;
+                    ork_log_demote(-1);
+                    if (nocache) ORK_WARN("could not write the latent cache in %s: latents are not cached on disk", cache_dir);
                     ork_st_writer_free(w);
                 }
             }

@@ -6,6 +6,7 @@
  *   dataset_cache.c  the dataset's latent encode and cache, text embeddings, batches
  *   dist_glue.c      data-parallel setup and step glue (core/dist)
  *   plan_glue.c      the residency plan, host memory, the gradients lent to the streamer
+ *   preflight.c      the checks before the weights load, shared by plan and run
  *   optimizer.c      the optimizer's state and step, the gradient norm
  *   state_stream.c   the trainable state streamed per block (stream/zero.h)
  *   checkpoint.c     the training state, resume, the LoRA file
@@ -20,6 +21,7 @@
 
 #include <orakul/orakul.h>
 
+#include "data/dataset.h"
 #include "dist/dist.h"
 #include "dist/grad_sync.h"
 #include "dist/shard.h"
@@ -186,6 +188,15 @@ ork_status ork_train_setup_grad_pool(job *j);
 ork_status ork_train_grads_lend(job *j);
 ork_status ork_train_grads_reclaim(job *j);
 ork_status ork_train_ahead_region(job *j, int nb, int N, int T);
+
+/* preflight.c: what run checks before it loads the weights, which plan checks too */
+ork_status ork_train_preflight(job *j);                /* after the plan: codec, streaming, loss, optimizer, samples */
+ork_status ork_train_preflight_status(ork_status s);   /* a plan refusal before step 1 is the config's: BUDGET -> CONFIG */
+int ork_train_text_len(const job *j);                  /* text tokens T */
+/* <image stem>.te.safetensors beside img_path, opened with its shapes checked
+ * (*out NULL when there is none); te gets its path. */
+ork_status ork_train_open_text(const job *j, const char *img_path, char *te, size_t n, ork_st_file **out);
+ork_status ork_train_check_texts(const job *j, const ork_dataset *ds); /* every image's, for plan */
 
 /* optimizer.c */
 ork_status ork_train_setup_optimizer(job *j);

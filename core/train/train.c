@@ -258,36 +258,13 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_train_dist_start(j));
     if (j->quant) ORK_TRY(ork_graph_set_fp8_gemm(j->g, ork_train_fp8_gemm(j), "model.quantize_kwargs.fp8_gemm"));
     ORK_TRY(ork_train_open_model(j));
-    if (!j->mvt->encode) return ORK_FAIL(ORK_E_UNSUPPORTED, "model %s has no image codec", j->c_model->c->id);
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
-    ORK_TRY(ork_train_make_plan(j, j->be->device));
-    ORK_TRY(ork_train_check_host(j));
+    ORK_TRY(ork_train_preflight_status(ork_train_make_plan(j, j->be->device)));
+    ORK_TRY(ork_train_preflight_status(ork_train_check_host(j)));
+    ORK_TRY(ork_train_preflight(j)); /* what plan checks too: codec, streaming, loss, optimizer, samples */
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
-    /* test-only: stream the trainable state even when everything fits (docs/streaming.md §4) */
-    const char *force = getenv("ORAKUL_STREAM_TRAINABLES");
-    if (force && atoi(force) > 0 && !j->plan->trainable_streamed) {
-        j->plan->trainable_streamed = 1;
-        ORK_INFO("ORAKUL_STREAM_TRAINABLES: streaming the trainable state per block although the plan does not need it");
-    }
-    if (j->plan->trainable_streamed) {
-        if (j->dist)
-            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams the trainable state per block, which multi-GPU training "
-                            "does not support yet: raise model.vram_budget_gb or lower the LoRA rank",
-                            ork_config_file(j->cfg));
-        if (j->p->train.gradient_accumulation_steps > 1)
-            return ORK_FAIL(ORK_E_CONFIG, "%s: train.gradient_accumulation_steps %lld: the plan streams the trainable state "
-                            "per block, which steps each block right after its backward and cannot accumulate; use 1 "
-                            "(raise batch_size instead) or raise model.vram_budget_gb", ork_config_file(j->cfg),
-                            (long long)j->p->train.gradient_accumulation_steps);
-        if (!j->p->train.gradient_checkpointing)
-            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams the trainable state per block, which needs "
-                            "train.gradient_checkpointing: true", ork_config_file(j->cfg));
-    }
     int zero_events = j->plan->trainable_streamed ? ork_zero_n_events(ORK_TRAIN_STATE_SLOTS) : 0;
     if (j->plan->n_streamed > 0) {
-        if (!j->p->train.gradient_checkpointing)
-            return ORK_FAIL(ORK_E_CONFIG, "%s: the plan streams %d blocks, which needs train.gradient_checkpointing: true",
-                            ork_config_file(j->cfg), j->plan->n_streamed);
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, ork_streamer_n_events(j->plan->n_slots) + zero_events, &j->ce));
         const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
         j->ss_timing = tm && atoi(tm) > 0;
@@ -350,7 +327,7 @@ static ork_status setup(job *j) {
     j->order_epoch = -1;
     ORK_TRY(setup_schedule(j));
     t[PH_DATA] = ork_train_now();
-    ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
+    /* j->samples: made by ork_train_preflight */
     if (ork_dist_rank(j->dist) > 0) { ork_samples_destroy(j->samples); j->samples = NULL; } /* rank 0 samples */
     ORK_TRY(ork_train_setup_optimizer(j));
     ORK_TRY(ork_train_dist_grads(j));
@@ -495,6 +472,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
         s = ork_dataset_scan(&o, &ds);
         if (s == ORK_OK) {
             fprintf(out, "dataset %s: %zu images\n", j.p->datasets.v[d].folder_path, ds.n);
+            s = ork_train_check_texts(&j, &ds); /* the text embeddings beside the images, as run reads them */
             ork_dataset_free(&ds);
         }
     }
@@ -518,6 +496,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
         if (s == ORK_OK) ork_stream_plan_print(j.plan, out);
         fflush(out); /* the plan before any refusal line on stderr */
         if (s == ORK_OK) s = ork_train_check_host(&j);
+        if (s == ORK_OK) s = ork_train_preflight(&j); /* what run checks before it loads the weights */
     }
     job_free(&j);
     return s;

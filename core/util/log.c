@@ -1,5 +1,6 @@
 /* util/log.c — see log.h. Owns the process-wide level and sink (set once at
- * start-up by main() or a test; read from any thread). */
+ * start-up by main() or a test; read from any thread) and each thread's
+ * demotion count (ork_log_demote). */
 #include "util/log.h"
 
 #include <stdio.h>
@@ -63,10 +64,13 @@ void ork_log(ork_log_level lvl, const char *fmt, ...) {
     va_end(ap);
 }
 
+static _Thread_local int g_demote; /* per thread: see ork_log_demote */
+void ork_log_demote(int delta) { g_demote += delta; }
+
 ork_status ork_fail(ork_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    ork_logv(ORK_LOG_ERROR, fmt, ap);
+    ork_logv(g_demote > 0 ? ORK_LOG_WARN : ORK_LOG_ERROR, fmt, ap);
     va_end(ap);
     return s;
 }

@@ -46,6 +46,12 @@ void ork_log_hold_end(char *last, size_t n);
 ork_status ork_fail(ork_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define ORK_FAIL(s, ...) ork_fail((s), __VA_ARGS__)
 
+/* While a thread's count is above 0, its ORK_FAIL lines are logged as
+ * warnings: around a fallible step whose failure the caller handles (a cache
+ * that is rebuilt, or left unwritten), so that a run that succeeds prints no
+ * error line. Calls nest: ork_log_demote(1) ... ork_log_demote(-1). */
+void ork_log_demote(int delta);
+
 const char *ork_status_str(ork_status s);
 
 #endif
