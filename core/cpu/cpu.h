@@ -72,6 +72,10 @@ ork_status ork_cpu_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const
 ork_status ork_cpu_dropout(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
                            ork_dtype dt);
 
+/* cpu_embed.c: row gather (tensor/backend.h slot embedding) */
+ork_status ork_cpu_embedding(const ork_kctx *k, int64_t n, int64_t V, int64_t D, const int32_t *ids, const void *w,
+                             ork_dtype wdt, void *y, ork_dtype dt);
+
 #define ORK_CPU_NEED_F32(dt, what) \
     do { if ((dt) != ORK_F32) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu: %s needs f32 activations", (what)); } while (0)
 

@@ -507,6 +507,7 @@ static const ork_backend g_cpu = {
     .softmax = ork_cpu_softmax,
     .softmax_bwd = ork_cpu_softmax_bwd,
     .dropout = ork_cpu_dropout,
+    .embedding = ork_cpu_embedding,
 };
 
 const ork_backend *ork_cpu_backend(void) { return &g_cpu; }

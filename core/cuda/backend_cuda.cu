@@ -251,6 +251,7 @@ static const ork_backend g_cuda = {
     ork_cuda_dropout,
     be_linear_fp8_ws, be_linear_fp8,
     ork_cuda_restore_if_nonfinite,
+    ork_cuda_embedding,
 };
 
 const ork_backend *ork_cuda_backend(void) { return &g_cuda; }

@@ -88,6 +88,9 @@ ork_status ork_cuda_groupnorm_bwd(const ork_kctx *k, int64_t B, int64_t C, int64
 ork_status ork_cuda_softmax(const ork_kctx *k, int64_t rows, int64_t C, const void *x, void *y, ork_dtype dt);
 ork_status ork_cuda_softmax_bwd(const ork_kctx *k, int64_t rows, int64_t C, const void *y, const void *dy, void *dx,
                                 ork_dtype dt);
+/* Row gather (cuda_embed.cu). */
+ork_status ork_cuda_embedding(const ork_kctx *k, int64_t n, int64_t V, int64_t D, const int32_t *ids, const void *w,
+                              ork_dtype wdt, void *y, ork_dtype dt);
 ork_status ork_cuda_dropout(const ork_kctx *k, int64_t n, uint64_t seed, uint64_t threshold, float scale, void *x,
                             ork_dtype dt);
 

@@ -33,7 +33,7 @@ extern const ork_abi_profile ork_abi_current;
 extern const size_t ork_abi_min_entry, ork_abi_min_component;
 extern const size_t ork_abi_min_vtable[ORK_KIND_COUNT];
 
-/* "model", "loss", "optimizer", "quant" (or "?"). */
+/* "model", "loss", "optimizer", "quant", "text_encoder" (or "?"). */
 const char *ork_kind_name(ork_component_kind k);
 
 /* A loaded component: the normalised component (its vtable pointer points at

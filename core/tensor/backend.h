@@ -312,6 +312,13 @@ typedef struct ork_backend {
      * not finite be undone without a host sync. */
     ork_status (*restore_if_nonfinite)(const ork_kctx *k, const float *sums, int64_t n, const void *src, void *dst,
                                        size_t bytes, int32_t *flag);
+
+    /* ---- appended: the text encoders (ops embedding; cpu/cpu_embed.c, cuda/cuda_embed.cu) ---- */
+    /* Row gather: y (n, D) dt = w[ids[i], :] for w (V, D) of wdt (F32 or BF16),
+     * ids I32 (n). An id outside [0, V): CPU ORK_E_INVALID with one line (y is
+     * partly written); CUDA a row of NaN (no sync to report it). */
+    ork_status (*embedding)(const ork_kctx *k, int64_t n, int64_t V, int64_t D, const int32_t *ids, const void *w,
+                            ork_dtype wdt, void *y, ork_dtype dt);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */

@@ -8,6 +8,7 @@
 
 #include "cpu/cpu.h" /* ork_cpu_ld/st: host-side conversion in to_host */
 #include "tensor/graph.h"
+#include "tensor/ops_text.h" /* embedding, attention_bias, quick_gelu, layernorm_affine (ABI 1.3) */
 #include "tensor/tape.h"
 #include "util/log.h"
 
@@ -1358,6 +1359,10 @@ static const ork_ops g_ops = {
     .groupnorm = op_groupnorm,
     .pad2d = op_pad2d,
     .softmax = op_softmax,
+    .embedding = ork_op_embedding,
+    .attention_bias = ork_op_attention_bias,
+    .quick_gelu = ork_op_quick_gelu,
+    .layernorm_affine = ork_op_layernorm_affine,
 };
 
 const ork_ops *ork_ops_table(void) { return &g_ops; }

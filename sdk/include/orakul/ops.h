@@ -113,7 +113,40 @@ typedef struct ork_ops {
     /* softmax over the last dim (F32 math). Materialises its input: for L×L
      * scores where the fused attention does not apply (head dim > 128 on CUDA). */
     ork_status (*softmax)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+
+    /* ---- ABI 1.3: the text encoders (T5, CLIP). Check with ork_ops_has_text()
+     * before calling: a 1.2 core does not have them. */
+
+    /* Rows of a table: y (..., D) = w[ids[...], :] for w (V, D) F32 or BF16 (a
+     * weight or a graph tensor; not a quantized weight) and ids (...) I32 on
+     * the graph's device; y in the graph's activation dtype. An id outside
+     * [0, V): the CPU fails with one line; CUDA writes a row of NaN (it cannot
+     * report without a sync): check ids on the host first. No backward: fails
+     * when recorded (w requires grad). */
+    ork_status (*embedding)(ork_graph *g, ork_tensor *w, ork_tensor *ids, ork_tensor **y);
+    /* y (B, H, Lq, D) = softmax(scale·q·kᵀ + bias + key_bias + causal)·v for
+     * q (B, H, Lq, D), k, v (B, H, Lk, D). bias: additive, broadcast (numpy
+     * rules) to (B, H, Lq, Lk), e.g. T5's position bias (1, H, Lq, Lk), or NULL;
+     * key_bias: additive per key (B, Lk) (0 = attend, a large negative number =
+     * masked: HF's extended attention mask), or NULL; opts: scale (0: 1/sqrt(D);
+     * T5 passes 1) and causal. Scores and softmax in F32 (they are materialised:
+     * for text lengths). Any float dtypes for the biases. No backward: fails
+     * when recorded. */
+    ork_status (*attention_bias)(ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, ork_tensor *bias,
+                                 ork_tensor *key_bias, const ork_attn_opts *opts, ork_tensor **y);
+    /* y = x·σ(1.702·x) (CLIP's quick_gelu); differentiable. */
+    ork_status (*quick_gelu)(ork_graph *g, ork_tensor *x, ork_tensor **y);
+    /* Layer norm over the last dim with affine parameters: y = (x − mean)·rstd·w + b;
+     * w, b (C) any float dtype, either may be NULL; differentiable. */
+    ork_status (*layernorm_affine)(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor *b, float eps,
+                                   ork_tensor **y);
 } ork_ops;
+
+/* Whether ops has the ABI 1.3 text-encoder ops (a 1.2 core does not). */
+static inline int ork_ops_has_text(const ork_ops *ops) {
+    return ops->abi.struct_size >= offsetof(ork_ops, layernorm_affine) + sizeof ops->layernorm_affine &&
+           ops->embedding && ops->attention_bias && ops->quick_gelu && ops->layernorm_affine;
+}
 
 #ifdef __cplusplus
 }

@@ -11,4 +11,5 @@
 #include <orakul/optimizer.h>
 #include <orakul/quant.h>
 #include <orakul/safetensors.h>
+#include <orakul/text_encoder.h>
 #endif

@@ -1,0 +1,227 @@
+/* te_source.c — where an encoder's weights come from, and the shared plumbing
+ * of both families: name_or_path as a .safetensors file, a
+ * *.safetensors.index.json, a folder holding either (a transformers
+ * save_pretrained folder), or a diffusers FLUX.1 folder (text_encoder/ is
+ * CLIP, text_encoder_2/ is T5); config.json beside the weights is read when
+ * present (transformers' T5Config / CLIPTextConfig keys). Also: weight
+ * declarations, loading into the core's sink, and small graph helpers.
+ * Owns nothing beyond the te_model fields it fills. */
+#include "te.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+static int is_file(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+ork_status te_open_source(te_model *m, const char *name_or_path) {
+    if (!name_or_path || !*name_or_path) {
+        TE_LOG(m, ORK_LEVEL_ERROR, "no weights given (a .safetensors file, an index json or a folder)");
+        return ORK_E_CONFIG;
+    }
+    char dir[1024];
+    snprintf(m->path, sizeof m->path, "%s", name_or_path);
+    if (is_dir(name_or_path)) {
+        char sub[1024];
+        snprintf(sub, sizeof sub, "%.900s/%s", name_or_path, m->fam == TE_T5 ? "text_encoder_2" : "text_encoder");
+        if (is_dir(sub)) snprintf(m->path, sizeof m->path, "%s", sub);
+        snprintf(dir, sizeof dir, "%s", m->path);
+    } else if (is_file(name_or_path)) {
+        snprintf(dir, sizeof dir, "%s", name_or_path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+    } else {
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no such file or folder", name_or_path);
+        return ORK_E_IO;
+    }
+    ORK_TRY(m->st->open(m->path, &m->src)); /* logs its own line */
+    char cfg[1100];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    if (is_file(cfg)) {
+        json_error_t err;
+        json_t *j = json_load_file(cfg, 0, &err);
+        if (!j || !json_is_object(j)) {
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s:%d: not a JSON object (%s)", cfg, err.line, j ? "" : err.text);
+            json_decref(j);
+            return ORK_E_FORMAT;
+        }
+        /* a CLIPConfig (text and vision) keeps the text model's keys in text_config */
+        json_t *tc = json_object_get(j, "text_config");
+        if (json_is_object(tc)) {
+            json_incref(tc);
+            json_decref(j);
+            j = tc;
+        }
+        m->cfg_json = j;
+    }
+    return ORK_OK;
+}
+
+double te_cfg_num(te_model *m, const char *key, double dflt) {
+    json_t *v = m->cfg_json ? json_object_get((json_t *)m->cfg_json, key) : NULL;
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+int te_cfg_int(te_model *m, const char *key, int dflt) { return (int)te_cfg_num(m, key, dflt); }
+void te_cfg_str(te_model *m, const char *key, char *buf, size_t n) {
+    json_t *v = m->cfg_json ? json_object_get((json_t *)m->cfg_json, key) : NULL;
+    snprintf(buf, n, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+ork_status te_add_block(te_model *m, const char *fmt, ...) {
+    char **nb = realloc(m->block_names, (size_t)(m->n_blocks + 1) * sizeof *nb);
+    if (!nb) return ORK_E_NOMEM;
+    m->block_names = nb;
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!(nb[m->n_blocks] = strdup(buf))) return ORK_E_NOMEM;
+    m->n_blocks++;
+    return ORK_OK;
+}
+
+ork_status te_add_weight(te_model *m, int block, uint32_t flags, int ndim, int64_t d0, int64_t d1, const char *fmt, ...) {
+    if (m->n_weights == m->cap_weights) {
+        int cap = m->cap_weights ? 2 * m->cap_weights : 64;
+        ork_weight_decl *w = realloc(m->weights, (size_t)cap * sizeof *w);
+        if (!w) return ORK_E_NOMEM;
+        m->weights = w;
+        char **n = realloc(m->weight_names, (size_t)cap * sizeof *n);
+        if (!n) return ORK_E_NOMEM;
+        m->weight_names = n;
+        m->cap_weights = cap;
+    }
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *name = strdup(buf);
+    if (!name) return ORK_E_NOMEM;
+    m->weight_names[m->n_weights] = name;
+    ork_weight_decl *d = &m->weights[m->n_weights++];
+    memset(d, 0, sizeof *d);
+    d->name = name;
+    d->ndim = ndim;
+    d->shape[0] = d0;
+    d->shape[1] = d1;
+    d->block = block;
+    d->flags = flags;
+    return ORK_OK;
+}
+
+/* A canonical name in the file: as it is, or without "text_model." (the
+ * CLIPTextModel files transformers 5 writes drop that prefix). */
+static ork_status find(te_model *m, const char *name, ork_st_info *t) {
+    if (m->st->find(m->src, name, t) == ORK_OK) return ORK_OK;
+    if (m->fam == TE_CLIP && !strncmp(name, "text_model.", 11)) return m->st->find(m->src, name + 11, t);
+    return ORK_E_INVALID;
+}
+
+int te_file_shape(te_model *m, const char *name, int64_t shape[8]) {
+    ork_st_info t;
+    if (find(m, name, &t) != ORK_OK) return 0;
+    for (int i = 0; i < 8; i++) shape[i] = i < t.ndim ? t.shape[i] : 0;
+    return t.ndim;
+}
+
+ork_status te_load(te_model *m, const ork_weight_sink *sink) {
+    for (int i = 0; i < m->n_weights; i++) {
+        const ork_weight_decl *d = &m->weights[i];
+        const char *fname = d->name;
+        if (m->alias_shared && !strcmp(d->name, "shared.weight")) fname = m->alias_shared;
+        ork_st_info t;
+        if (find(m, fname, &t) != ORK_OK) {
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s", m->path, fname);
+            return ORK_E_FORMAT;
+        }
+        int64_t want = 1, have = 1;
+        for (int k = 0; k < d->ndim; k++) want *= d->shape[k];
+        for (int k = 0; k < t.ndim; k++) have *= t.shape[k];
+        if (want != have || t.ndim != d->ndim) {
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s has %d dims and %lld elements, expected (%lld, %lld)", m->path,
+                   fname, t.ndim, (long long)have, (long long)d->shape[0], (long long)(d->ndim > 1 ? d->shape[1] : 1));
+            return ORK_E_FORMAT;
+        }
+        if (t.dtype != ORK_F32 && t.dtype != ORK_BF16 && t.dtype != ORK_F16) {
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s is stored as dtype %d; f32, bf16 and f16 are read", m->path,
+                   fname, (int)t.dtype);
+            return ORK_E_UNSUPPORTED;
+        }
+        ORK_TRY(sink->put(sink, d->name, t.dtype, t.data));
+    }
+    return ORK_OK;
+}
+
+void te_drop(te_model *m, ork_graph *g, ork_tensor *t) {
+    if (t && ork_tensor_api_has_drop(m->ta)) m->ta->drop(g, t);
+}
+
+ork_status te_w(te_model *m, ork_graph *g, ork_tensor **out, const char *fmt, ...) {
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return m->ta->weight(g, buf, out);
+}
+
+ork_status te_heads(te_model *m, ork_graph *g, ork_tensor *x, int H, ork_tensor **out) {
+    int64_t B = m->ta->dim(x, 0), L = m->ta->dim(x, 1), C = m->ta->dim(x, 2);
+    int64_t sh[4] = {B, L, H, C / H};
+    static const int perm[4] = {0, 2, 1, 3};
+    ork_tensor *r;
+    ORK_TRY(m->ops->reshape(g, x, 4, sh, &r));
+    return m->ops->permute(g, r, perm, out);
+}
+
+ork_status te_merge(te_model *m, ork_graph *g, ork_tensor *x, ork_tensor **out) {
+    int64_t B = m->ta->dim(x, 0), H = m->ta->dim(x, 1), L = m->ta->dim(x, 2), Dh = m->ta->dim(x, 3);
+    static const int perm[4] = {0, 2, 1, 3};
+    ork_tensor *p;
+    ORK_TRY(m->ops->permute(g, x, perm, &p));
+    int64_t sh[3] = {B, L, H * Dh};
+    return m->ops->reshape(g, p, 3, sh, out);
+}
+
+ork_status te_begin_common(te_model *m, ork_graph *g, const ork_text_encoder_inputs *in, int max_len, ork_carry *c) {
+    memset(c, 0, sizeof *c);
+    c->n = TE_NSLOTS;
+    if (!in || !in->ids || in->batch < 1 || in->length < 1) {
+        TE_LOG(m, ORK_LEVEL_ERROR, "begin: no token ids (batch %d, length %d)", in ? in->batch : 0, in ? in->length : 0);
+        return ORK_E_INVALID;
+    }
+    if (max_len > 0 && in->length > max_len) {
+        TE_LOG(m, ORK_LEVEL_ERROR, "begin: %d tokens, but the encoder takes at most %d", in->length, max_len);
+        return ORK_E_INVALID;
+    }
+    int64_t B = in->batch, L = in->length;
+    for (int64_t i = 0; i < B * L; i++)
+        if (in->ids[i] < 0 || in->ids[i] >= m->c.vocab) {
+            TE_LOG(m, ORK_LEVEL_ERROR, "begin: token id %d (sequence %lld, position %lld) is outside the vocabulary of %d",
+                   (int)in->ids[i], (long long)(i / L), (long long)(i % L), m->c.vocab);
+            return ORK_E_INVALID;
+        }
+    int64_t sh[2] = {B, L};
+    ORK_TRY(m->ta->from_host(g, ORK_I32, 2, sh, in->ids, &c->t[TE_IDS]));
+    if (in->mask) {
+        float *kb = malloc((size_t)(B * L) * sizeof *kb);
+        if (!kb) return ORK_E_NOMEM;
+        for (int64_t i = 0; i < B * L; i++) kb[i] = in->mask[i] ? 0.0f : -1e30f;
+        ork_status s = m->ta->from_host(g, ORK_F32, 2, sh, kb, &c->t[TE_KBIAS]);
+        free(kb);
+        ORK_TRY(s);
+    }
+    return ORK_OK;
+}
