@@ -429,7 +429,8 @@ static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, co
                     mib(tr, c2, sizeof c2), mib(fr, c3, sizeof c3), fix);
 }
 
-static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out) {
+/* A plan for in with its per-block arrays (n_blocks + 1 each), nothing sized yet. */
+static ork_status plan_new(const ork_plan_inputs *in, ork_stream_plan **out) {
     const ork_model_info *info = in->info;
     int n = info->n_blocks;
     ork_stream_plan *p = calloc(1, sizeof *p);
@@ -451,14 +452,29 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
     p->block_lora = calloc(nb, sizeof *p->block_lora);
     p->block_lin_flops = calloc(nb, sizeof *p->block_lin_flops);
     p->block_attn_flops = calloc(nb, sizeof *p->block_attn_flops);
-    int *tb = calloc(nb, sizeof *tb);
     if (!p->streamed || !p->transformer || !p->block_bytes || !p->block_lora || !p->block_lin_flops ||
-        !p->block_attn_flops || !tb) {
-        free(tb);
+        !p->block_attn_flops) {
         ork_stream_plan_free(p);
         return ORK_E_NOMEM;
     }
-    int B = in->batch > 0 ? in->batch : 1, ab = in->act_bytes > 0 ? in->act_bytes : 2;
+    *out = p;
+    return ORK_OK;
+}
+
+/* What the sizes of a block working set depend on, beyond the plan's fields. */
+typedef struct shape_facts {
+    double wide;     /* max (wide side / narrow side) of a transformer block's token linears */
+    int64_t big_lin; /* the largest linear weight of a transformer block (elements) */
+} shape_facts;
+
+/* Gathering sizes: per block its packed frozen bytes, LoRA parameters and
+ * FLOPs, which blocks are transformer blocks (their indices into tb), the
+ * hidden width and the first trainable block; codec weights to p->codec. */
+static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, int *tb, shape_facts *sf) {
+    const ork_model_info *info = in->info;
+    int n = p->n_blocks;
+    size_t nb = (size_t)n + 1;
+    int B = in->batch > 0 ? in->batch : 1;
     int wb = in->weight_bytes > 0 ? in->weight_bytes : 2, bb = in->bias_bytes > 0 ? in->bias_bytes : (wb > 2 ? wb : 2);
     p->weight_bytes = wb;
     int64_t N = in->img_tokens, T = in->txt_tokens, L = N + T;
@@ -466,7 +482,7 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
     int64_t hidden = in->hidden;
     int64_t *big = calloc(nb, sizeof *big), *big_h = calloc(nb, sizeof *big_h);
     double wide = 0; /* max (wide side / narrow side) of a transformer block's token linears */
-    if (!big || !big_h) { free(big); free(big_h); free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
+    if (!big || !big_h) { free(big); free(big_h); return ORK_E_NOMEM; }
     for (int b = 0; b < n; b++) p->transformer[b] = info->block_names && strstr(info->block_names[b], "blocks.") != NULL;
     for (int i = 0; i < info->n_weights; i++) {
         const ork_weight_decl *d = &info->weights[i];
@@ -529,6 +545,18 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
         for (int b = n - 1; b >= 0; b--)
             if (p->block_lora[b] > 0) p->first_trainable = b;
     }
+    sf->wide = wide;
+    sf->big_lin = big_lin;
+    return ORK_OK;
+}
+
+/* The memory model: the activations (checkpoints, carry gradients, the block
+ * working set), the workspace and the budget; account() adds the rest. */
+static void memory_model(ork_stream_plan *p, const ork_plan_inputs *in, const shape_facts *sf) {
+    int n = p->n_blocks;
+    int B = in->batch > 0 ? in->batch : 1, ab = in->act_bytes > 0 ? in->act_bytes : 2;
+    int wb = p->weight_bytes;
+    int64_t L = in->img_tokens + in->txt_tokens, hidden = p->hidden;
     /* activations */
     double carry = (double)B * (double)L * (double)hidden * ab;
     /* n + 4: FLUX.2-dev at 512² measured 1.07 GiB of checkpoints where n + 1
@@ -545,8 +573,8 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
      * bf16 scratch a quantized block dequantizes its linears into, ~1.6x its
      * largest linear (linear1 and linear2 of a single block). This model puts
      * the three runs at 2.11 / 2.85 / 6.47 GiB. */
-    double tf_scale = wide > 7.0 ? wide / 7.0 : 1.0;
-    double fixed = wb == 1 ? 1.65 * 2.0 * (double)big_lin : 0.0;
+    double tf_scale = sf->wide > 7.0 ? sf->wide / 7.0 : 1.0;
+    double fixed = wb == 1 ? 1.65 * 2.0 * (double)sf->big_lin : 0.0;
     double fmax = 0;
     for (int b = 0; b < n; b++) {
         double f = p->transformer[b] ? (in->factor_transformer > 0 ? in->factor_transformer : 80.0 * tf_scale)
@@ -561,68 +589,103 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
         size_t margin = in->margin ? in->margin : (size_t)1 << 30;
         p->budget = in->device_free > margin ? in->device_free - margin : 0;
     }
-    int *cls = calloc(nb, sizeof *cls);
-    if (!cls) { free(tb); ork_stream_plan_free(p); return ORK_E_NOMEM; }
-    ctx c = {in, p, tb, 0, cls, cost_classes(p, tb, cls)};
-    ork_status st = ORK_OK;
-    int m = 0;
+}
+
+/* ORK_OFFLOAD_NONE: every block resident, or a refusal that says whether
+ * streaming would have helped. */
+static ork_status choose_resident(ctx *c) {
+    ork_stream_plan *p = c->p;
+    const ork_plan_inputs *in = c->in;
+    set_streamed(c, 0);
+    if (fits(p)) return ORK_OK;
+    /* say whether streaming would have helped */
+    set_streamed(c, p->n_transformer);
+    int helps = fits(p);
+    set_streamed(c, 0);
+    if (helps) {
+        char a[32], b2[32];
+        return plan_fail(in, "plan: every block resident needs %s of VRAM but the budget is %s: set model.layer_offloading: true (layer_offloading_transformer_percent: auto picks the share)",
+                         mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2));
+    }
+    return refuse(p, in, "every block resident");
+}
+
+/* ORK_OFFLOAD_PERCENT: the given share of the transformer blocks streamed, or
+ * a refusal naming the share that would fit. */
+static ork_status choose_percent(ctx *c) {
+    ork_stream_plan *p = c->p;
+    const ork_plan_inputs *in = c->in;
+    double pc = in->percent < 0 ? 0 : in->percent > 1 ? 1 : in->percent;
+    int m = (int)floor(pc * p->n_transformer + 0.5);
+    set_streamed(c, m);
+    if (fits(p)) return ORK_OK;
+    int need = -1;
+    for (int k = m + 1; k <= p->n_transformer && need < 0; k++) {
+        set_streamed(c, k);
+        if (fits(p)) need = k;
+    }
+    set_streamed(c, m);
+    if (need > 0) {
+        char a[32], b2[32];
+        return plan_fail(in, "plan: layer_offloading_transformer_percent %.2f (%d of %d blocks streamed) needs %s of VRAM but the budget is %s: raise it to at least %.2f (or auto)",
+                         pc, m, p->n_transformer, mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2),
+                         ceil(100.0 * need / p->n_transformer) / 100.0);
+    }
     char lead[160];
-    if (in->mode == ORK_OFFLOAD_NONE) {
-        set_streamed(&c, 0);
-        if (!fits(p)) {
-            /* say whether streaming would have helped */
-            set_streamed(&c, p->n_transformer);
-            int helps = fits(p);
-            set_streamed(&c, 0);
-            if (helps) {
-                char a[32], b2[32];
-                st = plan_fail(in, "plan: every block resident needs %s of VRAM but the budget is %s: set model.layer_offloading: true (layer_offloading_transformer_percent: auto picks the share)",
-                              mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2));
-            } else st = refuse(p, in, "every block resident");
+    snprintf(lead, sizeof lead, "layer_offloading_transformer_percent %.2f", pc);
+    return refuse(p, in, lead);
+}
+
+/* ORK_OFFLOAD_AUTO: the fewest streamed blocks that fit (auto_choose), and
+ * the step the trainable state streamed from the start would predict. */
+static ork_status choose_auto(ctx *c) {
+    ork_stream_plan *p = c->p;
+    const ork_plan_inputs *in = c->in;
+    int m = auto_choose(c);
+    /* what streaming the trainable state from the start would predict (it
+     * frees the LoRA, gradients and optimizer state for frozen blocks:
+     * fewer loads in a forward pass that waits on the link); said, never
+     * taken: it clips with the previous step's norm (docs/streaming.md §4) */
+    if (m >= 0 && p->n_streamed > 0 && in->suggest_trainable_streaming && in->allow_trainable_streaming == 1 &&
+        !p->trainable_streamed) {
+        ork_plan_inputs alt = *in;
+        alt.allow_trainable_streaming = 2;
+        c->in = &alt;
+        double t_alt = 0;
+        if (auto_choose(c) >= 0) {
+            predict(p);
+            t_alt = p->t_step;
         }
-    } else if (in->mode == ORK_OFFLOAD_PERCENT) {
-        double pc = in->percent < 0 ? 0 : in->percent > 1 ? 1 : in->percent;
-        m = (int)floor(pc * p->n_transformer + 0.5);
-        set_streamed(&c, m);
-        if (!fits(p)) {
-            int need = -1;
-            for (int k = m + 1; k <= p->n_transformer && need < 0; k++) {
-                set_streamed(&c, k);
-                if (fits(p)) need = k;
-            }
-            set_streamed(&c, m);
-            if (need > 0) {
-                char a[32], b2[32];
-                st = plan_fail(in, "plan: layer_offloading_transformer_percent %.2f (%d of %d blocks streamed) needs %s of VRAM but the budget is %s: raise it to at least %.2f (or auto)",
-                              pc, m, p->n_transformer, mib((double)p->total, a, sizeof a), mib((double)p->budget, b2, sizeof b2),
-                              ceil(100.0 * need / p->n_transformer) / 100.0);
-            } else {
-                snprintf(lead, sizeof lead, "layer_offloading_transformer_percent %.2f", pc);
-                st = refuse(p, in, lead);
-            }
-        }
-    } else {
-        m = auto_choose(&c);
-        /* what streaming the trainable state from the start would predict (it
-         * frees the LoRA, gradients and optimizer state for frozen blocks:
-         * fewer loads in a forward pass that waits on the link); said, never
-         * taken: it clips with the previous step's norm (docs/streaming.md §4) */
-        if (m >= 0 && p->n_streamed > 0 && in->suggest_trainable_streaming && in->allow_trainable_streaming == 1 &&
-            !p->trainable_streamed) {
-            ork_plan_inputs alt = *in;
-            alt.allow_trainable_streaming = 2;
-            c.in = &alt;
-            double t_alt = 0;
-            if (auto_choose(&c) >= 0) {
-                predict(p);
-                t_alt = p->t_step;
-            }
-            c.in = in;
-            m = auto_choose(&c); /* the plan chosen above, again */
-            p->t_step_trainable = t_alt;
-        }
-        if (m < 0) st = refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
-                                                            : "every transformer block streamed");
+        c->in = in;
+        m = auto_choose(c); /* the plan chosen above, again */
+        p->t_step_trainable = t_alt;
+    }
+    if (m < 0) return refuse(p, in, p->trainable_streamed ? "every block and the trainable state streamed"
+                                                          : "every transformer block streamed");
+    return ORK_OK;
+}
+
+/* The choice of mode: which blocks stream (and whether the trainable state
+ * does) under in->mode, with p sized by gather_sizes and memory_model. */
+static ork_status choose_streamed(ork_stream_plan *p, const ork_plan_inputs *in, int *tb, int *cls) {
+    ctx c = {in, p, tb, 0, cls, cost_classes(p, tb, cls)};
+    if (in->mode == ORK_OFFLOAD_NONE) return choose_resident(&c);
+    if (in->mode == ORK_OFFLOAD_PERCENT) return choose_percent(&c);
+    return choose_auto(&c);
+}
+
+/* One plan: its sizes gathered from the model, the memory model, the choice
+ * of what streams, then its step predicted. */
+static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out) {
+    ork_stream_plan *p;
+    ORK_TRY(plan_new(in, &p));
+    size_t nb = (size_t)p->n_blocks + 1;
+    int *tb = calloc(nb, sizeof *tb), *cls = calloc(nb, sizeof *cls);
+    shape_facts sf;
+    ork_status st = tb && cls ? gather_sizes(p, in, tb, &sf) : ORK_E_NOMEM;
+    if (st == ORK_OK) {
+        memory_model(p, in, &sf);
+        st = choose_streamed(p, in, tb, cls);
     }
     free(tb);
     free(cls);
