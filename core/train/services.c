@@ -5,6 +5,7 @@
 #include "io/safetensors.h"
 #include "plugin/host.h"
 #include "tensor/ops.h"
+#include "text/tokenizer.h"
 
 #include <orakul/safetensors.h>
 #include <string.h>
@@ -64,5 +65,6 @@ static const ork_safetensors_api st_api = {
 ork_status ork_services_register(void) {
     ORK_TRY(ork_host_register_service(ORK_SERVICE_SAFETENSORS, &st_api));
     ORK_TRY(ork_host_register_service(ORK_SERVICE_OPS, ork_ops_table()));
+    ORK_TRY(ork_host_register_service(ORK_SERVICE_TOKENIZER, ork_tokenizer_api_table()));
     return ork_host_register_service(ORK_SERVICE_TENSOR, ork_tensor_api_table());
 }

@@ -1,0 +1,71 @@
+/* orakul/tokenizer.h — the tokenizer service "orakul.tokenizer/1": turns a
+ * caption (UTF-8 text) into token ids exactly as Hugging Face `tokenizers`
+ * does, from the tokenizer files a model ships. Text-encoder plugins (CLIP, T5,
+ * and later Qwen3 / Mistral) get it from the host instead of carrying their own.
+ *
+ * What load() reads (a file, or a folder holding one of them, in this order):
+ *   tokenizer.json (or tokenizer.json.gz): any tokenizer built from the
+ *     supported parts — normalizers Sequence, NFC/NFD/NFKC/NFKD, Lowercase,
+ *     Replace, Strip, Prepend, Precompiled (SentencePiece charsmap);
+ *     pre-tokenizers Sequence, Split, ByteLevel, Metaspace, WhitespaceSplit,
+ *     Whitespace, Digits; models BPE and Unigram; post-processors
+ *     TemplateProcessing, RobertaProcessing, BertProcessing, ByteLevel, Sequence;
+ *     added tokens (special or not, normalized or not, lstrip/rstrip).
+ *     Anything else is refused with one line naming the part.
+ *   vocab.json + merges.txt: CLIP's BPE (as transformers' CLIPTokenizer builds it).
+ *   bpe_simple_vocab_16e6.txt.gz: CLIP's BPE as open_clip ships it.
+ * The pad id is the file's padding.pad_id, else tokenizer_config.json's (or
+ * special_tokens_map.json's) pad_token beside it, else "<pad>", else
+ * "<|endoftext|>", else 0.
+ *
+ * Invalid UTF-8 in the text: each maximal ill-formed subsequence becomes one
+ * U+FFFD, as Python's bytes.decode("utf-8", "replace") does before
+ * `tokenizers` sees the string; then it is tokenized like any other character.
+ *
+ * Threads: a loaded tokenizer is immutable; encode may run on any thread, and
+ * on several at once. */
+#ifndef ORAKUL_TOKENIZER_H
+#define ORAKUL_TOKENIZER_H
+
+#include <orakul/abi.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ORK_SERVICE_TOKENIZER "orakul.tokenizer/1"
+
+typedef struct ork_tokenizer ork_tokenizer; /* opaque */
+
+/* encode() flags. FLUX's pipelines use ORK_TOK_TRUNCATE | ORK_TOK_PAD with
+ * max_length 77 (CLIP) and 512 (T5; 256 for schnell). */
+#define ORK_TOK_TRUNCATE   1u /* cut the text's tokens so that, with the special tokens, n <= max_length */
+#define ORK_TOK_PAD        2u /* pad with the pad id up to max_length (mask 0 there) */
+#define ORK_TOK_NO_SPECIAL 4u /* leave out the post-processor's tokens (<|startoftext|>, </s>, ...) */
+
+typedef struct ork_tokenizer_api {
+    ork_abi abi;
+    /* A tokenizer file or a folder holding one (see above). Every structural
+     * check runs here; a bad or unsupported file gives one logged line. */
+    ork_status (*load)(const char *path, ork_tokenizer **out);
+    void (*free)(ork_tokenizer *t);
+    /* text[0..len) -> ids[0..*n_out) and mask[0..*n_out) (1 = a token, 0 = padding;
+     * mask may be NULL). max_length <= 0: no limit (TRUNCATE and PAD then do
+     * nothing). Without TRUNCATE the result may be longer than max_length. When
+     * it does not fit in cap, ORK_E_INVALID is returned with *n_out set to the
+     * length needed, and nothing is logged. */
+    ork_status (*encode)(const ork_tokenizer *t, const char *text, size_t len, int32_t max_length,
+                         uint32_t flags, int32_t *ids, int32_t *mask, int32_t cap, int32_t *n_out);
+    int32_t (*vocab_size)(const ork_tokenizer *t);      /* model vocabulary and added tokens */
+    int32_t (*token_to_id)(const ork_tokenizer *t, const char *token); /* -1 when absent */
+    const char *(*id_to_token)(const ork_tokenizer *t, int32_t id);   /* NULL when absent */
+    int32_t (*pad_id)(const ork_tokenizer *t);
+} ork_tokenizer_api;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORAKUL_TOKENIZER_H */
