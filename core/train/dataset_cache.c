@@ -80,11 +80,18 @@ static ork_status load_cached(const char *cache, uint64_t key, item *it, int C) 
     const ork_st_tensor *t = ork_st_find(f, "tokens");
     char want[32];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)key);
-    if (k && !strcmp(k, want) && t && t->ndim == 3 && t->shape[2] == C) {
+    /* a grid of at least one token per side, no wider than an image (fuzz_latent_cache) */
+    if (k && !strcmp(k, want) && t && t->ndim == 3 && t->shape[2] == C && t->shape[0] >= 1 && t->shape[1] >= 1 &&
+        t->shape[0] <= ORK_IMAGE_MAX_SIDE && t->shape[1] <= ORK_IMAGE_MAX_SIDE) {
         it->h_tok = (int)t->shape[0];
         it->w_tok = (int)t->shape[1];
         it->tokens = malloc((size_t)ork_st_nelements(t) * sizeof(float));
         s = it->tokens ? ork_st_read_f32(t, it->tokens) : ORK_E_NOMEM;
+        if (s != ORK_OK) { /* the caller re-encodes into it */
+            free(it->tokens);
+            it->tokens = NULL;
+            it->h_tok = it->w_tok = 0;
+        }
     }
     ork_st_close(f);
     return s;

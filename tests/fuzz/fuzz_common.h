@@ -19,7 +19,7 @@ static int fz_fd = -1;
 static char fz_path[64];
 static int fz_errors; /* error lines since fz_write */
 
-static void fz_sink(ork_log_level lvl, const char *line, void *user) {
+static inline void fz_sink(ork_log_level lvl, const char *line, void *user) {
     (void)line, (void)user;
     if (lvl >= ORK_LOG_ERROR) fz_errors++;
 }
@@ -29,7 +29,7 @@ static void fz_sink(ork_log_level lvl, const char *line, void *user) {
  * pointed at /dev/null here; libFuzzer and the sanitizers keep the real fd 2
  * (libFuzzer took its own copy of the FILE pointer at start-up; sanitizer
  * reports write to the fd). ORK_FUZZ_VERBOSE=1 keeps the lines, for triage. */
-static void fz_init(const char *name) {
+static inline void fz_init(const char *name) {
     fz_fd = memfd_create(name, 0);
     if (fz_fd < 0) { perror("memfd_create"); exit(1); }
     snprintf(fz_path, sizeof fz_path, "/proc/self/fd/%d", fz_fd);
@@ -43,7 +43,7 @@ static void fz_init(const char *name) {
 }
 
 /* The input becomes the whole file at fz_path; 0 when it could not be written. */
-static int fz_write(const uint8_t *data, size_t size) {
+static inline int fz_write(const uint8_t *data, size_t size) {
     fz_errors = 0;
     if (ftruncate(fz_fd, 0) != 0) return 0;
     if (size && pwrite(fz_fd, data, size, 0) != (ssize_t)size) return 0;

@@ -1,0 +1,45 @@
+/* fuzz_latent_cache.c — libFuzzer target for the latent-cache reader: each
+ * input is a cache file (<dataset>/_latent_cache/<stem>_<key>.safetensors)
+ * read by the trainer's own load_cached (core/train/dataset_cache.c, included
+ * below so its static readers can be called; nothing else of that file runs).
+ * The key and the channel count are fixed (FZ_KEY, FZ_C); the seeds carry them.
+ * Contract checked: a cache that loads gives a grid of at least one token per
+ * side within the image limit, h x w x C readable, finite values; one that
+ * does not load leaves the item empty (the caller re-encodes into it: anything
+ * left would leak). Any status other than OK means "re-encode" to the caller. Built by tests/fuzz/CMakeLists.txt with -DORAKUL_FUZZ=ON. */
+#include "fuzz_common.h"
+#include "fuzz_train_common.h"
+
+#include "train/dataset_cache.c" /* load_cached (static) */
+
+#define FZ_KEY 0x0123456789abcdefull
+#define FZ_C 16
+
+static char g_cache[512];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    fz_init("fuzz_latent_cache");
+    fz_make_dir("fuzz-latent");
+    snprintf(g_cache, sizeof g_cache, "%s/img_%016llx.safetensors", fz_dir, (unsigned long long)FZ_KEY);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!fz_write_file(g_cache, data, size)) return 0;
+    item it;
+    memset(&it, 0, sizeof it);
+    ork_status s = load_cached(g_cache, FZ_KEY, &it, FZ_C);
+    if (s != ORK_OK) {
+        FZ_CHECK(!it.tokens && !it.txt && !it.vec, "a cache that did not load (%s) left data in the item",
+                 ork_status_str(s));
+        return 0;
+    }
+    FZ_CHECK(it.tokens != NULL, "loaded without tokens");
+    FZ_CHECK(it.h_tok >= 1 && it.w_tok >= 1 && it.h_tok <= ORK_IMAGE_MAX_SIDE && it.w_tok <= ORK_IMAGE_MAX_SIDE,
+             "loaded a %d x %d token grid", it.h_tok, it.w_tok);
+    long bad = fz_first_nonfinite(it.tokens, (size_t)it.h_tok * it.w_tok * FZ_C);
+    FZ_CHECK(bad < 0, "loaded a non-finite token value at %ld", bad);
+    free(it.tokens);
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* fuzz_train_common.h — what the fuzz targets of the trainer's own files
+ * (the resumable state, the latent cache, the text cache) share: a private
+ * folder on a tmpfs for the file the reader opens by name, and a finiteness
+ * check of what a reader handed back. Header-only, included after
+ * fuzz_common.h by one translation unit per target. */
+#ifndef ORK_FUZZ_TRAIN_COMMON_H
+#define ORK_FUZZ_TRAIN_COMMON_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char fz_dir[256];
+/* ORK_FUZZ_ALLOW_NONFINITE=1: non-finite values that load are not findings
+ * (for hunting other findings while a reader still lacks its check). */
+static int fz_allow_nonfinite;
+
+/* A folder of this process's own (/dev/shm when there is one: no disk I/O
+ * per input); removed with its files at exit. */
+static inline void fz_rmdir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", fz_dir);
+    if (system(cmd) != 0) {}
+}
+static inline void fz_make_dir(const char *name) {
+    const char *a = getenv("ORK_FUZZ_ALLOW_NONFINITE");
+    fz_allow_nonfinite = a && *a && *a != '0';
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(fz_dir, sizeof fz_dir, "%s/orakul-%s-XXXXXX", base, name);
+    if (!mkdtemp(fz_dir)) { perror("mkdtemp"); exit(1); }
+    atexit(fz_rmdir);
+}
+
+/* data[0 .. size) as the file at path (replaced). 0 on failure. */
+static inline int fz_write_file(const char *path, const uint8_t *data, size_t size) {
+    fz_errors = 0;
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(data, 1, size, f) == size;
+    return fclose(f) == 0 && ok;
+}
+
+/* Index of the first non-finite value of v[0 .. n), or -1 (always -1 with
+ * ORK_FUZZ_ALLOW_NONFINITE). Every value is read, so a buffer shorter than n is an ASan finding here. */
+static inline long fz_first_nonfinite(const float *v, size_t n) {
+    long bad = -1;
+    for (size_t i = 0; i < n; i++)
+        if (bad < 0 && !isfinite(v[i])) bad = (long)i;
+    return fz_allow_nonfinite ? -1 : bad;
+}
+
+#endif
