@@ -27,6 +27,12 @@ static void te_path(const char *img_path, char *te, size_t n) {
     snprintf(te, n, "%.*s/%.*s.te.safetensors", dlen, slash ? img_path : ".", stem, base);
 }
 
+/* A text embedding is floating point (fuzz_text_cache: a U8 or I32 'txt' was
+ * accepted here and failed later as "cannot be converted", exit 1). */
+static int float_dtype(const ork_st_tensor *t) {
+    return t->dtype == ORK_F32 || t->dtype == ORK_F16 || t->dtype == ORK_BF16 || t->dtype == ORK_F64;
+}
+
 static const char *dims(const ork_st_tensor *t, char *buf, size_t n) {
     size_t o = 0;
     buf[0] = 0;
@@ -53,6 +59,11 @@ ork_status ork_train_open_text(const job *j, const char *img_path, char *te, siz
                      te, dims(t, buf, sizeof buf), T, j->info.context_dim, T, j->info.context_dim);
     else if (j->info.vec_dim > 0 && v && (v->ndim != 1 || v->shape[0] != j->info.vec_dim))
         s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor 'vec' must be (%d) for this model", te, j->info.vec_dim);
+    else if (!float_dtype(t) || (j->info.vec_dim > 0 && v && !float_dtype(v))) {
+        const ork_st_tensor *bad = float_dtype(t) ? v : t;
+        s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is %s; a text embedding is F32, F16, BF16 or F64", te, bad->name,
+                     bad->dtype_name ? bad->dtype_name : "?");
+    }
     if (s != ORK_OK) {
         ork_st_close(f);
         return s;
