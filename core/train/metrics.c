@@ -4,6 +4,7 @@
 
 #include "train/pngw.h"
 #include "util/log.h"
+#include "util/rfile.h" /* ork_rfile_open */
 
 #include <errno.h>
 #include <jansson.h>
@@ -80,8 +81,14 @@ static const char *parse_line(const char *line, ork_metrics_row *r, char *why, s
 /* Calls fn for every line (without its newline) with its 1-based number. */
 typedef int (*line_fn)(void *ctx, char *line, int lineno);
 static ork_status each_line(const char *path, line_fn fn, void *ctx) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? ORK_OK : ORK_FAIL(ORK_E_IO, "cannot read %s: %s", path, strerror(errno));
+    int fd; /* a regular file of at most 1 GiB: a FIFO or a device there is refused before reading */
+    ORK_TRY(ork_rfile_open(path, "metrics log", ORK_LOG_MAX_BYTES, ORK_RFILE_MISSING_OK, &fd, NULL));
+    if (fd < 0) return ORK_OK; /* none yet */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ORK_FAIL(ORK_E_IO, "cannot read %s: %s", path, strerror(errno));
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

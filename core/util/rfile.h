@@ -21,6 +21,7 @@
 #define ORK_INDEX_MAX_BYTES ((size_t)64 << 20)   /* a *.safetensors.index.json */
 #define ORK_CAPTION_MAX_BYTES ((size_t)1 << 20)  /* a caption .txt */
 #define ORK_IMAGE_MAX_BYTES ((size_t)1 << 30)    /* an image file (PNG/JPEG/WebP) */
+#define ORK_LOG_MAX_BYTES ((size_t)1 << 30)      /* a log a run wrote and reads back (metrics.jsonl) */
 
 /* Flags of ork_rfile_open / ork_rfile_read. */
 #define ORK_RFILE_MISSING_OK 1 /* a missing file (ENOENT) is not an error: ORK_OK, *fd -1 / *buf NULL, no line */

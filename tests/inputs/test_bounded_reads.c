@@ -5,7 +5,8 @@
  * (too large), which the CLI turns into exit 2. Readers covered: the config
  * (util/rfile.h under config/config.c), captions and images of a dataset scan,
  * the image loader and the file fingerprint (data/), a safetensors file and
- * the index.json of a sharded checkpoint (io/).
+ * the index.json of a sharded checkpoint (io/), metrics.jsonl read back on
+ * resume (train/metrics.c).
  *
  * Each case runs in a child process with a 20 s alarm and a 2 GiB address
  * space: a reader that blocks or reads without end fails the case instead of
@@ -14,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/image.h"
 #include "io/safetensors.h"
+#include "train/metrics.h"
 #include "util/log.h"
 #include "util/rfile.h"
 #include "ork_test.h"
@@ -112,6 +114,14 @@ static ork_status r_st_set(const char *path) {
     return st;
 }
 
+static ork_status r_metrics(const char *path) {
+    ork_metrics_row *rows = NULL;
+    size_t n = 0;
+    ork_status s = ork_metrics_read(path, 1, &rows, &n);
+    free(rows);
+    return s;
+}
+
 /* ---- fixtures ---- */
 static int fifo(const char *path) { return mkfifo(path, 0644); }
 /* A sparse file of n bytes (NULs): its size is what the readers check first. */
@@ -197,6 +207,12 @@ static void test_safetensors(void) {
     CU_ASSERT_EQUAL(refused(r_st_set, tmp("ckpt"), ORK_E_IO, "the checkpoint index is a FIFO"), 0);
 }
 
+/* metrics.jsonl, read back when a run resumes */
+static void test_metrics(void) {
+    CU_ASSERT_EQUAL_FATAL(fifo(tmp("metrics.jsonl")), 0);
+    CU_ASSERT_EQUAL(refused(r_metrics, tmp("metrics.jsonl"), ORK_E_IO, "metrics.jsonl: the metrics log is a FIFO"), 0);
+}
+
 /* ork_rfile_read itself: the bytes of a regular file, NUL-terminated; a
  * missing file with ORK_RFILE_MISSING_OK is no error and no line. */
 static void test_rfile(void) {
@@ -228,6 +244,7 @@ static const ork_test_case cases[] = {
     {"dataset: caption FIFO, caption over 1 MiB, image FIFO", test_dataset},
     {"image load and fingerprint: FIFO, /dev/zero", test_image},
     {"safetensors file and index.json: FIFO, /dev/zero, over 64 MiB", test_safetensors},
+    {"metrics.jsonl: FIFO", test_metrics},
     {"ork_rfile_read", test_rfile},
     {NULL, NULL},
 };
