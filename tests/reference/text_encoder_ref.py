@@ -9,6 +9,7 @@ Usage:
   python3 text_encoder_ref.py [OUTDIR]
       TINY models on the CPU (default OUTDIR: tests/fixtures/text). Writes
         t5_tiny/{config.json,model.safetensors}        F32 weights
+        t5_tiny_sharded/                               the same in shards + model.safetensors.index.json
         clip_tiny/{config.json,model.safetensors}      legacy eos_token_id 2: pooled at argmax(ids)
         clip_tiny_eos/{config.json,model.safetensors}  the same weights, eos_token_id 7: pooled at the first 7
         text_ref.safetensors                           inputs and float64 outputs
@@ -100,6 +101,11 @@ def tiny(out):
     t["in.t5.ids"], t["in.t5.mask"] = ids, mask
     t["ref.t5.hidden"], t["ref.t5.hidden_masked"] = h, hm
     save_model(t5, os.path.join(out, "t5_tiny"), torch.float32)
+    # the same weights in shards with an index json (how T5-XXL checkpoints come: FLUX's text_encoder_2)
+    os.makedirs(os.path.join(out, "t5_tiny_sharded"), exist_ok=True)
+    t5.to(torch.float32).save_pretrained(os.path.join(out, "t5_tiny_sharded"), safe_serialization=True,
+                                         max_shard_size="40KB")
+    t5 = t5.double()
 
     # ---- CLIP ----
     def clip_cfg(eos):

@@ -105,13 +105,42 @@ static void test_clip_masked(void) {
     case_clip(TT_FIXTURES "/clip_tiny", 1, "ref.clip.hidden_masked", "ref.clip.pooled_masked");
 }
 static void test_clip_eos(void) { case_clip(TT_FIXTURES "/clip_tiny_eos", 0, NULL, "ref.clip_eos.pooled"); }
-/* the file alone (no config.json beside it: heads from the key table's default, width / 64, is wrong for the tiny
- * model, so only opening is checked) and the index-less single file path form */
-static void test_paths(void) {
+/* The path forms: the .safetensors file itself (config.json still read beside
+ * it), and a folder of shards with model.safetensors.index.json (how T5-XXL
+ * comes): the same weights give the same bits. */
+static float *t5_hidden(const char *path, size_t *n) {
     tt_enc e;
-    CU_ASSERT_EQUAL(tt_open("t5", TT_FIXTURES "/t5_tiny/model.safetensors", &e), ORK_OK);
-    CU_ASSERT_EQUAL(e.info.n_blocks, 4);
+    float *h = NULL;
+    ork_status s = tt_open("t5", path, &e);
+    if (s == ORK_OK) s = tt_load(&e);
+    int B, L;
+    int32_t *ids = tt_i32(fx, "in.t5.ids", &B, &L);
+    ork_text_encoder_outputs out;
+    if (s == ORK_OK && ids) s = tt_forward(&e, B, L, ids, NULL, &out);
+    CU_ASSERT_EQUAL(s, ORK_OK);
+    if (s == ORK_OK) {
+        h = tt_host(e.g, out.hidden);
+        *n = (size_t)ork_tensor_numel(out.hidden);
+    }
+    free(ids);
     tt_close(&e);
+    return h;
+}
+static void test_paths(void) {
+    size_t n1 = 0, n2 = 0, n3 = 0;
+    float *a = t5_hidden(TT_FIXTURES "/t5_tiny", &n1), *b = t5_hidden(TT_FIXTURES "/t5_tiny/model.safetensors", &n2);
+    float *c = t5_hidden(TT_FIXTURES "/t5_tiny_sharded", &n3);
+    CU_ASSERT_PTR_NOT_NULL(a);
+    CU_ASSERT_PTR_NOT_NULL(b);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    if (a && b && c) {
+        CU_ASSERT(n1 == n2 && n1 == n3 && n1 > 0);
+        CU_ASSERT(memcmp(a, b, n1 * sizeof *a) == 0);
+        CU_ASSERT(memcmp(a, c, n1 * sizeof *a) == 0);
+    }
+    free(a);
+    free(b);
+    free(c);
 }
 
 static void test_bad(void) {
@@ -151,7 +180,7 @@ static const ork_test_case cases[] = {
     {"CLIP tiny vs transformers: hidden and pooled (argmax)", test_clip},
     {"CLIP tiny vs transformers: with a padding mask", test_clip_masked},
     {"CLIP tiny, eos_token_id 7: pooled at the first 7", test_clip_eos},
-    {"T5 opened from the .safetensors file itself", test_paths},
+    {"T5 from its folder, its .safetensors file, a sharded folder: same bits", test_paths},
     {"bad checkpoints, ids, lengths and call order fail with one line", test_bad},
     {NULL, NULL},
 };
