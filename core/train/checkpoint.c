@@ -93,6 +93,41 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     return s;
 }
 
+/* A metadata integer of the state, strictly decimal and within [lo, hi]:
+ * 0 when absent, 1 when valid (*v set), -1 (one line) when not. */
+static int meta_int(ork_st_file *f, const char *path, const char *key, int64_t lo, int64_t hi, int64_t *v) {
+    const char *m = ork_st_meta(f, key);
+    if (!m) return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(m, &end, 10);
+    if (end == m || *end || errno == ERANGE || x < lo || x > hi) {
+        ORK_FAIL(ORK_E_FORMAT, "%s: metadata '%s' is \"%.40s\", not an integer from %lld to %lld: the state is "
+                 "damaged; move it away to start over", path, key, m, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *v = x;
+    return 1;
+}
+
+/* The state's step, skipped steps and data position, before anything is
+ * loaded (fuzz_state: "ten" resumed at step 0, -5 failed in the optimizer, a
+ * step near INT64_MAX overflowed step x accumulation). */
+static ork_status check_meta(job *j, ork_st_file *f, const char *path) {
+    int64_t step = 0, v;
+    if (meta_int(f, path, "step", 0, INT64_MAX, &step) < 0) return ORK_E_FORMAT;
+    if (step > j->p->train.steps)
+        return ORK_FAIL(ORK_E_CONFIG, "%s: the state is at step %lld, past train.steps (%lld): raise train.steps to "
+                        "train on, or move the state away to start over", path, (long long)step,
+                        (long long)j->p->train.steps);
+    int64_t samples = step * ork_train_accum_of(j); /* an upper bound of the epochs gone by */
+    if (meta_int(f, path, "skipped", 0, step, &v) < 0 || meta_int(f, path, "data_epoch", 0, samples + 1, &v) < 0 ||
+        meta_int(f, path, "data_offset", 0, INT64_MAX / 2, &v) < 0 ||
+        meta_int(f, path, "global_batch", 1, INT32_MAX, &v) < 0)
+        return ORK_E_FORMAT;
+    return ORK_OK;
+}
+
 ork_status ork_train_load_state(job *j, int64_t *step) {
     char path[1200];
     state_path(j, path, sizeof path);
@@ -105,6 +140,7 @@ ork_status ork_train_load_state(job *j, int64_t *step) {
     if (!ms || !mt || atoi(mt) != j->n_params || !mo || strcmp(mo, j->c_opt->c->id) != 0)
         s = ORK_FAIL(ORK_E_CONFIG, "%s: the saved training state does not match this config's LoRA network or optimizer; "
                      "move it away to start over", path);
+    if (s == ORK_OK) s = check_meta(j, f, path);
     if (s == ORK_OK && j->zero) s = ork_train_streamed_load(j, f, path);
     for (int i = 0; s == ORK_OK && !j->zero && i < j->n_params; i++) {
         ork_tensor *ts[2] = {j->pt[i], j->state[i]};

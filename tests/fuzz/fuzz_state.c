@@ -48,7 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         exit(1);
     }
     g_p.train.batch_size = 1;
-    g_p.train.gradient_accumulation_steps = 1;
+    g_p.train.gradient_accumulation_steps = 2; /* step x accumulation: the data position */
     g_p.train.steps = FZ_STEPS;
     return 0;
 }
