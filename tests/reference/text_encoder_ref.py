@@ -10,6 +10,7 @@ Usage:
       TINY models on the CPU (default OUTDIR: tests/fixtures/text). Writes
         t5_tiny/{config.json,model.safetensors}        F32 weights
         t5_tiny_sharded/                               the same in shards + model.safetensors.index.json
+        t5_tiny_fp8/                                   linear weights E4M3 + per-tensor .scale_weight (ComfyUI's form)
         clip_tiny/{config.json,model.safetensors}      legacy eos_token_id 2: pooled at argmax(ids)
         clip_tiny_eos/{config.json,model.safetensors}  the same weights, eos_token_id 7: pooled at the first 7
         text_ref.safetensors                           inputs and float64 outputs
@@ -37,7 +38,7 @@ padded with EOS after it (as FLUX's tokenizer pads), id 7 once in each.
 Fixture tensors (text_ref.safetensors): in.t5.ids, in.t5.mask I32 (B, L);
 ref.t5.hidden, ref.t5.hidden_masked F64 (B, L, 32); in.clip.ids, in.clip.mask;
 ref.clip.hidden, ref.clip.pooled, ref.clip.hidden_masked, ref.clip.pooled_masked,
-ref.clip_eos.pooled F64. Metadata: f32_err_* = transformers' own float32 forward
+ref.clip_eos.pooled F64; ref.t5_fp8.hidden F64 (the fp8 checkpoint, dequantized). Metadata: f32_err_* = transformers' own float32 forward
 against its float64 one (max abs error / max |ref|), for scale.
 """
 import json
@@ -98,6 +99,28 @@ def tiny(out):
         h32 = t5.float()(input_ids=ids.long()).last_hidden_state
     meta["f32_err_t5"] = "%.3g" % rel_err(h32, h)
     t5 = t5.double()
+    # an fp8 checkpoint as ComfyUI ships T5 (t5xxl_fp8_e4m3fn_scaled): linear weights E4M3 with a
+    # per-tensor .scale_weight, the rest F32; its reference runs on the dequantized weights
+    sd8, deq = {}, {}
+    for k, v in t5.state_dict().items():
+        if k.endswith(("q.weight", "k.weight", "v.weight", "o.weight", "wi_0.weight", "wi_1.weight", "wo.weight")):
+            s = (v.abs().max() / 448.0).float()
+            q = (v.float() / s).to(torch.float8_e4m3fn)
+            sd8[k] = q
+            sd8[k[:-len(".weight")] + ".scale_weight"] = s.reshape(1)
+            deq[k] = q.double() * s.double()
+        else:
+            sd8[k] = v.float()
+            deq[k] = v
+    os.makedirs(os.path.join(out, "t5_tiny_fp8"), exist_ok=True)
+    save_file(sd8, os.path.join(out, "t5_tiny_fp8", "model.safetensors"))
+    with open(os.path.join(out, "t5_tiny_fp8", "config.json"), "w") as f:
+        f.write(t5.config.to_json_string())
+    t5q = T5EncoderModel(tc).eval().double()
+    t5q.config._attn_implementation = "eager"
+    t5q.load_state_dict(deq, strict=False)
+    with torch.no_grad():
+        t["ref.t5_fp8.hidden"] = t5q(input_ids=ids.long()).last_hidden_state
     t["in.t5.ids"], t["in.t5.mask"] = ids, mask
     t["ref.t5.hidden"], t["ref.t5.hidden_masked"] = h, hm
     save_model(t5, os.path.join(out, "t5_tiny"), torch.float32)

@@ -7,7 +7,8 @@
  * fixture's token ids with and without a padding mask; last_hidden_state and
  * CLIP's pooler_output compared (the legacy eos_token_id 2 config pools at
  * argmax(ids), eos_token_id 7 at the first 7). T5's 40 tokens reach relative
- * distances past the bucket edges at 16 and 32. Bad inputs fail with one line.
+ * distances past the bucket edges at 16 and 32. An fp8 T5 checkpoint (E4M3
+ * linear weights with per-tensor scales) loads. Bad inputs fail with one line.
  * TE_GPU (test_t5clip_cuda, label gpu): the same on the CUDA backend with BF16
  * activations and weights; exit 77 without a device.
  *
@@ -74,6 +75,24 @@ static void case_t5(int masked) {
     printf("\n  ");
 }
 static void test_t5(void) { case_t5(0); }
+
+/* An fp8 checkpoint (E4M3 linear weights, per-tensor .scale_weight: ComfyUI's
+ * t5xxl_fp8_e4m3fn_scaled form): put_quantized with the scale on every row;
+ * the reference runs on the dequantized weights. */
+static void test_t5_fp8(void) {
+    tt_enc e;
+    CU_ASSERT_EQUAL_FATAL(tt_open("t5", TT_FIXTURES "/t5_tiny_fp8", &e), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(tt_load(&e), ORK_OK);
+    int B, L;
+    int32_t *ids = tt_i32(fx, "in.t5.ids", &B, &L);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+    ork_text_encoder_outputs out;
+    CU_ASSERT_EQUAL_FATAL(tt_forward(&e, B, L, ids, NULL, &out), ORK_OK);
+    CU_ASSERT(tt_check(&e, fx, "ref.t5_fp8.hidden", out.hidden, TOL_A, TOL_R));
+    free(ids);
+    tt_close(&e);
+    printf("\n  ");
+}
 static void test_t5_masked(void) { case_t5(1); }
 
 static void case_clip(const char *dir, int masked, const char *ref_hidden, const char *ref_pooled) {
@@ -177,6 +196,7 @@ static const ork_test_case cases[] = {
     {"registry: t5 and clip are text_encoder components", test_components},
     {"T5 tiny vs transformers: last_hidden_state", test_t5},
     {"T5 tiny vs transformers: last_hidden_state with a padding mask", test_t5_masked},
+    {"T5 tiny fp8 checkpoint (E4M3 + scale_weight) vs transformers", test_t5_fp8},
     {"CLIP tiny vs transformers: hidden and pooled (argmax)", test_clip},
     {"CLIP tiny vs transformers: with a padding mask", test_clip_masked},
     {"CLIP tiny, eos_token_id 7: pooled at the first 7", test_clip_eos},

@@ -154,8 +154,44 @@ ork_status te_load(te_model *m, const ork_weight_sink *sink) {
                    fname, t.ndim, (long long)have, (long long)d->shape[0], (long long)(d->ndim > 1 ? d->shape[1] : 1));
             return ORK_E_FORMAT;
         }
+        if (t.dtype == ORK_F8_E4M3 || t.dtype == ORK_F8_E5M2) {
+            /* an fp8 checkpoint (ComfyUI's t5xxl_fp8_e4m3fn[_scaled]): one scale per
+             * tensor under <base>.scale_weight or <base>.weight_scale, else 1 */
+            float scale = 1.0f;
+            size_t bl = strlen(fname) > 7 && !strcmp(fname + strlen(fname) - 7, ".weight") ? strlen(fname) - 7 : strlen(fname);
+            char sn[300];
+            ork_st_info sc;
+            snprintf(sn, sizeof sn, "%.*s.scale_weight", (int)bl, fname);
+            int have_scale = m->st->find(m->src, sn, &sc) == ORK_OK;
+            if (!have_scale) {
+                snprintf(sn, sizeof sn, "%.*s.weight_scale", (int)bl, fname);
+                have_scale = m->st->find(m->src, sn, &sc) == ORK_OK;
+            }
+            if (have_scale && (sc.nbytes == 0 || m->st->read_f32(&sc, &scale) != ORK_OK)) {
+                TE_LOG(m, ORK_LEVEL_ERROR, "%s: %s is not a readable scale", m->path, sn);
+                return ORK_E_FORMAT;
+            }
+            if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+                float *rows = malloc((size_t)d->shape[0] * sizeof *rows);
+                if (!rows) return ORK_E_NOMEM;
+                for (int64_t r = 0; r < d->shape[0]; r++) rows[r] = scale;
+                ork_status st = sink->put_quantized(sink, d->name, t.dtype, t.data, rows, 0);
+                free(rows);
+                ORK_TRY(st);
+                continue;
+            }
+            /* a table or norm in fp8: its values, scaled, as F32 */
+            float *v = malloc((size_t)(have ? have : 1) * sizeof *v);
+            if (!v) return ORK_E_NOMEM;
+            ork_status st = m->st->read_f32(&t, v);
+            for (int64_t k = 0; st == ORK_OK && k < have; k++) v[k] *= scale;
+            if (st == ORK_OK) st = sink->put(sink, d->name, ORK_F32, v);
+            free(v);
+            ORK_TRY(st);
+            continue;
+        }
         if (t.dtype != ORK_F32 && t.dtype != ORK_BF16 && t.dtype != ORK_F16) {
-            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s is stored as dtype %d; f32, bf16 and f16 are read", m->path,
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s is stored as dtype %d; f32, bf16, f16 and fp8 are read", m->path,
                    fname, (int)t.dtype);
             return ORK_E_UNSUPPORTED;
         }
