@@ -756,7 +756,7 @@ static const struct { const char *name, *params; size_t off; } comp[ORK_KIND_COU
 };
 
 const char *ork_config_component_name(const ork_config *c, ork_component_kind kind, ork_loc *where) {
-    if ((unsigned)kind >= ORK_KIND_COUNT) return "";
+    if ((unsigned)kind >= ORK_KIND_COUNT || !comp[kind].name) return ""; /* a kind with no config key (text_encoder) */
     if (where && !ork_config_where(c, comp[kind].name, where)) *where = (ork_loc){c->file, 0, 0};
     return *(const char *const *)((const char *)ork_config_process(c) + comp[kind].off);
 }
