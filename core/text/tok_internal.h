@@ -132,6 +132,11 @@ int32_t tok_model_vocab_size(const tok_model *m);
 const char *tok_model_id_to_token(const tok_model *m, int32_t id);
 void tok_model_free(tok_model *m);
 
+/* ---- SentencePiece ------------------------------------------------------------------- */
+/* A spiece.model's bytes -> the tokenizer.json transformers' T5Tokenizer builds
+ * from it (tok_spm.c), with extra_ids sentinels. */
+ork_status tok_spm_to_json(const char *data, size_t n, int extra_ids, json_t **out);
+
 /* ---- the GPT-2 byte <-> code point table (ByteLevel) ------------------------- */
 uint32_t tok_byte_to_cp(uint8_t b);
 

@@ -11,7 +11,8 @@
  *      special tokens, padding.
  * Also the loaders: tokenizer.json (plain or gzip), CLIP's vocab.json +
  * merges.txt and open_clip's bpe_simple_vocab_16e6.txt.gz (both turned into the
- * tokenizer.json transformers' CLIPTokenizer builds, then loaded as one).
+ * tokenizer.json transformers' CLIPTokenizer builds, then loaded as one), and
+ * T5's spiece.model (tok_spm.c, the same way).
  * Owns each ork_tokenizer and everything in it. */
 #include "text/tokenizer.h"
 
@@ -612,6 +613,31 @@ static ork_status load_vocab_merges(const char *vocab_path, const char *merges_p
     return clip_from(vocab, merges, folder, merges_path, out);
 }
 
+/* T5's spiece.model; tokenizer_config.json's extra_ids when there is one (else 100). */
+static ork_status load_spm(const char *path, const char *folder, ork_tokenizer **out) {
+    char *data;
+    size_t n;
+    ORK_TRY(read_file(path, &data, &n));
+    int extra = 100;
+    char cfgp[4096];
+    json_t *cfg = NULL;
+    if (pjoin(cfgp, sizeof cfgp, folder, "tokenizer_config.json") && file_exists(cfgp)) {
+        ork_log_demote(1);
+        ork_status cs = read_json(cfgp, &cfg);
+        ork_log_demote(-1);
+        json_t *e = cs == ORK_OK ? json_object_get(cfg, "extra_ids") : NULL;
+        if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) <= 100000)
+            extra = (int)json_integer_value(e);
+        json_decref(cfg);
+    }
+    json_t *root = NULL;
+    ork_status st = tok_spm_to_json(data, n, extra, &root);
+    free(data);
+    if (st == ORK_OK) st = ork_tokenizer_from_json(root, folder, path, out);
+    json_decref(root);
+    return st;
+}
+
 static ork_status load_path(const char *path, ork_tokenizer **out) {
     struct stat sb;
     if (strlen(path) > 3800) return tok_fail(ORK_E_INVALID, "path of %zu bytes", strlen(path));
@@ -633,11 +659,12 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
         pjoin(a, sizeof a, folder, "bpe_simple_vocab_16e6.txt.gz");
         if (file_exists(a)) return load_clip_bpe_gz(a, folder, out);
         pjoin(a, sizeof a, folder, "spiece.model");
-        if (file_exists(a))
-            return tok_fail(ORK_E_UNSUPPORTED, "%s: only spiece.model, which is not read yet: "
-                            "use the tokenizer.json that comes with it", folder);
-        return tok_fail(ORK_E_IO, "%s: no tokenizer.json, vocab.json + merges.txt or "
-                        "bpe_simple_vocab_16e6.txt.gz", folder);
+        if (file_exists(a)) {
+            tok_set_source(a);
+            return load_spm(a, folder, out);
+        }
+        return tok_fail(ORK_E_IO, "%s: no tokenizer.json, vocab.json + merges.txt, "
+                        "bpe_simple_vocab_16e6.txt.gz or spiece.model", folder);
     }
     snprintf(folder, sizeof folder, "%s", path);
     char *slash = strrchr(folder, '/');
@@ -651,9 +678,7 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
         return load_vocab_merges(a, b, folder, out);
     }
     if (bl >= 7 && !strcmp(base + bl - 7, ".txt.gz")) return load_clip_bpe_gz(path, folder, out);
-    if (bl >= 6 && !strcmp(base + bl - 6, ".model"))
-        return tok_fail(ORK_E_UNSUPPORTED, "%s: SentencePiece .model files are not read yet: "
-                        "use the tokenizer.json that comes with it", path);
+    if (bl >= 6 && !strcmp(base + bl - 6, ".model")) return load_spm(path, folder, out);
     json_t *root;
     ORK_TRY(read_json(path, &root));
     ork_status st = ork_tokenizer_from_json(root, folder, path, out);

@@ -21,6 +21,8 @@ Tokenizers (files under tests/fixtures/text/tok/):
          normalization: T5's precompiled charsmap) converted by transformers' T5Tokenizer;
   t5_*   the same model with the normalizer / pre-tokenizer of other transformers
          versions (t5_variants.json: JSON patches the C test applies too);
+  t5spm  t5spm/spiece.model: a small SentencePiece model (identity normalization) read by
+         transformers' T5Tokenizer (orakul reads the .model itself);
   bbpe   bbpe/tokenizer.json.gz: a byte-level BPE (Qwen2-style regex, added tokens),
          trained here with `tokenizers` (the path FLUX.2's Mistral/Qwen3 tokenizers take).
 
@@ -105,6 +107,23 @@ def regen_t5(captions):
         shutil.rmtree(tmp)
 
 
+def regen_t5spm(captions):
+    """A small spiece.model (identity normalization, a user-defined piece): the loader's
+    spiece.model path, checked against transformers' T5Tokenizer reading the same file."""
+    import sentencepiece as spm
+    tmp = tempfile.mkdtemp()
+    try:
+        open(os.path.join(tmp, "train.txt"), "w").write("\n".join(c for c in captions if c.strip()))
+        spm.SentencePieceTrainer.train(
+            input=os.path.join(tmp, "train.txt"), model_prefix=os.path.join(tmp, "spiece"), vocab_size=600,
+            model_type="unigram", normalization_rule_name="identity", character_coverage=0.995,
+            pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2, user_defined_symbols=["ohwx"])
+        os.makedirs(os.path.join(TOK, "t5spm"), exist_ok=True)
+        shutil.copy(os.path.join(tmp, "spiece.model"), os.path.join(TOK, "t5spm", "spiece.model"))
+    finally:
+        shutil.rmtree(tmp)
+
+
 def regen_bbpe(captions):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, decoders, trainers, Regex, AddedToken
     qwen = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
@@ -150,6 +169,7 @@ def main():
     captions = read_captions()
     if "--regen" in sys.argv:
         regen_t5(captions)
+        regen_t5spm(captions)
         regen_bbpe(captions)
     variants = json.load(open(os.path.join(TOK, "t5_variants.json")))
 
@@ -165,6 +185,9 @@ def main():
         bt = Tokenizer.from_str(json.dumps(j))
         ft = PreTrainedTokenizerFast(tokenizer_object=bt, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
         toks[name] = (bt, ft.pad_token_id, 512 if name != "t5_schnell" else 256, ft)
+    from transformers import T5Tokenizer
+    ts = T5Tokenizer.from_pretrained(os.path.join(TOK, "t5spm"))
+    toks["t5spm"] = (ts.backend_tokenizer, ts.pad_token_id, 512, ts)
     bb = Tokenizer.from_str(gzip.open(os.path.join(TOK, "bbpe", "tokenizer.json.gz")).read().decode("utf-8"))
     fb = PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(bb), pad_token="<|endoftext|>")
     toks["bbpe"] = (bb, fb.pad_token_id, 64, fb)

@@ -362,6 +362,35 @@ static void test_t5_variants(void) {
     json_decref(base);
 }
 
+static void test_t5_spiece_model(void) {
+    ork_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_tokenizer_load(TOK "/t5spm", &t), ORK_OK);
+    CU_ASSERT_EQUAL(ork_tokenizer_vocab_size(t), 700); /* 600 pieces and 100 sentinels */
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<extra_id_0>"), 699);
+    CU_ASSERT_EQUAL(check_corpus(t, find_exp("t5spm")), 0);
+    ork_tokenizer_free(t);
+    /* malformed: cut short inside a piece, and not a protobuf at all */
+    size_t n;
+    char *all = read_gz(TOK "/t5spm/spiece.model", &n);
+    char dir[] = "/tmp/ork_tokspm_XXXXXX", path[256];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/spiece.model", dir);
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(path, "wb");
+        if (k == 0) fwrite(all, 1, 3001, f);
+        else fputs("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", f);
+        fclose(f);
+        capture();
+        CU_ASSERT_EQUAL(ork_tokenizer_load(dir, &t), ORK_E_FORMAT);
+        release();
+        CU_ASSERT_EQUAL(g_errors, 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "spiece.model"));
+    }
+    unlink(path);
+    rmdir(dir);
+    free(all);
+}
+
 static void test_byte_bpe(void) {
     ork_tokenizer *t = NULL;
     CU_ASSERT_EQUAL_FATAL(ork_tokenizer_load(TOK "/bbpe", &t), ORK_OK);
@@ -585,7 +614,7 @@ static void test_malformed_json(void) {
 static void test_malformed_files(void) {
     ork_tokenizer *t = NULL;
     char path[256];
-    /* missing path, an empty folder, only a spiece.model */
+    /* missing path, an empty folder, a one-byte spiece.model */
     capture();
     CU_ASSERT_EQUAL(ork_tokenizer_load("/nonexistent/tokenizer.json", &t), ORK_E_IO);
     release();
@@ -595,7 +624,7 @@ static void test_malformed_files(void) {
     capture();
     CU_ASSERT_EQUAL(ork_tokenizer_load(g_dir, &t), ORK_E_IO);
     write_file("spiece.model", "x", 1);
-    CU_ASSERT_EQUAL(ork_tokenizer_load(g_dir, &t), ORK_E_UNSUPPORTED);
+    CU_ASSERT_EQUAL(ork_tokenizer_load(g_dir, &t), ORK_E_FORMAT);
     release();
     CU_ASSERT_EQUAL(g_errors, 2);
     snprintf(path, sizeof path, "%s/spiece.model", g_dir);
@@ -647,6 +676,7 @@ static const ork_test_case cases[] = {
     {"CLIP from vocab.json + merges.txt: exact; a bad merges line refused", test_clip_vocab_merges},
     {"T5 Unigram + precompiled charsmap (512 and 256): exact", test_t5_unigram},
     {"T5 normalizer / pre-tokenizer variants: exact", test_t5_variants},
+    {"T5 from spiece.model (protobuf): exact; malformed refused", test_t5_spiece_model},
     {"byte-level BPE with added tokens: exact", test_byte_bpe},
     {"encode: buffer, max_length, NUL, invalid UTF-8", test_encode_edges},
     {"encode from three threads at once", test_threads},

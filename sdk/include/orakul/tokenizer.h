@@ -14,6 +14,10 @@
  *     Anything else is refused with one line naming the part.
  *   vocab.json + merges.txt: CLIP's BPE (as transformers' CLIPTokenizer builds it).
  *   bpe_simple_vocab_16e6.txt.gz: CLIP's BPE as open_clip ships it.
+ *   spiece.model: T5's SentencePiece Unigram model, as transformers'
+ *     T5Tokenizer reads it (charsmap, "▁" prefix, "</s>", 100 sentinels or
+ *     tokenizer_config.json's extra_ids). Other SentencePiece models (BPE,
+ *     byte fallback): use their tokenizer.json.
  * The pad id is the file's padding.pad_id, else tokenizer_config.json's (or
  * special_tokens_map.json's) pad_token beside it, else "<pad>", else
  * "<|endoftext|>", else 0.
