@@ -68,7 +68,43 @@ typedef struct ork_model_info {
     /* LoRA export spelling: "kohya" (lora_unet_<name>, lora_down/lora_up/alpha)
      * or "peft-bfl" (diffusion_model.<name>, lora_A/lora_B/alpha). */
     const char *lora_format;
+
+    /* ABI 1.3, appended (ork_model_info_has_text): the text encoders the model
+     * is conditioned on (the core's text conditioner, core/text/conditioner.h,
+     * runs them). n_text_slots 0: none known (the core then uses zero
+     * embeddings or <image>.te.safetensors files). */
+    int n_text_slots;
+    const struct ork_text_slot *text_slots; /* owned by the model instance */
+    /* The folder the model was resolved from when it is a diffusers layout
+     * (a folder or a Hugging Face snapshot holding transformer/), where the
+     * slots' subfolders are looked for; NULL otherwise (a single file, a preset). */
+    const char *source_dir;
 } ork_model_info;
+
+/* What an encoder's output feeds. */
+typedef enum ork_text_feed {
+    ORK_TEXT_FEEDS_TXT = 1, /* outputs.hidden -> txt (B, T, context_dim), T = max_length */
+    ORK_TEXT_FEEDS_VEC = 2, /* outputs.pooled -> vec (B, vec_dim) */
+} ork_text_feed;
+
+/* One text encoder a model needs (FLUX.1: T5 -> txt, CLIP -> vec). */
+typedef struct ork_text_slot {
+    const char *encoder;             /* text_encoder component id or alias: "t5", "clip" */
+    uint32_t feeds;                  /* ORK_TEXT_FEEDS_* (one or both) */
+    const char *subfolder;           /* diffusers: "text_encoder_2" (T5), "text_encoder" (CLIP) */
+    const char *tokenizer_subfolder; /* "tokenizer_2", "tokenizer" */
+    int max_length;                  /* tokens, truncated and padded to it: 512 (256 schnell), 77 */
+    const char *path_key;            /* model_kwargs key of an explicit weights path ("t5_path"), for lines */
+    const char *tokenizer_key;       /* model_kwargs key of an explicit tokenizer path ("t5_tokenizer_path") */
+    const char *path;                /* the user's explicit weights path (that key's value), or NULL */
+    const char *tokenizer_path;      /* the user's explicit tokenizer path, or NULL: beside path, else
+                                      * <source_dir>/<tokenizer_subfolder> */
+} ork_text_slot;
+
+/* Whether info carries the text slots (a plugin from before ABI 1.3 does not). */
+static inline int ork_model_info_has_text(const ork_model_info *info) {
+    return info->abi.struct_size >= offsetof(ork_model_info, source_dir) + sizeof info->source_dir;
+}
 
 typedef struct ork_model_inputs {
     ork_abi abi;

@@ -1,0 +1,100 @@
+/* text/conditioner.h — the text-conditioning runtime (issue #28 points 3-4):
+ * captions -> the embeddings a model is conditioned on, in process.
+ *
+ * The model says what it needs (ork_model_info's text slots, <orakul/model.h>:
+ * for FLUX.1 "t5" hidden -> txt (T, context_dim) and "clip" pooled -> vec
+ * (vec_dim)); the conditioner finds each encoder's weights and tokenizer
+ * (an explicit model_kwargs path, else <the model's diffusers folder>/<subfolder>),
+ * opens the text_encoder components through the registry (headers only: no
+ * weight is read at open), checks their widths against the model's, and at
+ * encode time tokenizes, loads the weights into a weight store of its own
+ * (T5 quantized to FP8 with per-row scales when model.quantize_te), runs the
+ * encoders, and frees all of it before returning.
+ *
+ * One object serves both `orakul plan` (open + describe) and `orakul run`
+ * (open + identity + encode): the same resolution, the same refusals.
+ *
+ * Memory: encode works inside budget_bytes (model.vram_budget_gb). When an
+ * encoder's weights plus one chunk's activations fit, it is RESIDENT (every
+ * weight loaded once, captions in chunks); otherwise LAYER-MAJOR: block k's
+ * weights are loaded once, every caption's hidden state (kept on the host,
+ * moved through in chunks that fit) is pushed through block k, the weights are
+ * freed, then block k+1 — one pass of the weights over PCIe for all captions.
+ * Both give bit-identical embeddings (the same ops on the same chunks).
+ * ORAKUL_TEXT_LAYER_MAJOR=1 forces layer-major (tests, bench).
+ *
+ * Each encode call makes one pass of the weights: callers gather every caption
+ * they need (the dataset's uncached ones, the empty caption for dropout, the
+ * sample prompts) into one call.
+ * [control-thread] */
+#ifndef ORK_TEXT_CONDITIONER_H
+#define ORK_TEXT_CONDITIONER_H
+
+#include "plugin/registry.h"
+#include "tensor/backend.h"
+
+#include <orakul/model.h>
+
+#include <stdio.h>
+
+typedef struct ork_textcond ork_textcond; /* opaque */
+
+/* The embeddings of n captions (ownership: the caller's; free with
+ * ork_text_embed_free). Caption i's txt is txt + i·T·ctx_dim, its vec
+ * vec + i·vec_dim. Rows are F32 whatever the activation dtype was. */
+typedef struct ork_text_embed {
+    int n;          /* captions */
+    int T, ctx_dim; /* txt (n, T, ctx_dim): the hidden states of the txt slot's encoder */
+    float *txt;
+    int vec_dim;    /* vec (n, vec_dim): the pooled output of the vec slot, or 0 and NULL */
+    float *vec;
+} ork_text_embed;
+
+/* What open needs besides the model (from the config; all may be 0/NULL). */
+typedef struct ork_textcond_opts {
+    int quantize;          /* model.quantize_te: 1 quantizes the encoders' linear weights */
+    const char *qtype;     /* model.qtype_te (a quant component name); NULL or "" with quantize: "qfloat8" */
+    int attn_mask;         /* model.attn_masking: pass the padding mask to the txt encoder
+                            * (0, as diffusers' FluxPipeline and ai-toolkit by default: no mask) */
+    const char *what;      /* names the model source in lines ("model.name_or_path 'x'"), or NULL */
+} ork_textcond_opts;
+
+/* Resolve and check the model's text slots; no weight is read.
+ *  - ORK_OK, *out set: every slot's encoder, weights and tokenizer were found.
+ *  - ORK_OK, *out NULL: the model has no text slots (an older plugin, FLUX.2
+ *    today, a custom size) or none of its pieces was found and no path was
+ *    given: one warning line is logged, and the caller keeps the previous
+ *    behaviour (zero embeddings, or <image>.te.safetensors files).
+ *  - ORK_E_CONFIG: some pieces were found or given and others not (or a width
+ *    does not match the model's): one error line naming what is missing and
+ *    where it looked (`plan` and `run` exit 2).
+ * reg and mi are borrowed for the conditioner's life. */
+ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, const ork_textcond_opts *opts,
+                             ork_textcond **out);
+void ork_textcond_close(ork_textcond *tc); /* NULL: no-op */
+
+/* A stable string for cache keys: each slot's encoder id, its weight files'
+ * identities (size and mtime of each file read), its tokenizer file's, the
+ * max length, what feeds the model, and the quantization. Owned by tc. */
+const char *ork_textcond_identity(const ork_textcond *tc);
+
+/* The shape of what encode gives: T, ctx_dim, vec_dim of one caption. */
+void ork_textcond_shape(const ork_textcond *tc, int *T, int *ctx_dim, int *vec_dim);
+
+/* What `orakul plan` prints for n_captions captions within budget_bytes (0:
+ * no limit) on be: per encoder its source, weight bytes (stored, after
+ * quantization), resident or layer-major with the chunk size, peak bytes, and
+ * the predicted time. */
+ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n_captions,
+                                 FILE *out);
+
+/* Encode n captions (UTF-8, NUL-terminated) on be within budget_bytes (0: no
+ * limit). Fills *out (its arrays malloc'd, the caller frees them with
+ * ork_text_embed_free); on failure *out is empty and one line was logged
+ * (ORK_E_BUDGET: not even one caption's activations plus the largest block fit). Every
+ * device byte it took is given back before it returns. */
+ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
+                               const char *const *captions, ork_text_embed *out);
+void ork_text_embed_free(ork_text_embed *e); /* frees the arrays, zeroes *e; NULL: no-op */
+
+#endif
