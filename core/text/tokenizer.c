@@ -42,6 +42,7 @@ struct ork_tokenizer {
     added_tok *added;
     size_t n_added;
     tok_smap added_ids; /* content -> id */
+    uint8_t added_first[2][256]; /* [normalized][byte]: some added token starts with it */
     tok_ids post_pre, post_post; /* the single-sequence template: ids before and after $A */
     int32_t pad_id;
     int32_t n_ids;
@@ -257,6 +258,7 @@ static ork_status added_parse(ork_tokenizer *t, json_t *arr) {
         else ORK_TRY(tok_str_put(&m, a->content, a->content_n));
         a->match = m.p;
         a->match_n = m.n;
+        if (m.n) t->added_first[a->normalized ? 1 : 0][(uint8_t)m.p[0]] = 1;
     }
     return ORK_OK;
 }
@@ -305,6 +307,7 @@ static ork_status split_added(const ork_tokenizer *t, int normalized, const char
     size_t start_offset = 0, i = 0;
     if (t->n_added)
         while (i < n) {
+            if (!t->added_first[normalized ? 1 : 0][(uint8_t)s[i]]) { i++; continue; }
             const added_tok *best = NULL;
             for (size_t k = 0; k < t->n_added; k++) {
                 const added_tok *a = &t->added[k];

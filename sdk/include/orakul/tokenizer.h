@@ -26,6 +26,11 @@
  * U+FFFD, as Python's bytes.decode("utf-8", "replace") does before
  * `tokenizers` sees the string; then it is tokenized like any other character.
  *
+ * Unicode: regexes run on the system's Oniguruma and normalization on utf8proc
+ * (Debian 12: Unicode 14 and 15); `tokenizers` bundles a newer Oniguruma, so a
+ * letter or digit assigned after Unicode 14 (CJK Extension H, scripts of 2022+)
+ * can split differently in a \p{L}/\p{N} pattern. Emoji are not affected.
+ *
  * Threads: a loaded tokenizer is immutable; encode may run on any thread, and
  * on several at once. */
 #ifndef ORAKUL_TOKENIZER_H
