@@ -57,6 +57,7 @@ typedef struct ork_textcond_opts {
     int attn_mask;         /* model.attn_masking: pass the padding mask to the txt encoder
                             * (0, as diffusers' FluxPipeline and ai-toolkit by default: no mask) */
     const char *what;      /* names the model source in lines ("model.name_or_path 'x'"), or NULL */
+    int device_index;      /* CUDA device of the encode */
 } ork_textcond_opts;
 
 /* Resolve and check the model's text slots; no weight is read.
@@ -96,5 +97,16 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
 ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
                                const char *const *captions, ork_text_embed *out);
 void ork_text_embed_free(ork_text_embed *e); /* frees the arrays, zeroes *e; NULL: no-op */
+
+/* What the last encode did (zeros before the first): for benches and logs. */
+typedef struct ork_textcond_stats {
+    int captions;
+    double seconds;       /* wall time of the whole call (tokenize, load, quantize, run, copy back) */
+    size_t peak_bytes;    /* the highest device bytes in use (weights + activations) of any encoder */
+    int layer_major;      /* 1 when some encoder ran layer-major */
+    int chunk;            /* captions per chunk of the txt encoder */
+    size_t weight_bytes;  /* stored weight bytes of all encoders (after quantization) */
+} ork_textcond_stats;
+void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out);
 
 #endif

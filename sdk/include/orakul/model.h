@@ -87,10 +87,17 @@ typedef enum ork_text_feed {
     ORK_TEXT_FEEDS_VEC = 2, /* outputs.pooled -> vec (B, vec_dim) */
 } ork_text_feed;
 
+enum {
+    /* model.quantize_te applies to this encoder (FLUX.1: T5-XXL; CLIP-L, 123M
+     * parameters, stays in the store dtype, as in ai-toolkit) */
+    ORK_TEXT_SLOT_QUANTIZE = 1u << 0,
+};
+
 /* One text encoder a model needs (FLUX.1: T5 -> txt, CLIP -> vec). */
 typedef struct ork_text_slot {
     const char *encoder;             /* text_encoder component id or alias: "t5", "clip" */
     uint32_t feeds;                  /* ORK_TEXT_FEEDS_* (one or both) */
+    uint32_t flags;                  /* ORK_TEXT_SLOT_* */
     const char *subfolder;           /* diffusers: "text_encoder_2" (T5), "text_encoder" (CLIP) */
     const char *tokenizer_subfolder; /* "tokenizer_2", "tokenizer" */
     int max_length;                  /* tokens, truncated and padded to it: 512 (256 schnell), 77 */
