@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "../../plugins/optimizers/adamw/adamw_math.h"
-#include "../../plugins/optimizers/adamw8bit/adamw8bit.h"
+#include "../../plugins/optimizers/adamw/adamw8bit.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); return 1; } } while (0)

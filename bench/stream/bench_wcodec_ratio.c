@@ -11,7 +11,7 @@
  * random weights of the streaming bench code to 0.750 (BF16) and 0.759 (E5M2),
  * 0.664 and 0.679 under the two-level codecs.
  * Usage: bench_wcodec_ratio <weights> [...] */
-#include "cpu/cpu.h" /* ork_cpu_float_dt */
+#include "numerics/elem.h" /* ork_elem_float_dt */
 #include "io/safetensors.h"
 #include "numerics/quantize.h"
 #include "stream/streamer.h"
@@ -27,7 +27,7 @@ static int ratio_of(const char *path) {
     size_t n = ork_st_set_count(set), total = 0;
     for (size_t i = 0; i < n; i++) {
         const ork_st_tensor *t = ork_st_set_at(set, i);
-        if (t->ndim >= 2 && ork_cpu_float_dt(t->dtype)) total += (size_t)ork_st_nelements(t);
+        if (t->ndim >= 2 && ork_elem_float_dt(t->dtype)) total += (size_t)ork_st_nelements(t);
     }
     uint16_t *all = malloc(total * 2 + 2);
     if (!all) { ork_st_set_close(set); return 1; }
@@ -35,7 +35,7 @@ static int ratio_of(const char *path) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         const ork_st_tensor *t = ork_st_set_at(set, i);
-        if (t->ndim < 2 || !ork_cpu_float_dt(t->dtype)) continue;
+        if (t->ndim < 2 || !ork_elem_float_dt(t->dtype)) continue;
         size_t ne = (size_t)ork_st_nelements(t);
         if (ork_st_read_into(t, ORK_BF16, all + at) != ORK_OK) { free(all); ork_st_set_close(set); return 1; }
         ork_wcodec_hdr h;
@@ -54,7 +54,7 @@ static int ratio_of(const char *path) {
         int ok = 1;
         for (size_t i = 0; i < n && ok; i++) {
             const ork_st_tensor *t = ork_st_set_at(set, i);
-            if (t->ndim < 2 || !ork_cpu_float_dt(t->dtype)) continue;
+            if (t->ndim < 2 || !ork_elem_float_dt(t->dtype)) continue;
             size_t ne = (size_t)ork_st_nelements(t), rows = (size_t)t->shape[0], cols = rows ? ne / rows : 0;
             float *w = malloc(ne * sizeof *w), *sc = malloc((rows ? rows : 1) * sizeof *sc);
             ok = w && sc && ork_st_read_into(t, ORK_F32, w) == ORK_OK &&

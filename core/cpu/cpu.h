@@ -1,10 +1,10 @@
-/* cpu/cpu.h — internals shared by the CPU backend's files: element load/store
- * with conversion, the parallel-for, and the kernels each file defines.
- * Owns nothing. */
+/* cpu/cpu.h — internals shared by the CPU backend's files: the parallel-for
+ * and the kernels each file defines (element access with conversion is
+ * numerics/elem.h). Owns nothing. */
 #ifndef ORK_CPU_CPU_H
 #define ORK_CPU_CPU_H
 
-#include "numerics/half.h"
+#include "numerics/elem.h" /* ork_elem_load/store: element access with conversion */
 #include "tensor/backend.h"
 #include "util/log.h"
 
@@ -12,28 +12,6 @@
 
 #define ORK_CPU_ALIGN 64
 
-/* Element i of p (dtype dt) as float / double; store v converted. */
-static inline double ork_cpu_ld(const void *p, ork_dtype dt, int64_t i) {
-    switch (dt) {
-    case ORK_F32: return ((const float *)p)[i];
-    case ORK_BF16: return ork_bf16_to_f32(((const uint16_t *)p)[i]);
-    case ORK_F16: return ork_f16_to_f32(((const uint16_t *)p)[i]);
-    case ORK_F64: return ((const double *)p)[i];
-    default: return 0.0;
-    }
-}
-static inline void ork_cpu_st(void *p, ork_dtype dt, int64_t i, double v) {
-    switch (dt) {
-    case ORK_F32: ((float *)p)[i] = (float)v; break;
-    case ORK_BF16: ((uint16_t *)p)[i] = ork_f32_to_bf16((float)v); break;
-    case ORK_F16: ((uint16_t *)p)[i] = ork_f32_to_f16((float)v); break;
-    case ORK_F64: ((double *)p)[i] = v; break;
-    default: break;
-    }
-}
-static inline int ork_cpu_float_dt(ork_dtype dt) {
-    return dt == ORK_F32 || dt == ORK_BF16 || dt == ORK_F16 || dt == ORK_F64;
-}
 static inline int ork_cpu_weight_dt(ork_dtype dt) { return dt == ORK_F32 || dt == ORK_BF16; }
 
 /* Run fn(ctx, lo, hi) over [0, n) split into at most nthreads contiguous

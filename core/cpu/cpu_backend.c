@@ -27,8 +27,8 @@ static ork_status cpu_sync(const ork_kctx *k) { return ORK_OK; }
 /* ---- fill, axpby, copy --------------------------------------------------------- */
 
 static ork_status cpu_fill(const ork_kctx *k, int64_t n, float value, void *x, ork_dtype dt) {
-    if (!ork_cpu_float_dt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu fill: dtype %d", (int)dt);
-    for (int64_t i = 0; i < n; i++) ork_cpu_st(x, dt, i, value);
+    if (!ork_elem_float_dt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu fill: dtype %d", (int)dt);
+    for (int64_t i = 0; i < n; i++) ork_elem_store(x, dt, i, value);
     return ORK_OK;
 }
 
@@ -39,7 +39,7 @@ static ork_status cpu_fill_scalar(const ork_kctx *k, int64_t n, const float *s, 
 
 static ork_status cpu_axpby(const ork_kctx *k, int64_t n, float alpha, const void *x, ork_dtype xdt, float beta,
                             void *y, ork_dtype ydt) {
-    if (!ork_cpu_float_dt(xdt) || !ork_cpu_float_dt(ydt))
+    if (!ork_elem_float_dt(xdt) || !ork_elem_float_dt(ydt))
         return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu axpby: dtypes %d -> %d", (int)xdt, (int)ydt);
     if (xdt == ORK_F32 && ydt == ORK_F32) {
         const float *a = x;
@@ -49,22 +49,22 @@ static ork_status cpu_axpby(const ork_kctx *k, int64_t n, float alpha, const voi
         return ORK_OK;
     }
     for (int64_t i = 0; i < n; i++) {
-        double v = (double)alpha * ork_cpu_ld(x, xdt, i);
-        if (beta != 0.0f) v += (double)beta * ork_cpu_ld(y, ydt, i);
-        ork_cpu_st(y, ydt, i, v);
+        double v = (double)alpha * ork_elem_load(x, xdt, i);
+        if (beta != 0.0f) v += (double)beta * ork_elem_load(y, ydt, i);
+        ork_elem_store(y, ydt, i, v);
     }
     return ORK_OK;
 }
 
 static ork_status cpu_copy(const ork_kctx *k, const ork_copy_desc *d, const void *src, void *dst) {
-    if (!ork_cpu_float_dt(d->sdt) || !ork_cpu_float_dt(d->ddt))
+    if (!ork_elem_float_dt(d->sdt) || !ork_elem_float_dt(d->ddt))
         return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu copy: dtypes %d -> %d", (int)d->sdt, (int)d->ddt);
     int64_t n = 1, idx[ORK_MAX_DIMS] = {0}, so = 0, dof = 0;
     for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
     for (int64_t e = 0; e < n; e++) {
-        double v = ork_cpu_ld(src, d->sdt, so);
-        if (d->accumulate) v += ork_cpu_ld(dst, d->ddt, dof);
-        ork_cpu_st(dst, d->ddt, dof, v);
+        double v = ork_elem_load(src, d->sdt, so);
+        if (d->accumulate) v += ork_elem_load(dst, d->ddt, dof);
+        ork_elem_store(dst, d->ddt, dof, v);
         for (int i = d->ndim - 1; i >= 0; i--) { /* odometer */
             so += d->src_stride[i];
             dof += d->dst_stride[i];
@@ -113,11 +113,11 @@ static ork_status cpu_binary_bwd(const ork_kctx *k, ork_binary_op op, const ork_
     if (db && !acc) return ORK_FAIL(ORK_E_NOMEM, "cpu add/mul backward: out of host memory");
     int64_t idx[ORK_MAX_DIMS] = {0}, bo = 0;
     for (int64_t i = 0; i < bc->n; i++, bc_next(bc, idx, &bo)) {
-        if (DA) DA[i] = op == ORK_BINARY_ADD ? DY[i] : DY[i] * (float)ork_cpu_ld(b, bdt, bo);
+        if (DA) DA[i] = op == ORK_BINARY_ADD ? DY[i] : DY[i] * (float)ork_elem_load(b, bdt, bo);
         if (acc) acc[bo] += op == ORK_BINARY_ADD ? DY[i] : (double)DY[i] * A[i];
     }
     if (acc) {
-        for (int64_t j = 0; j < bc->nb; j++) ork_cpu_st(db, gdt, j, acc[j]);
+        for (int64_t j = 0; j < bc->nb; j++) ork_elem_store(db, gdt, j, acc[j]);
         free(acc);
     }
     return ORK_OK;
@@ -207,7 +207,7 @@ static ork_status cpu_rmsnorm(const ork_kctx *k, int64_t rows, int64_t C, float 
         double ss = 0.0;
         for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * xr[c];
         float rs = (float)(1.0 / sqrt(ss / (double)C + eps));
-        for (int64_t c = 0; c < C; c++) yr[c] = xr[c] * rs * (w ? (float)ork_cpu_ld(w, wdt, c) : 1.0f);
+        for (int64_t c = 0; c < C; c++) yr[c] = xr[c] * rs * (w ? (float)ork_elem_load(w, wdt, c) : 1.0f);
         rstd[r] = rs;
     }
     return ORK_OK;
@@ -224,7 +224,7 @@ static ork_status cpu_rmsnorm_bwd(const ork_kctx *k, int64_t rows, int64_t C, co
         float rs = rstd[r];
         double sgx = 0.0;
         for (int64_t c = 0; c < C; c++) {
-            float g = gr[c] * (w ? (float)ork_cpu_ld(w, wdt, c) : 1.0f);
+            float g = gr[c] * (w ? (float)ork_elem_load(w, wdt, c) : 1.0f);
             sgx += (double)g * xr[c];
             if (acc) acc[c] += (double)gr[c] * xr[c] * rs;
         }
@@ -232,7 +232,7 @@ static ork_status cpu_rmsnorm_bwd(const ork_kctx *k, int64_t rows, int64_t C, co
         if (dx) {
             float *o = (float *)dx + r * C;
             for (int64_t c = 0; c < C; c++) {
-                float g = gr[c] * (w ? (float)ork_cpu_ld(w, wdt, c) : 1.0f);
+                float g = gr[c] * (w ? (float)ork_elem_load(w, wdt, c) : 1.0f);
                 o[c] = rs * (g - xr[c] * rs * rs * m);
             }
         }
@@ -422,10 +422,10 @@ static ork_status cpu_restore_if_nonfinite(const ork_kctx *k, const float *sums,
 
 static ork_status cpu_reduce(const ork_kctx *k, ork_reduce_op op, int64_t n, const void *x, ork_dtype dt,
                              float *out) {
-    if (!ork_cpu_float_dt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu reduce: dtype %d", (int)dt);
+    if (!ork_elem_float_dt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cpu reduce: dtype %d", (int)dt);
     double acc = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double v = ork_cpu_ld(x, dt, i);
+        double v = ork_elem_load(x, dt, i);
         acc += op == ORK_REDUCE_SUMSQ ? v * v : v;
     }
     out[0] = (float)acc;

@@ -26,7 +26,7 @@ typedef struct gemm_job {
 
 /* op(X)[r, c] of a stored matrix: X[r*ld + c], or X[c*ld + r] when transposed. */
 static inline double opx(const void *X, ork_dtype dt, int trans, int64_t ld, int64_t r, int64_t c) {
-    return ork_cpu_ld(X, dt, trans ? c * ld + r : r * ld + c);
+    return ork_elem_load(X, dt, trans ? c * ld + r : r * ld + c);
 }
 
 /* Ap: ceil(mc/MR) panels of (kc, MR), zero-padded. A block at rows i0, cols p0. */
@@ -109,8 +109,8 @@ static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
         /* C block *= beta first (beta == 0: never read). */
         for (int64_t i = i0; i < i0 + mc; i++)
             for (int64_t j = 0; j < d->N; j++)
-                ork_cpu_st(C, d->cdt, i * d->ldc + j,
-                           d->beta == 0.0f ? 0.0 : d->beta * ork_cpu_ld(C, d->cdt, i * d->ldc + j));
+                ork_elem_store(C, d->cdt, i * d->ldc + j,
+                           d->beta == 0.0f ? 0.0 : d->beta * ork_elem_load(C, d->cdt, i * d->ldc + j));
         if (d->alpha == 0.0f) continue;
         for (int64_t p0 = 0; p0 < d->K; p0 += KC) {
             int64_t kc = d->K - p0 < KC ? d->K - p0 : KC;
@@ -130,8 +130,8 @@ static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
                                 for (int64_t q = 0; q < nr; q++) c[q] += d->alpha * acc[r][q];
                             } else {
                                 for (int64_t q = 0; q < nr; q++)
-                                    ork_cpu_st(C, d->cdt, row + q,
-                                               ork_cpu_ld(C, d->cdt, row + q) + (double)(d->alpha * acc[r][q]));
+                                    ork_elem_store(C, d->cdt, row + q,
+                                               ork_elem_load(C, d->cdt, row + q) + (double)(d->alpha * acc[r][q]));
                             }
                         }
                     }

@@ -21,7 +21,7 @@ typedef struct gn_args {
 } gn_args;
 
 static inline float wv(const void *p, ork_dtype dt, int64_t c, float dflt) {
-    return p ? (float)ork_cpu_ld(p, dt, c) : dflt;
+    return p ? (float)ork_elem_load(p, dt, c) : dflt;
 }
 
 /* one (batch, group) per item */

@@ -190,7 +190,7 @@ ork_status ork_cpu_conv2d(const ork_kctx *k, const ork_conv2d_desc *d, const voi
         s = ork_cpu_gemm(k, &g);
         if (b)
             for (int64_t o = 0; o < d->Cout; o++) {
-                float bo = (float)ork_cpu_ld(b, wdt, o);
+                float bo = (float)ork_elem_load(b, wdt, o);
                 for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bo;
             }
     }

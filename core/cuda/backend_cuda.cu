@@ -235,7 +235,7 @@ static ork_status be_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, c
 
 static const ork_backend g_cuda = {
     "cuda", ORK_DEV_CUDA,
-    be_ctx_create, be_ctx_destroy,
+    be_ctx_create, be_ctx_destroy, ork_cuda_kstream,
     be_alloc, be_free, be_host_alloc, be_host_free, be_h2d, be_d2h, be_d2d, be_sync,
     ork_cuda_fill, ork_cuda_fill_scalar, ork_cuda_axpby, ork_cuda_copy,
     be_gemm,

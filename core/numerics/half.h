@@ -1,33 +1,23 @@
 /* numerics/half.h — float32 <-> bf16 and float32 <-> IEEE f16, round to nearest
  * even, plus bf16 stochastic rounding keyed on (seed, step, element index).
  *
- * Owns: the CPU definitions of these roundings (NUMERICS.md §4). They match CUDA's
- * __float2bfloat16 / __float2half (cvt.rn) bit for bit, NaN included: any NaN
- * becomes the canonical, unsigned 0x7FFF in both formats (cuda_bf16.hpp and
- * cuda_fp16.hpp drop the sign the same way). f16 overflow (|x| >= 65520) -> +-Inf.
- * Decoding is exact; NaN decodes to a quiet float NaN keeping sign and payload.
- * [any-thread] */
+ * The RNE conversions are inline in <orakul/numerics.h> (shared with plugins;
+ * NUMERICS.md §4): they match CUDA's __float2bfloat16 / __float2half (cvt.rn)
+ * bit for bit, NaN included (any NaN becomes the canonical, unsigned 0x7FFF;
+ * cuda_bf16.hpp and cuda_fp16.hpp drop the sign the same way); f16 overflow
+ * (|x| >= 65520) -> +-Inf. Decoding is exact; NaN decodes to a quiet float NaN
+ * keeping sign and payload.
+ * Owns: the stochastic rounding, its Philox RNG and the bulk calls. [any-thread] */
 #ifndef ORK_NUMERICS_HALF_H
 #define ORK_NUMERICS_HALF_H
 
+#include <orakul/numerics.h> /* the scalar conversions (RNE) */
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-static inline uint32_t ork_f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline float ork_bits_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
-
-/* ---- bf16 ---------------------------------------------------------------- */
-static inline uint16_t ork_f32_to_bf16(float x) {
-    uint32_t u = ork_f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFF;
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); /* overflow -> Inf */
-}
-static inline float ork_bf16_to_f32(uint16_t h) { return ork_bits_f32((uint32_t)h << 16); }
 
 /* Stochastic rounding with a uniform 16-bit r: add r to the dropped half, then
  * truncate, so P(round up) = dropped / 2^16 (unbiased). A finite input never
@@ -38,27 +28,6 @@ static inline uint16_t ork_f32_to_bf16_sr(float x, uint16_t r) {
     if (a == 0x7F800000u) return (uint16_t)(u >> 16);
     uint16_t h = (uint16_t)((u + r) >> 16);
     return (h & 0x7FFF) == 0x7F80 ? (uint16_t)(h - 1) : h;
-}
-
-/* ---- f16 ----------------------------------------------------------------- */
-static inline uint16_t ork_f32_to_f16(float x) {
-    uint32_t u = ork_f32_bits(x), a = u & 0x7FFFFFFFu, sign = (u >> 16) & 0x8000u, code;
-    if (a > 0x7F800000u) return 0x7FFF;
-    if (a >= 0x38800000u) {                               /* |x| >= 2^-14: normal */
-        uint32_t r = a + 0xFFFu + ((a >> 13) & 1u);
-        code = (r >> 13) - (112u << 10);
-        if (code >= 0x7C00u) code = 0x7C00u;              /* overflow and Inf -> Inf */
-    } else {                                              /* subnormal: steps of 2^-24 */
-        uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u, sh = 126u - e; /* >= 14 */
-        code = sh >= 25u ? 0u : (m + ((1u << (sh - 1)) - 1u) + ((m >> sh) & 1u)) >> sh;
-    }
-    return (uint16_t)(sign | code);
-}
-static inline float ork_f16_to_f32(uint16_t h) {
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 31) return ork_bits_f32(s | 0x7F800000u | (m << 13) | (m ? 0x400000u : 0u));
-    if (e) return ork_bits_f32(s | ((e + 112u) << 23) | (m << 13));
-    return ork_bits_f32(s | ork_f32_bits((float)m * 0x1p-24f)); /* exact */
 }
 
 /* ---- counter-based RNG: Philox4x32-10 (Salmon et al., Random123) ------------ */

@@ -1,5 +1,6 @@
-/* numerics/quantize.c — FP8 weight pre-quantization on all CPU cores.
- * Owns: the process-wide numerics thread count; per call, its scratch rows and
+/* numerics/quantize.c — FP8 weight pre-quantization on all CPU cores, and the
+ * same on one thread for plugins (the service "orakul.numerics/1").
+ * Owns: the process-wide numerics thread count, the service table; per call, its scratch rows and
  * per-row error sums (freed before return). Rows are split into contiguous
  * ranges, one per thread; every row is computed the same way by whichever thread
  * gets it and the error sums are added in row order, so results never depend on
@@ -13,7 +14,9 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +30,24 @@ int ork_numerics_threads(void) {
     if (n > 0) return n;
     long c = sysconf(_SC_NPROCESSORS_ONLN);
     return c > 0 ? (int)c : 1;
+}
+
+/* Where a failure line goes: logged (ORK_FAIL: the library calls) or kept in
+ * buf for the caller to report with its own context (the service). */
+typedef struct qerr {
+    int quiet;
+    char *buf;
+    size_t size;
+} qerr;
+
+__attribute__((format(printf, 3, 4)))
+static ork_status qfail(const qerr *e, ork_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (!e->quiet) ork_logv(ORK_LOG_ERROR, fmt, ap);
+    else if (e->buf && e->size) vsnprintf(e->buf, e->size, fmt, ap);
+    va_end(ap);
+    return s;
 }
 
 typedef struct qjob {
@@ -148,19 +169,19 @@ static void *quant_part(void *arg) {
     return NULL;
 }
 
-ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype, size_t rows,
-                            size_t cols, ork_dtype fmt, size_t block, uint8_t *q,
-                            float *scales, double *rel_rms) {
+static ork_status quantize(const char *name, const void *w, ork_dtype in_dtype, size_t rows, size_t cols,
+                           ork_dtype fmt, size_t block, uint8_t *q, float *scales, double *rel_rms,
+                           int nthreads, const qerr *e) {
     if (!name) name = "(unnamed)";
     if (fmt != ORK_F8_E4M3 && fmt != ORK_F8_E5M2)
-        return ORK_FAIL(ORK_E_INVALID, "quantize %s: target dtype %d is not fp8", name, (int)fmt);
+        return qfail(e, ORK_E_INVALID, "quantize %s: target dtype %d is not fp8", name, (int)fmt);
     if (in_dtype != ORK_F32 && in_dtype != ORK_BF16 && in_dtype != ORK_F16)
-        return ORK_FAIL(ORK_E_INVALID, "quantize %s: input dtype %d is not f32/bf16/f16", name,
+        return qfail(e, ORK_E_INVALID, "quantize %s: input dtype %d is not f32/bf16/f16", name,
                         (int)in_dtype);
     if (rows && cols && (!w || !q || !scales))
-        return ORK_FAIL(ORK_E_INVALID, "quantize %s: NULL array", name);
+        return qfail(e, ORK_E_INVALID, "quantize %s: NULL array", name);
     if (cols && rows > SIZE_MAX / cols)
-        return ORK_FAIL(ORK_E_INVALID, "quantize %s: %zu x %zu overflows", name, rows, cols);
+        return qfail(e, ORK_E_INVALID, "quantize %s: %zu x %zu overflows", name, rows, cols);
     if (rel_rms) *rel_rms = 0;
     if (!rows || !cols) return ORK_OK;
 
@@ -169,14 +190,14 @@ ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype,
     for (int c = 0; c < 256; c++) j.lut[c] = ork_fp8_to_f32((uint8_t)c, fmt);
     j.err2 = malloc(rows * sizeof(double));
     j.ref2 = malloc(rows * sizeof(double));
-    size_t nt = (size_t)ork_numerics_threads();
+    size_t nt = (size_t)(nthreads > 0 ? nthreads : 1);
     if (nt > rows) nt = rows;
     qpart *parts = calloc(nt, sizeof(qpart));
     pthread_t *tids = calloc(nt, sizeof(pthread_t));
     unsigned char *started = calloc(nt, 1);
     ork_status st = ORK_OK;
     if (!j.err2 || !j.ref2 || !parts || !tids || !started) {
-        st = ORK_FAIL(ORK_E_NOMEM, "quantize %s: no memory for %zu rows of scratch", name, rows);
+        st = qfail(e, ORK_E_NOMEM, "quantize %s: no memory for %zu rows of scratch", name, rows);
         goto out;
     }
     for (size_t t = 0; t < nt; t++)
@@ -197,13 +218,13 @@ ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype,
         float v = in_dtype == ORK_F32 ? ((const float *)w)[bad]
                 : in_dtype == ORK_BF16 ? ork_bf16_to_f32(((const uint16_t *)w)[bad])
                 : ork_f16_to_f32(((const uint16_t *)w)[bad]);
-        st = ORK_FAIL(ORK_E_NUMERIC, "quantize %s: %s at [%zu, %zu] (element %zu of %zu x %zu); "
+        st = qfail(e, ORK_E_NUMERIC, "quantize %s: %s at [%zu, %zu] (element %zu of %zu x %zu); "
                       "weights must be finite", name, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
                       bad / cols, bad % cols, bad, rows, cols);
         goto out;
     }
     if (st != ORK_OK) {
-        st = ORK_FAIL(st, "quantize %s: no memory for a row of %zu floats", name, cols);
+        st = qfail(e, st, "quantize %s: no memory for a row of %zu floats", name, cols);
         goto out;
     }
     if (rel_rms) {
@@ -216,15 +237,15 @@ out:
     return st;
 }
 
-ork_status ork_dequantize_fp8(const uint8_t *q, const float *scales, size_t rows, size_t cols,
-                              ork_dtype fmt, size_t block, ork_dtype out_dtype, void *out) {
+static ork_status dequantize(const uint8_t *q, const float *scales, size_t rows, size_t cols, ork_dtype fmt,
+                             size_t block, ork_dtype out_dtype, void *out, const qerr *e) {
     if (fmt != ORK_F8_E4M3 && fmt != ORK_F8_E5M2)
-        return ORK_FAIL(ORK_E_INVALID, "dequantize: dtype %d is not fp8", (int)fmt);
+        return qfail(e, ORK_E_INVALID, "dequantize: dtype %d is not fp8", (int)fmt);
     if (out_dtype != ORK_F32 && out_dtype != ORK_BF16 && out_dtype != ORK_F16)
-        return ORK_FAIL(ORK_E_INVALID, "dequantize: output dtype %d is not f32/bf16/f16",
+        return qfail(e, ORK_E_INVALID, "dequantize: output dtype %d is not f32/bf16/f16",
                         (int)out_dtype);
     if (rows && cols && (!q || !scales || !out))
-        return ORK_FAIL(ORK_E_INVALID, "dequantize: NULL array");
+        return qfail(e, ORK_E_INVALID, "dequantize: NULL array");
     float lut[256];
     for (int c = 0; c < 256; c++) lut[c] = ork_fp8_to_f32((uint8_t)c, fmt);
     size_t nblk = ork_quant_nblocks(cols, block), bw = block ? block : cols;
@@ -238,3 +259,40 @@ ork_status ork_dequantize_fp8(const uint8_t *q, const float *scales, size_t rows
         }
     return ORK_OK;
 }
+
+ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype, size_t rows,
+                            size_t cols, ork_dtype fmt, size_t block, uint8_t *q,
+                            float *scales, double *rel_rms) {
+    qerr e = {0, NULL, 0};
+    return quantize(name, w, in_dtype, rows, cols, fmt, block, q, scales, rel_rms, ork_numerics_threads(), &e);
+}
+
+ork_status ork_dequantize_fp8(const uint8_t *q, const float *scales, size_t rows, size_t cols,
+                              ork_dtype fmt, size_t block, ork_dtype out_dtype, void *out) {
+    qerr e = {0, NULL, 0};
+    return dequantize(q, scales, rows, cols, fmt, block, out_dtype, out, &e);
+}
+
+/* ---- the service "orakul.numerics/1": one thread, failure lines to the caller ---- */
+static ork_status svc_quantize(const char *name, const void *w, ork_dtype in_dtype, size_t rows, size_t cols,
+                               ork_dtype fmt, size_t block, uint8_t *q, float *scales, double *rel_rms,
+                               char *err, size_t err_size) {
+    qerr e = {1, err, err_size};
+    if (err && err_size) err[0] = '\0';
+    return quantize(name, w, in_dtype, rows, cols, fmt, block, q, scales, rel_rms, 1, &e);
+}
+
+static ork_status svc_dequantize(const uint8_t *q, const float *scales, size_t rows, size_t cols, ork_dtype fmt,
+                                 size_t block, ork_dtype out_dtype, void *out, char *err, size_t err_size) {
+    qerr e = {1, err, err_size};
+    if (err && err_size) err[0] = '\0';
+    return dequantize(q, scales, rows, cols, fmt, block, out_dtype, out, &e);
+}
+
+static const ork_numerics_api g_api = {
+    .abi = ORK_ABI_INIT(ork_numerics_api),
+    .quantize_fp8 = svc_quantize,
+    .dequantize_fp8 = svc_dequantize,
+};
+
+const ork_numerics_api *ork_numerics_api_table(void) { return &g_api; }

@@ -13,8 +13,7 @@
 #ifndef ORK_NUMERICS_QUANTIZE_H
 #define ORK_NUMERICS_QUANTIZE_H
 
-#include <orakul/abi.h>
-#include <orakul/dtype.h>
+#include <orakul/numerics.h> /* ork_quant_nblocks */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,12 +25,6 @@ extern "C" {
  * (online CPUs). Process-wide. */
 void ork_numerics_set_threads(int n);
 int ork_numerics_threads(void);
-
-/* Scale columns per row: 1 when block == 0 (one scale per row), else
- * ceil(cols / block) (the last block may be short). */
-static inline size_t ork_quant_nblocks(size_t cols, size_t block) {
-    return block ? (cols + block - 1) / block : 1;
-}
 
 /* Quantize one weight tensor.
  *   name:     tensor name for error lines (may be NULL)
@@ -53,6 +46,11 @@ ork_status ork_quantize_fp8(const char *name, const void *w, ork_dtype in_dtype,
  *   q: [rows, cols]  scales: [rows, nblocks]  out: [rows, cols] */
 ork_status ork_dequantize_fp8(const uint8_t *q, const float *scales, size_t rows, size_t cols,
                               ork_dtype fmt, size_t block, ork_dtype out_dtype, void *out);
+
+/* The service "orakul.numerics/1" (<orakul/numerics.h>): the two calls above
+ * on the calling thread, failure lines returned instead of logged. The host
+ * offers it to every plugin (plugin/host.c). */
+const ork_numerics_api *ork_numerics_api_table(void);
 
 #ifdef __cplusplus
 }

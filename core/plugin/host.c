@@ -1,7 +1,10 @@
 /* plugin/host.c — see host.h. Owns the static service table. */
 #include "plugin/host.h"
 
-#include "util/log.h" /* ork_logv, ORK_FAIL */
+#include "numerics/quantize.h" /* ork_numerics_api_table */
+#include "util/log.h"          /* ork_logv, ORK_FAIL */
+
+#include <orakul/numerics.h>   /* ORK_SERVICE_NUMERICS */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +34,7 @@ const void *ork_host_get_service(const char *id) {
     if (!id) return NULL;
     for (int i = 0; i < g_n_services; i++)
         if (strcmp(g_services[i].id, id) == 0) return g_services[i].table;
+    if (strcmp(id, ORK_SERVICE_NUMERICS) == 0) return ork_numerics_api_table();
     return NULL;
 }
 

@@ -3,7 +3,7 @@
  * ork_host tables handed to plugins (one per plugin and one per component, so
  * the log can prefix who is speaking).
  *
- * Owns: the service table (borrowed pointers: ids and tables must outlive every
+ * Owns: the service table (the built-in services, and registered ones as borrowed pointers: ids and tables must outlive every
  * loaded plugin; in practice they are static). Services are registered at
  * start-up on the control thread, before any plugin is loaded; lookups are
  * read-only afterwards and safe from any thread. */
@@ -20,10 +20,11 @@
  * argument or an id already registered with another table. [control-thread] */
 ork_status ork_host_register_service(const char *id, const void *table);
 
-/* The table registered under exactly `id`, or NULL. [any-thread] */
+/* The table registered under exactly `id`, else the built-in one (services
+ * that need no start-up: "orakul.numerics/1"), else NULL. [any-thread] */
 const void *ork_host_get_service(const char *id);
 
-/* Forget every service (tests). [control-thread] */
+/* Forget every registered service (tests); the built-in ones stay. [control-thread] */
 void ork_host_clear_services(void);
 
 /* Fill *h as a host table whose log lines are prefixed with "<prefix>: ".

@@ -140,6 +140,10 @@ typedef struct ork_backend {
     /* Per-graph private state (handles, workspaces); priv may stay NULL. */
     ork_status (*ctx_create)(int device_index, void **priv);
     void (*ctx_destroy)(void *priv);
+    /* The stream a graph's work runs on when its caller gives none (CUDA: the
+     * context's own non-blocking stream, a cudaStream_t); NULL on a backend
+     * without streams (CPU). */
+    void *(*ctx_stream)(const ork_kctx *k);
 
     /* -- memory -- */
     /* Raw device allocation (the core's allocator accounts and budgets it). */

@@ -5,10 +5,6 @@
 #include "tensor/tape.h"
 #include "util/log.h"
 
-#ifdef ORAKUL_HAVE_CUDA
-#include "cuda/cuda_ops.h" /* ork_cuda_kstream */
-#endif
-
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,14 +25,12 @@ ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_g
     g->k.stream = o.stream;
     ork_status s = ORK_OK;
     if (be->ctx_create) s = be->ctx_create(o.device_index, &g->k.priv);
-#ifdef ORAKUL_HAVE_CUDA
     /* k.stream is always the stream the graph's work runs on: the context's
      * own (non-blocking) one unless the caller gave one. Plugins (quantizer
      * dequantize, optimizer steps) get k.stream as it is; NULL there meant the
      * legacy default stream, which does not order against a non-blocking
      * stream — the dequantized scratch was read before it was written. */
-    if (s == ORK_OK && be->device == ORK_DEV_CUDA && !g->k.stream) g->k.stream = ork_cuda_kstream(&g->k);
-#endif
+    if (s == ORK_OK && be->ctx_stream && !g->k.stream) g->k.stream = be->ctx_stream(&g->k);
     if (s == ORK_OK) s = ork_arena_create(alloc, o.arena_tag ? o.arena_tag : "activations", o.arena_initial, &g->arena);
     if (s == ORK_OK) s = ork_hpool_create((size_t)1 << 20, &g->pool);
     if (s == ORK_OK) s = ork_tape_create(&g->tape);

@@ -6,7 +6,7 @@
  * kernels. Owns the two static tables. [control-thread] */
 #include "tensor/ops.h"
 
-#include "cpu/cpu.h" /* ork_cpu_ld/st: host-side conversion in to_host */
+#include "numerics/elem.h" /* ork_elem_load/store: host-side conversion in to_host */
 #include "tensor/graph.h"
 #include "tensor/ops_text.h" /* embedding, attention_bias, quick_gelu, layernorm_affine (ABI 1.3) */
 #include "tensor/tape.h"
@@ -1392,7 +1392,7 @@ static ork_status t_from_host(ork_graph *g, ork_dtype dt, int ndim, const int64_
 
 static ork_status t_to_host(ork_graph *g, const ork_tensor *t, ork_dtype dst_dt, void *host) {
     if (t->flags & ORK_TF_FREED) return ORK_FAIL(ORK_E_INVALID, "to_host: tensor was released (by a backward pass, or dropped)");
-    if (dst_dt != t->dtype && (!ork_cpu_float_dt(dst_dt) || !ork_cpu_float_dt(t->dtype)))
+    if (dst_dt != t->dtype && (!ork_elem_float_dt(dst_dt) || !ork_elem_float_dt(t->dtype)))
         return ORK_FAIL(ORK_E_UNSUPPORTED, "to_host: %s -> %s", ork_dtype_name(t->dtype), ork_dtype_name(dst_dt));
     size_t nb = ork_tensor_nbytes(t);
     int64_t n = ork_tensor_numel(t);
@@ -1404,7 +1404,7 @@ static ork_status t_to_host(ork_graph *g, const ork_tensor *t, ork_dtype dst_dt,
     if (!tmp) return ORK_FAIL(ORK_E_NOMEM, "to_host: out of host memory");
     ork_status s = BE->memcpy_d2h(KX, tmp, D(t), nb);
     if (s == ORK_OK) s = BE->sync(KX);
-    for (int64_t i = 0; s == ORK_OK && i < n; i++) ork_cpu_st(host, dst_dt, i, ork_cpu_ld(tmp, t->dtype, i));
+    for (int64_t i = 0; s == ORK_OK && i < n; i++) ork_elem_store(host, dst_dt, i, ork_elem_load(tmp, t->dtype, i));
     free(tmp);
     return s;
 }

@@ -7,8 +7,38 @@
 # the install prefix) unless NO_INSTALL. OUTPUT_DIRECTORY overrides where the
 # build puts it (default: ORAKUL_PLUGIN_BUILD_DIR when set, else CMake's).
 # Shared by the in-tree build and the installed CMake package.
+#
+# Also: ORAKUL_PLUGIN_WARNINGS, the C warnings orakul's own plugins build with;
+# orakul_enable_cuda(), for a plugin whose CUDA sources are optional.
 include_guard(GLOBAL)
 set(_ORK_PLUGIN_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+set(ORAKUL_PLUGIN_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+
+# orakul_enable_cuda(): in the orakul tree this follows its ORAKUL_CUDA; in a
+# plugin project of its own, ORAKUL_CUDA is an option, ON where nvcc is found.
+# When ON: the CUDA language (C++17; CMAKE_CUDA_ARCHITECTURES defaults to the
+# core's 89-real;90-real;90-virtual) and the CUDA::cudart target.
+macro(orakul_enable_cuda)
+  if(NOT DEFINED ORAKUL_CUDA)
+    include(CheckLanguage)
+    check_language(CUDA)
+    if(CMAKE_CUDA_COMPILER)
+      option(ORAKUL_CUDA "Build the plugin's CUDA kernels" ON)
+    else()
+      option(ORAKUL_CUDA "Build the plugin's CUDA kernels" OFF)
+    endif()
+  endif()
+  if(ORAKUL_CUDA AND NOT CMAKE_CUDA_COMPILER_LOADED)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "89-real;90-real;90-virtual")
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+  endif()
+  if(ORAKUL_CUDA AND NOT TARGET CUDA::cudart)
+    find_package(CUDAToolkit REQUIRED)
+  endif()
+endmacro()
 
 function(orakul_add_plugin name)
   cmake_parse_arguments(P "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LIBRARIES" ${ARGN})

@@ -6,7 +6,7 @@
 #include "ork_test.h"
 
 #include "../../plugins/optimizers/adamw/adamw_math.h"
-#include "../../plugins/optimizers/adamw8bit/adamw8bit_math.h"
+#include "../../plugins/optimizers/adamw/adamw8bit_math.h"
 #include "dynamic_map_fixture.h"
 #include "opt_test_util.h"
 

@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../../plugins/optimizers/adamw/adamw_math.h"
-#include "../../plugins/optimizers/adamw8bit/adamw8bit.h"
+#include "../../plugins/optimizers/adamw/adamw8bit.h"
 #include "opt_test_util.h"
 
 #define CK(x) CU_ASSERT_FATAL((x) == cudaSuccess)

@@ -8,7 +8,7 @@
 #include <orakul/orakul.h>
 
 #include "adamw_math.h"
-#include "../adamw8bit/adamw8bit.h"
+#include "adamw8bit.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * owns: the 8-bit code books (2 KiB), copied once on first use. */
 #include <cuda_runtime.h>
 
-#include "../adamw8bit/adamw8bit.h"
+#include "adamw8bit.h"
 
 extern "C" ork_status ork_opt_upload_maps(const ork_adamw8bit_maps *maps, ork_adamw8bit_maps **d_maps) {
     void *p = nullptr;

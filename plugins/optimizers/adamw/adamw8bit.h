@@ -28,7 +28,7 @@
 #ifndef ORK_ADAMW8BIT_H
 #define ORK_ADAMW8BIT_H
 
-#include "../adamw/optim_common.h"
+#include "optim_common.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,10 +8,12 @@
  *
  * fp8: symmetric absmax, one fp32 scale per row or per row x 128-column block,
  * CUDA's satfinite RNE rounding (NUMERICS.md §2). The quantization is the core's
- * reference itself: core/numerics/{fp8,half,quantize}.c are compiled into this
- * plugin (see quant_log.h for how their error lines are routed); the plugin
- * splits rows over its own threads, calling ork_quantize_fp8 once per row range
- * (rows are independent, so any thread count gives the same bytes). The fp8 key
+ * reference itself, reached through the host service "orakul.numerics/1"
+ * (<orakul/numerics.h>, which also gives the inline bf16/f16/fp8 conversions):
+ * the plugin splits rows over its own threads, calling the service's
+ * single-threaded quantize_fp8 once per row range (rows are independent, so any
+ * thread count gives the same bytes) and reporting a failure itself, with the
+ * tensor's name and the global element index, as one line through host->log. The fp8 key
  * fp8_gemm (dequant | native) picks the CUDA forward GEMM; this plugin only
  * validates it (native needs block_size 0), the core reads it for its graph.
  * bf16: RNE f32 -> bf16, no scales. none: lossless copy / widening, no scales.
@@ -19,14 +21,11 @@
  * the tensor and the element).
  *
  * Owns: each instance (its params copy and fp8 decode table); per call, its
- * thread handles (joined before return). */
+ * thread handles (joined before return); the service table looked up at init. */
+#include <orakul/numerics.h>
 #include <orakul/orakul.h>
 
-#include "numerics/fp8.h"
-#include "numerics/half.h"
-#include "numerics/quantize.h"
 #include "quant_cuda.h"
-#include "quant_log.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -63,6 +62,9 @@ static const ork_param none_keys[] = {
      "storage dtype; the copy must be exact (bf16 refuses f32/f16 weights: use qtype bf16)"},
     KEY_THREADS, {NULL}};
 #undef P
+
+/* The core's numerics (init looks it up; every component needs it). */
+static const ork_numerics_api *g_num;
 
 /* ---- instance ---------------------------------------------------------------- */
 typedef enum qkind { QK_FP8, QK_BF16, QK_NONE } qkind;
@@ -127,10 +129,8 @@ static ork_status create_kind(const ork_host *host, const void *params, qkind ki
     q->threads = p->threads > 0 ? (int)p->threads : 0;
     q->report = kind != QK_NONE && p->report_error;
     if (kind == QK_FP8)
-        for (int c = 0; c < 256; c++) q->lut[c] = ork_fp8_to_f32((uint8_t)c, fp8);
-    /* The compiled-in numerics never start threads of their own: this plugin
-     * splits the rows (the setting is this plugin's copy, not the core's). */
-    ork_numerics_set_threads(1);
+        for (int c = 0; c < 256; c++)
+            q->lut[c] = fp8 == ORK_F8_E4M3 ? ork_e4m3_to_f32((uint8_t)c) : ork_e5m2_to_f32((uint8_t)c);
     *self = q;
     return ORK_OK;
 }
@@ -245,14 +245,14 @@ static void fp8_part(const void *vctx, part *p) {
     const qctx *c = vctx;
     size_t nr = p->r1 - p->r0, esz = ork_dtype_size(c->src_dt);
     double rel = 0;
-    ork_quant_clear_error();
-    p->st = ork_quantize_fp8(c->name, (const char *)c->src + p->r0 * c->cols * esz, c->src_dt, nr, c->cols,
-                             c->q->qdt, (size_t)c->q->block, (uint8_t *)c->dst + p->r0 * c->cols,
-                             c->scales + p->r0 * c->nblk, c->q->report ? &rel : NULL);
+    char err[sizeof p->msg];
+    p->st = g_num->quantize_fp8(c->name, (const char *)c->src + p->r0 * c->cols * esz, c->src_dt, nr, c->cols,
+                                c->q->qdt, (size_t)c->q->block, (uint8_t *)c->dst + p->r0 * c->cols,
+                                c->scales + p->r0 * c->nblk, c->q->report ? &rel : NULL, err, sizeof err);
     if (p->st == ORK_E_NUMERIC) {
         p->bad = first_nonfinite(c->src_dt, c->src, p->r0 * c->cols, p->r1 * c->cols);
     } else if (p->st != ORK_OK) {
-        snprintf(p->msg, sizeof p->msg, "%s", ork_quant_last_error());
+        snprintf(p->msg, sizeof p->msg, "%s", err);
     } else if (c->q->report) {
         p->ref2 = sumsq(c->src_dt, c->src, p->r0 * c->cols, p->r1 * c->cols);
         p->e2 = rel * rel * p->ref2;
@@ -402,10 +402,8 @@ static void deq_part(const void *vctx, part *p) {
     size_t de = ork_dtype_size(c->dst_dt);
     ork_dtype qdt = c->q->qdt;
     if (c->q->kind == QK_FP8) {
-        ork_quant_clear_error();
-        p->st = ork_dequantize_fp8((const uint8_t *)c->src + i0, c->scales + p->r0 * c->nblk, nr, c->cols, qdt,
-                                   (size_t)c->q->block, c->dst_dt, (char *)c->dst + i0 * de);
-        if (p->st != ORK_OK) snprintf(p->msg, sizeof p->msg, "%s", ork_quant_last_error());
+        p->st = g_num->dequantize_fp8((const uint8_t *)c->src + i0, c->scales + p->r0 * c->nblk, nr, c->cols, qdt,
+                                      (size_t)c->q->block, c->dst_dt, (char *)c->dst + i0 * de, p->msg, sizeof p->msg);
     } else if (qdt == c->dst_dt) {
         memcpy((char *)c->dst + i0 * de, (const char *)c->src + i0 * de, (i1 - i0) * de);
     } else if (c->dst_dt == ORK_F32) {   /* bf16 -> f32 */
@@ -500,12 +498,16 @@ COMPONENT(c_none, "org.orakul.quant.none", al_none,
 static const ork_component *const components[] = {&c_e4m3, &c_e5m2, &c_bf16, &c_none, NULL};
 
 static ork_status quant_init(const ork_host *host) {
-    ork_quant_log_bind(host);
-    ork_numerics_set_threads(1);
+    g_num = host && host->get_service ? host->get_service(host, ORK_SERVICE_NUMERICS) : NULL;
+    if (!g_num) {
+        if (host) host->log(host, ORK_LEVEL_ERROR, "this core offers no %s service (orakul 1.x before it); "
+                            "the quantizers need it", ORK_SERVICE_NUMERICS);
+        return ORK_E_UNSUPPORTED;
+    }
     return ORK_OK;
 }
 
-static void quant_deinit(void) { ork_quant_log_bind(NULL); }
+static void quant_deinit(void) { g_num = NULL; }
 
 static const ork_plugin_entry entry = {
     .abi = ORK_ABI_INIT(ork_plugin_entry),
