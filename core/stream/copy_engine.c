@@ -18,10 +18,10 @@ static double ce_now(void) {
 
 /* One copy or decode, timed into ce->busy[lane] when timing is on. */
 static ork_status cpu_do(ork_copy_engine *ce, int lane, void *dst, const void *src, size_t bytes,
-                         const ork_wcodec_hdr *hdr) {
+                         const ork_transit_hdr *hdr) {
     double t0 = ce->timing ? ce_now() : 0;
     ork_status st = ORK_OK;
-    if (hdr) st = ork_wcodec_decode(src, hdr->coded_bytes, dst, 1);
+    if (hdr) st = ork_transit_decode(src, hdr->coded_bytes, dst, 1);
     else memcpy(dst, src, bytes);
     if (ce->timing) {
         double t1 = ce_now();
@@ -42,7 +42,7 @@ typedef struct cpu_entry {
     size_t bytes;
     int wait_lane;
     uint64_t wait_seq;
-    const ork_wcodec_hdr *hdr;
+    const ork_transit_hdr *hdr;
 } cpu_entry;
 
 typedef struct cpu_lane {
@@ -106,7 +106,7 @@ static ork_status cpu_copy_fn(ork_copy_engine *ce, ork_lane lane, void *dst, con
     return push(&c->lane[lane], (cpu_entry){dst, src, bytes, -1, 0, NULL});
 }
 
-static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+static ork_status cpu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_transit_hdr *hdr) {
     cpu_ce *c = ce->priv;
     if (!queued(c, lane)) return cpu_do(ce, lane, dst, src, hdr->raw_bytes, hdr);
     /* deferred: the coded bytes may not be there yet (a queued copy); the header was checked by the caller */
@@ -233,7 +233,7 @@ ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const 
     if (lane < 0 || lane >= ORK_LANES) return ORK_FAIL(ORK_E_INTERNAL, "copy engine: lane %d", (int)lane);
     return bytes ? ce->vt->copy_d2d(ce, lane, dst, src, bytes) : ORK_OK;
 }
-ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_transit_hdr *hdr) {
     if (lane != ORK_LANE_H2D && lane != ORK_LANE_DEC && lane != ORK_LANE_COMPUTE)
         return ORK_FAIL(ORK_E_INTERNAL, "copy engine: decodes go on the DEC, H2D or compute lane (got %d)", (int)lane);
     if (!hdr->raw_bytes) return ORK_OK;

@@ -28,7 +28,7 @@
 #ifndef ORK_STREAM_COPY_ENGINE_H
 #define ORK_STREAM_COPY_ENGINE_H
 
-#include "stream/wcodec.h"
+#include "stream/transit/transit.h"
 #include "tensor/backend.h"
 
 #include <stddef.h>
@@ -70,13 +70,13 @@ void ork_ce_host_free(ork_copy_engine *ce, void *ptr);
  * src must stay unchanged (and dst unread) until an event recorded after the
  * copy completes. */
 ork_status ork_ce_copy(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
-/* Decode a wcodec buffer (stream/wcodec.h) already on the device, in lane
+/* Decode a transit-coded buffer (stream/transit/transit.h) already on the device, in lane
  * order (the DEC lane, the H2D lane, or the compute lane): src holds
  * hdr->coded_bytes, dst gets hdr->raw_bytes. hdr must stay valid until the
  * decode has run (the CPU engine may defer it). CUDA: kernels on the lane's
  * stream (the DEC and H2D lanes have the highest stream priority, so a decode
  * is not queued behind the compute lane's kernels). */
-ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr);
+ork_status ork_ce_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_transit_hdr *hdr);
 /* Device to device on any lane (the streamer's lent memory into a slot, on the
  * compute lane); not counted in ork_ce_bytes (no PCIe). */
 ork_status ork_ce_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);

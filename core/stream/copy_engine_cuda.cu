@@ -121,11 +121,11 @@ static ork_status cu_copy_d2d(ork_copy_engine *ce, ork_lane lane, void *dst, con
     return cu_time_end(ce, lane, p);
 }
 
-static ork_status cu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr) {
+static ork_status cu_decode(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_transit_hdr *hdr) {
     cuda_ce *c = (cuda_ce *)ce->priv;
     timed *p;
     ORK_TRY(cu_time_begin(ce, lane, 1, &p));
-    ORK_TRY(ork_wcodec_decode_cuda(src, hdr, dst, (void *)c->s[lane]));
+    ORK_TRY(ork_transit_decode_cuda(src, hdr, dst, (void *)c->s[lane]));
     return cu_time_end(ce, lane, p);
 }
 

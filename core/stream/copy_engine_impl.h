@@ -16,7 +16,7 @@ typedef struct ork_ce_vt {
     void (*host_free)(ork_copy_engine *ce, void *ptr);
     ork_status (*copy)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
     ork_status (*copy_d2d)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, size_t bytes);
-    ork_status (*decode)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_wcodec_hdr *hdr);
+    ork_status (*decode)(ork_copy_engine *ce, ork_lane lane, void *dst, const void *src, const ork_transit_hdr *hdr);
     ork_status (*record)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*wait)(ork_copy_engine *ce, ork_lane lane, int ev);
     ork_status (*sync)(ork_copy_engine *ce);

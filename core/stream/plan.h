@@ -51,7 +51,7 @@ typedef struct ork_device_kind {
     double d2h_gbs;
     double duplex;   /* fraction of each rate left when both directions run at once */
     double mem_gib;  /* device memory */
-    double decode_gbs; /* the streamer's transit decode (stream/wcodec.h), decoded GB/s beside compute */
+    double decode_gbs; /* the streamer's transit decode (stream/transit/transit.h), decoded GB/s beside compute */
 } ork_device_kind;
 
 /* "h200" (803 TFLOP/s, 55/55 GB/s, duplex 0.915, 141 GiB), "rtx4090" (165, 25/25, 24),
@@ -59,7 +59,7 @@ typedef struct ork_device_kind {
 int ork_device_kind_find(const char *name, ork_device_kind *out);
 
 /* The coded share the planner expects of streamed BF16 blocks under the
- * two-level codec (stream/wcodec.h): the bench's uniform random weights 0.664,
+ * two-level codec (stream/transit/transit.h): the bench's uniform random weights 0.664,
  * Gaussian 0.680, the trained TAEF1 decoder 0.694; the streamer logs the
  * measured one */
 #define ORK_PLAN_BF16_CODEC_RATIO 0.69
@@ -101,7 +101,7 @@ typedef struct ork_plan_inputs {
     int suggest_trainable_streaming; /* AUTO with 1 above: also predict the plan that streams the trainable
                                       * state from the start and keep its step time (t_step_trainable) */
     ork_stream_select select;      /* AUTO's streamed set: by predicted step (default), even, or densest first */
-    int stream_codec;            /* streamed frozen blocks travel coded (stream/wcodec.h): a staging buffer of
+    int stream_codec;            /* streamed frozen blocks travel coded (stream/transit/transit.h): a staging buffer of
                                   * ORK_STREAM_CODEC_RATIO x a slot, loads of codec_ratio x their bytes + a decode:
                                   * 1; raw: 0; ORK_PLAN_CODEC_PREDICT: coded unless the raw plan is predicted faster */
     double codec_ratio;          /* expected coded / raw bytes (0: 1, nothing saved) */

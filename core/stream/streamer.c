@@ -48,7 +48,7 @@ struct ork_streamer {
     size_t piece;          /* raw bytes a piece covers: a block is coded as independent pieces so
                             * the DEC lane decodes one while the H2D lane copies the next */
     int *pfirst;           /* [n_blocks + 1] index of the block's first piece in phdr / poff */
-    ork_wcodec_hdr *phdr;  /* [pieces] each coded piece's header (the deferred CPU decode reads it) */
+    ork_transit_hdr *phdr;  /* [pieces] each coded piece's header (the deferred CPU decode reads it) */
     size_t *poff;          /* [pieces] its offset in the coded region */
     void *staging;         /* the staging ring: coded pieces in copy order, wrapped once full */
     size_t staging_bytes;
@@ -305,7 +305,7 @@ static ork_status uncode(ork_streamer *s, int b) {
     for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
         size_t at;
         (void)piece_raw(s, b, q, &at);
-        st = ork_wcodec_decode(tmp + s->poff[q], s->phdr[q].coded_bytes, s->host[b] + at, s->nthreads);
+        st = ork_transit_decode(tmp + s->poff[q], s->phdr[q].coded_bytes, s->host[b] + at, s->nthreads);
     }
     free(tmp);
     if (st != ORK_OK) return ORK_FAIL(st, "streamer: block %d: its coded region does not decode", b);
@@ -327,19 +327,18 @@ void *ork_streamer_host(ork_streamer *s, int block) {
 }
 
 /* The sizing pass of seal: the coded size of each piece of the blocks to code,
- * over all cores (a piece per task: ork_wcodec_coded_bytes is one thread). */
+ * over all cores (a piece per task: ork_transit_coded_bytes is one thread). */
 typedef struct size_job {
     ork_streamer *s;
     const int *blk; /* [pieces] the piece's block, -1: not to be coded now */
     size_t *csize;  /* [pieces] */
-    uint8_t *kind;  /* [pieces] the ork_wcodec_kind that codes it smallest */
+    uint8_t *kind;  /* [pieces] the ork_transit_kind that codes it smallest */
 } size_job;
 
-/* Which codec: each codes a sample (BF16 weights: the two-level 16-bit one,
- * ~0.68-0.69; FP8 E5M2: the two-level byte one, ~0.68-0.77; each does badly
- * on the others' bytes), the smallest sizes the whole piece; only when that
- * does not pay do the others, smallest sample first (a sample unlike the
- * rest of the block). */
+/* Which coding: each codes a sample (BF16 weights: as 16-bit words, ~0.68-0.69;
+ * FP8 E5M2: as bytes, ~0.68-0.77; each does badly on the other's input), the
+ * smaller sizes the whole piece; only when that does not pay does the other
+ * (a sample unlike the rest of the block). */
 #define SIZE_SAMPLE ((size_t)1 << 20)
 
 static void size_range(void *ctx, int64_t lo, int64_t hi) {
@@ -349,10 +348,10 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         if (b < 0) continue;
         size_t at, raw = piece_raw(j->s, b, (int)q, &at);
         const uint8_t *p = j->s->host[b] + at;
-        size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE, ss[ORK_WCODEC_KINDS];
-        int order[ORK_WCODEC_KINDS];
-        for (int k = 0; k < ORK_WCODEC_KINDS; k++) {
-            ss[k] = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)k, p, ns, NULL);
+        size_t ns = raw < SIZE_SAMPLE ? raw : SIZE_SAMPLE, ss[ORK_TRANSIT_KINDS];
+        int order[ORK_TRANSIT_KINDS];
+        for (int k = 0; k < ORK_TRANSIT_KINDS; k++) {
+            ss[k] = ork_transit_coded_bytes((ork_transit_kind)k, p, ns, NULL);
             if (!ss[k]) ss[k] = SIZE_MAX; /* refused */
             int i = k;
             for (; i > 0 && ss[order[i - 1]] > ss[k]; i--) order[i] = order[i - 1];
@@ -360,8 +359,8 @@ static void size_range(void *ctx, int64_t lo, int64_t hi) {
         }
         size_t c = 0;
         int best = order[0];
-        for (int i = 0; i < ORK_WCODEC_KINDS && ss[order[i]] != SIZE_MAX; i++) {
-            size_t ci = ork_wcodec_kind_coded_bytes((ork_wcodec_kind)order[i], p, raw, NULL);
+        for (int i = 0; i < ORK_TRANSIT_KINDS && ss[order[i]] != SIZE_MAX; i++) {
+            size_t ci = ork_transit_coded_bytes((ork_transit_kind)order[i], p, raw, NULL);
             if (ci > 0 && (c == 0 || ci < c)) { c = ci; best = order[i]; }
             if (c > 0 && (double)c <= j->s->max_ratio * (double)raw) break; /* pays: the sample did not mislead */
         }
@@ -411,7 +410,7 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     free(blk);
     uint8_t *tmp = NULL;
     size_t tmp_cap = 0;
-    int n_kind[ORK_WCODEC_KINDS] = {0};
+    int n_kind[ORK_TRANSIT_KINDS] = {0};
     for (int b = 0; b < s->n_blocks; b++) {
         if (!s->streamed[b] || !s->dirty[b]) continue;
         s->dirty[b] = 0;
@@ -436,9 +435,9 @@ ork_status ork_streamer_seal(ork_streamer *s) {
         ork_status st = ORK_OK;
         for (int q = s->pfirst[b]; q < s->pfirst[b + 1] && st == ORK_OK; q++) {
             size_t at, raw = piece_raw(s, b, q, &at), got = 0, cap = (q + 1 < s->pfirst[b + 1] ? s->poff[q + 1] : n) - s->poff[q];
-            st = ork_wcodec_kind_encode((ork_wcodec_kind)kind[q], s->host[b] + at, raw, tmp + s->poff[q], cap, &got,
+            st = ork_transit_encode((ork_transit_kind)kind[q], s->host[b] + at, raw, tmp + s->poff[q], cap, &got,
                                         s->nthreads);
-            if (st == ORK_OK) st = ork_wcodec_header(tmp + s->poff[q], got, &s->phdr[q]);
+            if (st == ORK_OK) st = ork_transit_header(tmp + s->poff[q], got, &s->phdr[q]);
         }
         if (st == ORK_OK) par_copy(s->host[b], tmp, n, s->nthreads);
         if (st != ORK_OK) {
@@ -465,10 +464,10 @@ ork_status ork_streamer_seal(ork_streamer *s) {
                 coded += (double)(s->coded[b] ? s->coded[b] : s->bytes[b]);
             }
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless; blocks by codec: %d 16-bit, %d byte, "
-                 "%d two-level 16-bit, %d two-level byte): %.3f of their bytes, staging %.1f MiB, coded in %.1f s",
-                 s->n_coded, s->n_streamed, n_kind[ORK_WCODEC_WORDS], n_kind[ORK_WCODEC_BYTES],
-                 n_kind[ORK_WCODEC2_WORDS], n_kind[ORK_WCODEC2_BYTES], coded / raw, (double)s->staging_bytes / 1048576.0,
+        ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless; blocks as 16-bit words %d, as bytes "
+                 "%d): %.3f of their bytes, staging %.1f MiB, coded in %.1f s",
+                 s->n_coded, s->n_streamed, n_kind[ORK_TRANSIT_WORDS], n_kind[ORK_TRANSIT_BYTES], coded / raw,
+                 (double)s->staging_bytes / 1048576.0,
                  (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     }
     return ORK_OK;

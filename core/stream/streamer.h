@@ -21,7 +21,7 @@
  * copies, records READY. enter(v) makes the compute lane wait READY. So up
  * to K-1 blocks are in flight while one computes; host-to-device only.
  *
- * Transit coding (opts.compress, stream/wcodec.h). Before the first pass after
+ * Transit coding (opts.compress, stream/transit/transit.h). Before the first pass after
  * its region was written, a block is coded in place in its arena when that
  * shrinks it to at most max_ratio of its bytes, as independent pieces of
  * piece_bytes; its load then copies each coded piece into a staging ring
@@ -66,7 +66,7 @@ typedef struct ork_streamer_opts {
     int n_slots;               /* >= 2 */
     size_t arena_bytes;        /* 0: 1 GiB */
     int event_base;            /* first copy-engine event to use */
-    int compress;              /* 1: code blocks that shrink (stream/wcodec.h) */
+    int compress;              /* 1: code blocks that shrink (stream/transit/transit.h) */
     double max_ratio;          /* a block is coded when coded <= max_ratio x raw; 0: ORK_STREAM_CODEC_RATIO */
     int nthreads;              /* encoding threads, 0: 1 */
     size_t piece_bytes;        /* raw bytes per independently coded piece, 0: a block is one piece */

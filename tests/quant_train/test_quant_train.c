@@ -380,7 +380,7 @@ static void test_train_runs(void) {
 }
 
 /* bf8 with half the blocks streamed and stream_compression: always: the E5M2
- * blocks travel coded by a byte codec (stream/wcodec2.c; decoded by the CPU
+ * blocks travel coded by a byte codec (stream/transit/; decoded by the CPU
  * copy engine) and the run prints the resident run's losses. Hidden 384: at the
  * template's 96, a block's per-row F32 scales and biases are a tenth of it and
  * it may not shrink to the streamer's ORK_STREAM_CODEC_RATIO. */

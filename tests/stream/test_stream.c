@@ -78,12 +78,12 @@ static void test_copy_engine_timing(void) {
         CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_D2H, &c2, NULL), ORK_OK);
         CU_ASSERT(c2 == 0);
         /* a decode counts apart from the copies */
-        size_t cap = ork_wcodec_coded_bytes(src, 1 << 20, NULL);
+        size_t cap = ork_transit_coded_bytes(ORK_TRANSIT_WORDS, src, 1 << 20, NULL);
         char *coded = malloc(cap);
         size_t got = 0;
-        ork_wcodec_hdr h;
-        CU_ASSERT_FATAL(coded && ork_wcodec_encode(src, 1 << 20, coded, cap, &got, 1) == ORK_OK);
-        CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, got, &h), ORK_OK);
+        ork_transit_hdr h;
+        CU_ASSERT_FATAL(coded && ork_transit_encode(ORK_TRANSIT_WORDS, src, 1 << 20, coded, cap, &got, 1) == ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_transit_header(coded, got, &h), ORK_OK);
         CU_ASSERT_EQUAL(ork_ce_decode(ce, ORK_LANE_H2D, dst, coded, &h), ORK_OK);
         CU_ASSERT_EQUAL(ork_ce_sync(ce), ORK_OK);
         CU_ASSERT_EQUAL(ork_ce_busy(ce, ORK_LANE_H2D, &c2, &d), ORK_OK);
@@ -310,7 +310,7 @@ static void test_streamed_equals_resident(void) {
     toy_out_free(&ref);
 }
 
-/* Transit coding (stream/wcodec.h): BF16 blocks travel coded and the run is
+/* Transit coding (stream/transit/transit.h): BF16 blocks travel coded and the run is
  * bit-identical to the resident one in every copy-engine mode (DEFERRED shows
  * a decode reading the staging ring before its copy; SKEWED a copy into ring
  * bytes a decode has still to read); fewer bytes cross than the blocks hold. */

@@ -147,7 +147,7 @@ typedef struct toy_run_opts {
     int cpu_mode;             /* CPU: the copy engine's ork_ce_cpu_mode (0: EAGER) */
     int steps;
     int forward_only_check;   /* also run ork_runner_forward after training, into fwd_out */
-    int compress;             /* streamed blocks travel coded (stream/wcodec.h) */
+    int compress;             /* streamed blocks travel coded (stream/transit/transit.h) */
     unsigned pool_after, unpool_after; /* bit k: pool / unpool the runner's checkpoints after step k */
 } toy_run_opts;
 

@@ -1,13 +1,8 @@
-/* tests/stream/test_wcodec_cuda.c — the transit codec's device decoder
- * (ork_wcodec_decode_cuda) against the original bytes, bit for bit: coded on
- * the CPU, decoded on a non-blocking stream, copied back and compared, with
- * guard bytes past the output checked untouched. Gaussian BF16 (~10M words,
- * even and odd byte counts), ragged small sizes, empty and tail-only inputs,
- * all-exception inputs, and buffers not 16-aligned (the byte path). The byte
- * codec (FP8 E5M2) the same way, against the CPU decode as well: E5M2
- * weights, random bytes (mostly exceptions), exception-free bytes, partial
- * groups and tiles, an output address 1 past 16-alignment. The two-level
- * codecs (16-bit words and E5M2 bytes) likewise: Gaussian BF16, E5M2 weights,
+/* tests/stream/test_transit_cuda.c — the transit coding's device decoder
+ * (ork_transit_decode_cuda) against the original bytes and the CPU decode,
+ * bit for bit: coded on the CPU, decoded on a non-blocking stream, copied
+ * back and compared, with guard bytes past the output checked untouched. The
+ * exponent codes (16-bit words and E5M2 bytes): Gaussian BF16, E5M2 weights,
  * uniform words and bytes (L2 and L3 escapes everywhere), inputs of at most 3
  * classes (no escape), of 7 (L2 codes, no L3 byte) and with rare classes
  * every few tiles (tiles with and without escapes side by side), ragged and
@@ -17,9 +12,9 @@
 #include "ork_test.h"
 
 #ifdef ORAKUL_HAVE_CUDA
-#include "wcodec_test.h"
+#include "transit_test.h"
 
-#include "stream/wcodec.h"
+#include "stream/transit/exponent_code.h"
 #include "train/rng.h"
 
 #include <cuda_runtime_api.h>
@@ -34,80 +29,14 @@ static cudaStream_t g_stream;
 static int init(void) { return cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess; }
 static int clean(void) { return cudaStreamDestroy(g_stream) != cudaSuccess; }
 
-/* Code raw on the CPU, decode it on the device (coded at coded_off, output at
- * out_off bytes into their allocations), compare with raw. */
-static void check(const char *what, const void *raw, size_t bytes, size_t coded_off, size_t out_off) {
-    ork_wcodec_hdr h;
-    size_t cap = ork_wcodec_coded_bytes(raw, bytes, NULL), cb = 0;
-    uint8_t *coded = malloc(cap), *back = malloc(bytes + GUARD);
-    CU_ASSERT_FATAL(coded && back);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_encode(raw, bytes, coded, cap, &cb, 4), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
-    uint8_t *dc, *dout;
-    CK(cudaMalloc((void **)&dc, cb + coded_off));
-    CK(cudaMalloc((void **)&dout, bytes + out_off + GUARD));
-    CK(cudaMemcpyAsync(dc + coded_off, coded, cb, cudaMemcpyHostToDevice, g_stream));
-    CK(cudaMemsetAsync(dout, 0xEE, bytes + out_off + GUARD, g_stream));
-    CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc + coded_off, &h, dout + out_off, g_stream), ORK_OK);
-    CK(cudaMemcpyAsync(back, dout + out_off, bytes + GUARD, cudaMemcpyDeviceToHost, g_stream));
-    CK(cudaStreamSynchronize(g_stream));
-    int same = bytes == 0 || memcmp(back, raw, bytes) == 0, guard = 1;
-    for (size_t i = 0; i < GUARD; i++) guard &= back[bytes + i] == 0xEE;
-    if (!same || !guard)
-        printf("\n  %s (%zu bytes, offsets %zu/%zu): %s\n", what, bytes, coded_off, out_off,
-               same ? "wrote past the output" : "differs from the original");
-    CU_ASSERT(same && guard);
-    cudaFree(dc);
-    cudaFree(dout);
-    free(coded);
-    free(back);
-}
-
-static void test_gaussian(void) {
-    size_t n = 10 * 1000 * 1000 + 3;
-    uint16_t *w = gauss_bf16(n, 0.02, 11);
-    check("gaussian", w, n * 2, 0, 0);
-    check("gaussian, odd bytes", w, n * 2 - 1, 0, 0);
-    check("gaussian, unaligned output", w, 100001 * 2 + 1, 0, 2);
-    check("gaussian, unaligned coded", w, 100001 * 2, 4, 0);
-    check("gaussian, odd output address", w, 4099 * 2 + 1, 0, 1);
-    free(w);
-}
-
-static void test_small_and_ragged(void) {
-    uint16_t *w = gauss_bf16(5000, 0.3, 5);
-    for (size_t bytes = 0; bytes < 80; bytes++) check("small", w, bytes, 0, 0);
-    const size_t words[] = {255, 256, 257, 1023, 1024, 1025, 4095, 4097};
-    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) {
-        check("ragged", w, words[k] * 2, 0, 0);
-        check("ragged, odd bytes", w, words[k] * 2 + 1, 0, 0);
-    }
-    free(w);
-}
-
-static void test_exceptions(void) {
-    size_t n = (size_t)3 << 20;
-    uint16_t *w = malloc(n * 2 + 2); /* n words and a tail byte */
-    CU_ASSERT_FATAL(w != NULL);
-    ork_rng r;
-    ork_rng_init(&r, 77, 1);
-    for (size_t i = 0; i <= n; i++) w[i] = (uint16_t)ork_rng_u32(&r); /* everything: ~94% exceptions */
-    check("uniform words", w, n * 2 + 1, 0, 0);
-    for (size_t i = 0; i < n; i++) w[i] = (uint16_t)((w[i] & 0x807f) | ((100 + i % 40) << 7));
-    check("40 exponents", w, n * 2, 0, 0);
-    for (size_t i = 0; i < 64; i++) w[i] = (uint16_t)((i * 4) << 7); /* 64 distinct exponents */
-    check("all distinct, tiny", w, 64 * 2, 0, 0);
-    free(w);
-}
-
 /* Times the device decode of a coded buffer (20 runs after a warm-up) against
  * a device-to-device copy of its coded bytes (the bandwidth ceiling) and
  * prints both, labelled `what`; informative, only the decodes' status is
  * asserted. */
 static void time_decode(const char *what, const uint8_t *coded, size_t cb) {
-    ork_wcodec_hdr h;
+    ork_transit_hdr h;
     uint8_t *dc, *dout;
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_transit_header(coded, cb, &h), ORK_OK);
     size_t raw = (size_t)h.raw_bytes;
     CK(cudaMalloc((void **)&dc, cb));
     CK(cudaMalloc((void **)&dout, raw));
@@ -116,9 +45,9 @@ static void time_decode(const char *what, const uint8_t *coded, size_t cb) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     const int reps = 20;
-    CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc, &h, dout, g_stream), ORK_OK); /* warm-up */
+    CU_ASSERT_EQUAL(ork_transit_decode_cuda(dc, &h, dout, g_stream), ORK_OK); /* warm-up */
     CK(cudaEventRecord(e0, g_stream));
-    for (int i = 0; i < reps; i++) CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc, &h, dout, g_stream), ORK_OK);
+    for (int i = 0; i < reps; i++) CU_ASSERT_EQUAL(ork_transit_decode_cuda(dc, &h, dout, g_stream), ORK_OK);
     CK(cudaEventRecord(e1, g_stream));
     CK(cudaEventSynchronize(e1));
     float ms = 0, ms_copy = 0;
@@ -139,39 +68,25 @@ static void time_decode(const char *what, const uint8_t *coded, size_t cb) {
     cudaFree(dout);
 }
 
-static void test_throughput(void) {
-    size_t n = (size_t)256 << 20; /* 512 MiB of bf16: far past the L2 */
-    uint16_t *w = gauss_bf16(n, 0.02, 42);
-    size_t cap = ork_wcodec_coded_bytes(w, n * 2, NULL), cb;
-    uint8_t *coded = malloc(cap);
-    CU_ASSERT_FATAL(coded != NULL);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_encode(w, n * 2, coded, cap, &cb, 8), ORK_OK);
-    time_decode("", coded, cb);
-    free(coded);
-    free(w);
-}
-
-/* ---- the byte codec (FP8 E5M2) ----------------------------------------- */
-
 /* Decode coded (cb bytes, the n bytes of raw, magic expected) on the CPU and
  * on the device (coded at coded_off, output at out_off bytes into their
  * allocations: 4 and 1 take the narrow loads and the byte stores), compare
  * both with raw and each other, and the guard bytes past the output. */
 static void check_both(const char *what, const uint8_t *raw, size_t n, const uint8_t *coded, size_t cb,
                        uint32_t magic, size_t coded_off, size_t out_off) {
-    ork_wcodec_hdr h;
+    ork_transit_hdr h;
     uint8_t *back = malloc(n + GUARD), *cpu = malloc(n ? n : 1);
     CU_ASSERT_FATAL(back && cpu);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_header(coded, cb, &h), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_transit_header(coded, cb, &h), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(h.magic, magic);
     CU_ASSERT_EQUAL_FATAL(h.raw_bytes, n);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec_decode(coded, cb, cpu, 4), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_transit_decode(coded, cb, cpu, 4), ORK_OK);
     uint8_t *dc, *dout;
     CK(cudaMalloc((void **)&dc, cb + coded_off));
     CK(cudaMalloc((void **)&dout, n + out_off + GUARD));
     CK(cudaMemcpyAsync(dc + coded_off, coded, cb, cudaMemcpyHostToDevice, g_stream));
     CK(cudaMemsetAsync(dout, 0xEE, n + out_off + GUARD, g_stream));
-    CU_ASSERT_EQUAL(ork_wcodec_decode_cuda(dc + coded_off, &h, dout + out_off, g_stream), ORK_OK);
+    CU_ASSERT_EQUAL(ork_transit_decode_cuda(dc + coded_off, &h, dout + out_off, g_stream), ORK_OK);
     CK(cudaMemcpyAsync(back, dout + out_off, n + GUARD, cudaMemcpyDeviceToHost, g_stream));
     CK(cudaStreamSynchronize(g_stream));
     size_t first = n;
@@ -194,81 +109,16 @@ static void check_both(const char *what, const uint8_t *raw, size_t n, const uin
     free(cpu);
 }
 
-/* Code raw with the byte codec and check_both it. */
-static void check8(const char *what, const uint8_t *raw, size_t n, size_t coded_off, size_t out_off) {
-    size_t cap = ork_wcodec8_coded_bytes(raw, n, NULL), cb = 0;
-    uint8_t *coded = malloc(cap);
-    CU_ASSERT_FATAL(coded != NULL);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(raw, n, coded, cap, &cb, 4), ORK_OK);
-    check_both(what, raw, n, coded, cb, ORK_WCODEC_MAGIC8, coded_off, out_off);
-    free(coded);
-}
-
-/* Partial groups (32), tiles (8192 values, one CUDA block) and chunks. */
-static const size_t k_sizes8[] = {1, 31, 32, 33, 255, 8191, 8192, 8193, 3 * 8192 + 5, 262144 + 77,
-                                  (size_t)5 << 20};
-
-static void sizes8(const char *what, const uint8_t *raw) {
-    for (size_t k = 0; k < sizeof k_sizes8 / sizeof k_sizes8[0]; k++) {
-        check8(what, raw, k_sizes8[k], 0, 0);
-        check8(what, raw, k_sizes8[k], 0, 1); /* byte stores */
-    }
-}
-
-static void test8_e5m2(void) {
-    size_t n = (size_t)5 << 20;
-    uint8_t *g = e5m2_weights(n / 4096, 4096, 1, 21), *u = e5m2_weights(n / 4096, 4096, 0, 22);
-    sizes8("gaussian e5m2", g);
-    sizes8("uniform e5m2", u);
-    check8("nothing", g, 0, 0, 0);
-    check8("gaussian e5m2, coded 4 past 8-alignment", g, 100003, 4, 0); /* byte loads */
-    check8("gaussian e5m2, both unaligned", g, 100003, 4, 1);
-    free(g);
-    free(u);
-}
-
-static void test8_exceptions(void) {
-    size_t n = (size_t)5 << 20;
-    uint8_t *b = malloc(n), *z = e5m2_seven_classes(n);
-    CU_ASSERT_FATAL(b != NULL);
-    ork_rng r;
-    ork_rng_init(&r, 23, 1);
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)ork_rng_u32(&r);
-    sizes8("random bytes (~78% exceptions)", b);
-    sizes8("seven classes (no exception)", z);
-    /* exceptions only in some tiles: the blocks that skip the scan and those
-     * that do not, side by side */
-    for (size_t i = 0; i < n; i += 3 * 8192 + 17) z[i] = 0xff;
-    sizes8("seven classes, an exception every 3 tiles", z);
-    free(b);
-    free(z);
-}
-
-static void test8_throughput(void) {
-    size_t n = (size_t)512 << 20, piece = (size_t)32 << 20; /* 512 MiB of e5m2: 16 copies of 32 MiB */
-    uint8_t *w = malloc(n), *g = e5m2_weights(piece / 4096, 4096, 1, 42);
-    CU_ASSERT_FATAL(w != NULL);
-    for (size_t o = 0; o < n; o += piece) memcpy(w + o, g, piece);
-    free(g);
-    size_t cap = ork_wcodec8_coded_bytes(w, n, NULL), cb;
-    uint8_t *coded = malloc(cap);
-    CU_ASSERT_FATAL(coded != NULL);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec8_encode(w, n, coded, cap, &cb, 8), ORK_OK);
-    time_decode("byte codec, e5m2: ", coded, cb);
-    free(coded);
-    free(w);
-}
-
 /* ---- the two-level codecs (16-bit words and E5M2 bytes) -------------- */
 
 /* Code the first bytes of raw with the two-level codec for word (1: E5M2
  * bytes, 2: 16-bit words) and check_both it. */
 static void check2(const char *what, const void *raw, size_t bytes, int word, size_t coded_off, size_t out_off) {
-    size_t cap = ork_wcodec2_coded_bytes(raw, bytes, word, NULL), cb = 0;
+    size_t cap = ork_expcode_coded_bytes(raw, bytes, word, NULL), cb = 0;
     uint8_t *coded = malloc(cap);
     CU_ASSERT_FATAL(coded != NULL);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec2_encode(raw, bytes, word, coded, cap, &cb, 4), ORK_OK);
-    check_both(what, raw, bytes, coded, cb, word == 1 ? ORK_WCODEC2_MAGIC8 : ORK_WCODEC2_MAGIC16, coded_off, out_off);
+    CU_ASSERT_EQUAL_FATAL(ork_expcode_encode(raw, bytes, word, coded, cap, &cb, 4), ORK_OK);
+    check_both(what, raw, bytes, coded, cb, word == 1 ? ORK_TRANSIT_MAGIC_BYTES : ORK_TRANSIT_MAGIC_WORDS, coded_off, out_off);
     free(coded);
 }
 
@@ -380,10 +230,10 @@ static void test2_empty(void) {
 
 /* 512 MiB of raw, code it with the two-level codec for word, time_decode it. */
 static void time2(const char *what, const uint8_t *raw, size_t bytes, int word) {
-    size_t cap = ork_wcodec2_coded_bytes(raw, bytes, word, NULL), cb;
+    size_t cap = ork_expcode_coded_bytes(raw, bytes, word, NULL), cb;
     uint8_t *coded = malloc(cap);
     CU_ASSERT_FATAL(coded != NULL);
-    CU_ASSERT_EQUAL_FATAL(ork_wcodec2_encode(raw, bytes, word, coded, cap, &cb, 8), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_expcode_encode(raw, bytes, word, coded, cap, &cb, 8), ORK_OK);
     time_decode(what, coded, cb);
     free(coded);
 }
@@ -406,13 +256,6 @@ static void test2_throughput8(void) {
 }
 
 static const ork_test_case cases[] = {
-    {"cuda decode: gaussian bf16, bit for bit", test_gaussian},
-    {"cuda decode: small and ragged sizes", test_small_and_ragged},
-    {"cuda decode: all-exception inputs", test_exceptions},
-    {"cuda decode: throughput (informative)", test_throughput},
-    {"cuda byte codec: e5m2 weights, ragged sizes, = CPU decode", test8_e5m2},
-    {"cuda byte codec: random, exception-free and sparse-exception bytes", test8_exceptions},
-    {"cuda byte codec: throughput (informative)", test8_throughput},
     {"cuda two-level: gaussian bf16, ragged and odd sizes, = CPU decode", test2_bf16},
     {"cuda two-level: e5m2 weights, ragged sizes, = CPU decode", test2_e5m2},
     {"cuda two-level: uniform words and bytes (L2 and L3 escapes)", test2_uniform},
@@ -428,7 +271,7 @@ int main(void) {
         printf("no CUDA device: skipped\n");
         return 77;
     }
-    return ork_test_run("stream_wcodec_cuda", init, clean, cases);
+    return ork_test_run("stream_transit_cuda", init, clean, cases);
 }
 #else
 int main(void) {

@@ -1,16 +1,16 @@
-/* bench/stream/bench_wcodec_speed.c — the transit codecs' CPU encoder speed
+/* bench/stream/bench_transit_speed.c — the transit coding' CPU encoder speed
  * (the streamer codes every streamed block once, before step 1: `coded in N s`
  * in the log). Gaussian weights (sigma 0.05) as BF16 and as E5M2 (the
  * numerics library's conversions, saturating), each coded by
- * the codec the streamer picks for it (the two-level ones), with 1..T threads,
+ * the coding the streamer picks for it (words or bytes), with 1..T threads,
  * best of 3; prints the sizing and encode rates and an FNV-1a hash of the coded
  * bytes (an encoder change must keep it). The output buffer is touched once
  * first, as the streamer's reused scratch is.
- * Usage: bench_wcodec_speed [MiB (default 256)] [max threads (default: all)] */
+ * Usage: bench_transit_speed [MiB (default 256)] [max threads (default: all)] */
 #include "numerics/fp8.h"
 #include "numerics/half.h"
 #include "numerics/quantize.h" /* ork_numerics_threads */
-#include "stream/wcodec.h"
+#include "stream/transit/transit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -51,34 +51,34 @@ int main(int argc, char **argv) {
     size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 256;
     int tmax = argc > 2 ? atoi(argv[2]) : ork_numerics_threads();
     if (!mib || tmax < 1) {
-        fprintf(stderr, "usage: bench_wcodec_speed [MiB] [max threads]\n");
+        fprintf(stderr, "usage: bench_transit_speed [MiB] [max threads]\n");
         return 2;
     }
     size_t bytes = mib << 20;
     for (int word = 2; word >= 1; word--) {
-        ork_wcodec_kind k = word == 2 ? ORK_WCODEC2_WORDS : ORK_WCODEC2_BYTES;
+        ork_transit_kind k = word == 2 ? ORK_TRANSIT_WORDS : ORK_TRANSIT_BYTES;
         uint8_t *raw = malloc(bytes);
         if (!raw) return 1;
         fill(raw, bytes / (size_t)word, word);
-        ork_wcodec_hdr h;
-        size_t cap = ork_wcodec_kind_coded_bytes(k, raw, bytes, &h);
+        ork_transit_hdr h;
+        size_t cap = ork_transit_coded_bytes(k, raw, bytes, &h);
         uint8_t *out = cap ? malloc(cap) : NULL;
         if (!out) return 1;
         memset(out, 1, cap);
         double ts = 1e9;
         for (int r = 0; r < 3; r++) {
             double t0 = now();
-            (void)ork_wcodec_kind_coded_bytes(k, raw, bytes, &h);
+            (void)ork_transit_coded_bytes(k, raw, bytes, &h);
             if (now() - t0 < ts) ts = now() - t0;
         }
         printf("%s %zu MiB: coded %.3f of the bytes; sizing (1 thread) %.2f GB/s\n",
-               word == 2 ? "two-level BF16" : "two-level E5M2", mib, (double)cap / (double)bytes, (double)bytes / 1e9 / ts);
+               word == 2 ? "BF16 as words" : "E5M2 as bytes", mib, (double)cap / (double)bytes, (double)bytes / 1e9 / ts);
         for (int t = 1; t <= tmax; t *= 2) {
             double te = 1e9;
             size_t got = 0;
             for (int r = 0; r < 3; r++) {
                 double t0 = now();
-                if (ork_wcodec_kind_encode(k, raw, bytes, out, cap, &got, t) != ORK_OK) return 1;
+                if (ork_transit_encode(k, raw, bytes, out, cap, &got, t) != ORK_OK) return 1;
                 if (now() - t0 < te) te = now() - t0;
             }
             uint64_t hs = 1469598103934665603ull;

@@ -1,11 +1,11 @@
-/* stream/wcodec2.c — the two-level codecs (format in wcodec.h): CPU encoder,
- * header check and decoder, for 16-bit words and for E5M2 bytes. Like the
- * one-level codecs, the work goes in fixed chunks of W2_CHUNK_TILES tiles, so
+/* stream/transit/exponent_code.c — the exponent-class codes (format in
+ * transit/format.h): CPU encoder, header check and decoder, for 16-bit words
+ * and for E5M2 bytes. The work goes in fixed chunks of W2_CHUNK_TILES tiles, so
  * the output never depends on nthreads: a histogram per chunk gives the table
  * and then each chunk's L2 and L3 counts; one more pass writes everything. A
  * chunk's L2 codes get room for its worst padding (31 codes a tile), so two
  * chunks never share a word of the bit stream and chunks code in parallel. */
-#include "stream/wcodec2.h"
+#include "stream/transit/exponent_code.h"
 
 #include "cpu/cpu.h" /* ork_par_for */
 #include "util/log.h"
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define W2_ALIGN 256u
-#define W2_TILE_VALUES ((uint64_t)ORK_WCODEC8_GROUP * ORK_WCODEC8_TILE)
+#define W2_ALIGN ORK_TRANSIT_ALIGN
+#define W2_TILE_VALUES ((uint64_t)ORK_TRANSIT_GROUP * ORK_TRANSIT_TILE)
 #define W2_CHUNK_TILES 32u /* 256 K values a chunk */
 #define W2_CHUNK_VALUES (W2_TILE_VALUES * W2_CHUNK_TILES)
 #define W2_MAX_CLASSES 256
@@ -31,30 +31,30 @@ static inline unsigned w2_class_of(const uint8_t *raw, uint64_t i, int word) {
 }
 /* Tiles in chunk c of n values. */
 static uint64_t w2_chunk_tiles(uint64_t n, uint64_t c) {
-    uint64_t tiles = ork_wcodec8_tiles(n), t0 = c * W2_CHUNK_TILES;
+    uint64_t tiles = ork_transit_tiles(n), t0 = c * W2_CHUNK_TILES;
     return tiles - t0 < W2_CHUNK_TILES ? tiles - t0 : W2_CHUNK_TILES;
 }
 
-static void w2_layout(ork_wcodec_hdr *h, int word, uint64_t raw_bytes, const uint8_t *raw, uint64_t l2_cap,
+static void w2_layout(ork_transit_hdr *h, int word, uint64_t raw_bytes, const uint8_t *raw, uint64_t l2_cap,
                       uint64_t n_exc, const uint8_t table[16]) {
-    uint64_t n = word == 2 ? raw_bytes / 2 : raw_bytes, groups = ork_wcodec8_groups(n), tiles = ork_wcodec8_tiles(n);
+    uint64_t n = word == 2 ? raw_bytes / 2 : raw_bytes, groups = ork_transit_groups(n), tiles = ork_transit_tiles(n);
     memset(h, 0, sizeof *h);
-    h->magic = word == 2 ? ORK_WCODEC2_MAGIC16 : ORK_WCODEC2_MAGIC8;
+    h->magic = word == 2 ? ORK_TRANSIT_MAGIC_WORDS : ORK_TRANSIT_MAGIC_BYTES;
     h->tail_present = word == 2 ? (uint32_t)(raw_bytes & 1) : 0;
     h->tail = h->tail_present ? raw[raw_bytes - 1] : 0;
     h->raw_bytes = raw_bytes;
-    h->n_words = n;
+    h->n_values = n;
     h->n_exc = n_exc;
     h->l2_cap = l2_cap;
-    uint64_t at = ORK_WCODEC_HDR_BYTES;
+    uint64_t at = ORK_TRANSIT_HDR_BYTES;
     if (word == 2) {
         h->sm_offset = at;
         at = w2_up(at + n);
     }
     h->code_offset = at;
-    h->tile_l2_offset = w2_up(at + 4 * (uint64_t)ork_wcodec2_group_words(word) * groups);
+    h->tile_l2_offset = w2_up(at + 4 * (uint64_t)ork_transit_group_words(word) * groups);
     h->l2_offset = w2_up(h->tile_l2_offset + 4 * (tiles + 1));
-    h->tile_l3_offset = w2_up(h->l2_offset + 4 * ork_wcodec2_l2_words(l2_cap));
+    h->tile_l3_offset = w2_up(h->l2_offset + 4 * ork_transit_l2_words(l2_cap));
     h->exc_offset = w2_up(h->tile_l3_offset + 4 * (tiles + 1));
     h->coded_bytes = w2_up(h->exc_offset + n_exc);
     memcpy(h->table, table, 16);
@@ -105,13 +105,13 @@ static void w2_hist_range(void *ctx, int64_t clo, int64_t chi) {
 
 /* The first pass, shared by coded_bytes and encode so that both give the same
  * header: histograms, the table, each chunk's L2 room and L3 count. */
-static ork_status w2_plan(const void *raw, size_t raw_bytes, int word, int nthreads, w2_enc *j, ork_wcodec_hdr *hdr) {
+static ork_status w2_plan(const void *raw, size_t raw_bytes, int word, int nthreads, w2_enc *j, ork_transit_hdr *hdr) {
     memset(j, 0, sizeof *j);
-    if (word != 1 && word != 2) return ORK_FAIL(ORK_E_INVALID, "wcodec2: word_bytes %d is not 1 or 2", word);
-    if (!raw && raw_bytes) return ORK_FAIL(ORK_E_INVALID, "wcodec2: no raw bytes");
+    if (word != 1 && word != 2) return ORK_FAIL(ORK_E_INVALID, "transit: word_bytes %d is not 1 or 2", word);
+    if (!raw && raw_bytes) return ORK_FAIL(ORK_E_INVALID, "transit: no raw bytes");
     uint64_t n = word == 2 ? (uint64_t)raw_bytes / 2 : (uint64_t)raw_bytes, nc = w2_chunks(n);
-    if (n > ORK_WCODEC2_MAX_VALUES)
-        return ORK_FAIL(ORK_E_INVALID, "wcodec2: %llu values is past the format's 2^31", (unsigned long long)n);
+    if (n > ORK_TRANSIT_MAX_VALUES)
+        return ORK_FAIL(ORK_E_INVALID, "transit: %llu values is past the format's 2^31", (unsigned long long)n);
     j->raw = raw;
     j->n = n;
     j->word = word;
@@ -123,7 +123,7 @@ static ork_status w2_plan(const void *raw, size_t raw_bytes, int word, int nthre
         free(j->l2base);
         free(j->l3base);
         memset(j, 0, sizeof *j);
-        return ORK_FAIL(ORK_E_NOMEM, "wcodec2: encode scratch for %llu chunks", (unsigned long long)nc);
+        return ORK_FAIL(ORK_E_NOMEM, "transit: encode scratch for %llu chunks", (unsigned long long)nc);
     }
     ork_par_for(nthreads, (int64_t)nc, 1, w2_hist_range, j);
     int ncls = w2_n_classes(word);
@@ -131,13 +131,13 @@ static ork_status w2_plan(const void *raw, size_t raw_bytes, int word, int nthre
     for (uint64_t c = 0; c < nc; c++)
         for (int e = 0; e < ncls; e++) h[e] += j->hist[c][e];
     uint8_t table[16];
-    ork_wcodec_table(h, ncls, ORK_WCODEC2_TABLE, table, j->map);
+    ork_transit_table(h, ncls, ORK_TRANSIT_TABLE, table, j->map);
     uint64_t k2 = 0, k3 = 0;
     for (uint64_t c = 0; c < nc; c++) {
         uint64_t e2 = 0, e3 = 0;
         for (int e = 0; e < ncls; e++) {
-            if (j->map[e] >= ORK_WCODEC2_L1_ESC) e2 += j->hist[c][e];
-            if (j->map[e] == ORK_WCODEC2_TABLE) e3 += j->hist[c][e];
+            if (j->map[e] >= ORK_TRANSIT_L1_ESC) e2 += j->hist[c][e];
+            if (j->map[e] == ORK_TRANSIT_TABLE) e3 += j->hist[c][e];
         }
         j->l2base[c] = k2;
         j->l3base[c] = k3;
@@ -158,9 +158,9 @@ static void w2_free(w2_enc *j) {
     free(j->l3base);
 }
 
-size_t ork_wcodec2_coded_bytes(const void *raw, size_t raw_bytes, int word_bytes, ork_wcodec_hdr *hdr) {
+size_t ork_expcode_coded_bytes(const void *raw, size_t raw_bytes, int word_bytes, ork_transit_hdr *hdr) {
     w2_enc j;
-    ork_wcodec_hdr h;
+    ork_transit_hdr h;
     if (w2_plan(raw, raw_bytes, word_bytes, 1, &j, &h) != ORK_OK) return 0; /* encode refuses these bytes too */
     w2_free(&j);
     if (hdr) *hdr = h;
@@ -194,7 +194,7 @@ static inline void w2_flush(w2_bits *b) {
 static inline uint32_t w2_group_words(const uint8_t *raw, uint64_t i0, unsigned m, const uint8_t l1t[256],
                                       uint8_t *sm, uint32_t w[5]) {
     uint32_t esc = 0;
-    if (m == ORK_WCODEC8_GROUP) { /* a whole group: 16 values a code word, 4 a u64 load */
+    if (m == ORK_TRANSIT_GROUP) { /* a whole group: 16 values a code word, 4 a u64 load */
         for (unsigned h = 0; h < 2; h++) {
             uint32_t acc = 0;
             for (unsigned r = 0; r < 4; r++) {
@@ -223,7 +223,7 @@ static inline uint32_t w2_group_words(const uint8_t *raw, uint64_t i0, unsigned 
         unsigned v = w2_word_at(raw, i0 + q), l1 = l1t[(v >> 7) & 0xffu];
         sm[i0 + q] = (uint8_t)(((v >> 8) & 0x80u) | (v & 0x7fu));
         w[q / 16] |= (uint32_t)l1 << (2 * (q % 16));
-        esc |= (uint32_t)(l1 == ORK_WCODEC2_L1_ESC) << q;
+        esc |= (uint32_t)(l1 == ORK_TRANSIT_L1_ESC) << q;
     }
     return esc;
 }
@@ -231,7 +231,7 @@ static inline uint32_t w2_group_words(const uint8_t *raw, uint64_t i0, unsigned 
 /* The same for bytes: ct[byte] = its 5-bit code, bit 5 set for an L1 escape. */
 static inline uint32_t w2_group_bytes(const uint8_t *raw, uint64_t i0, unsigned m, const uint8_t ct[256], uint32_t w[5]) {
     uint32_t esc = 0;
-    if (m == ORK_WCODEC8_GROUP) { /* a whole group: 8 values a code word, a u64 load each, constant shifts */
+    if (m == ORK_TRANSIT_GROUP) { /* a whole group: 8 values a code word, a u64 load each, constant shifts */
         for (unsigned h = 0; h < 4; h++) {
             uint64_t v8;
             memcpy(&v8, raw + i0 + 8 * h, 8);
@@ -264,19 +264,19 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
     uint8_t l1t[W2_MAX_CLASSES], l2t[W2_MAX_CLASSES], ct[256];
     for (int c = 0; c < W2_MAX_CLASSES; c++) {
         unsigned x = j->map[c];
-        l1t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? x : ORK_WCODEC2_L1_ESC);
-        l2t[c] = (uint8_t)(x < ORK_WCODEC2_L1_ESC ? 0 : x < ORK_WCODEC2_TABLE ? x - ORK_WCODEC2_L1_ESC : ORK_WCODEC2_L2_ESC);
+        l1t[c] = (uint8_t)(x < ORK_TRANSIT_L1_ESC ? x : ORK_TRANSIT_L1_ESC);
+        l2t[c] = (uint8_t)(x < ORK_TRANSIT_L1_ESC ? 0 : x < ORK_TRANSIT_TABLE ? x - ORK_TRANSIT_L1_ESC : ORK_TRANSIT_L2_ESC);
     }
     uint8_t l2b[256]; /* bytes: a value's L2 code straight from the byte */
     for (unsigned v = 0; v < 256; v++) {
         unsigned l1 = l1t[(v >> 2) & 31u];
-        ct[v] = (uint8_t)((l1 & 1u) << 3 | (v >> 7) << 2 | (v & 3u) | (l1 >> 1) << 4 | (l1 == ORK_WCODEC2_L1_ESC) << 5);
+        ct[v] = (uint8_t)((l1 & 1u) << 3 | (v >> 7) << 2 | (v & 3u) | (l1 >> 1) << 4 | (l1 == ORK_TRANSIT_L1_ESC) << 5);
         l2b[v] = l2t[(v >> 2) & 31u];
     }
     uint8_t *sm = j->sm, *code = j->code, *tile_l2 = j->tile_l2, *l2 = j->l2, *tile_l3 = j->tile_l3, *l3 = j->l3;
     int word = j->word;
-    unsigned gw = ork_wcodec2_group_words(word);
-    uint64_t n = j->n, groups = ork_wcodec8_groups(n), tiles = ork_wcodec8_tiles(n);
+    unsigned gw = ork_transit_group_words(word);
+    uint64_t n = j->n, groups = ork_transit_groups(n), tiles = ork_transit_tiles(n);
     for (int64_t c = clo; c < chi; c++) {
         uint64_t k2 = j->l2base[c], k3 = j->l3base[c], t0 = (uint64_t)c * W2_CHUNK_TILES;
         for (uint64_t t = t0; t < t0 + W2_CHUNK_TILES && t < tiles; t++) {
@@ -284,10 +284,10 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
             w2_st32(tile_l3 + 4 * t, (uint32_t)k3);
             w2_bits b = {l2 + 4 * (3 * (k2 / 32)), 0, 0, 0};
             uint64_t n2 = 0;
-            for (uint64_t g = t * ORK_WCODEC8_TILE; g < (t + 1) * ORK_WCODEC8_TILE && g < groups; g++) {
+            for (uint64_t g = t * ORK_TRANSIT_TILE; g < (t + 1) * ORK_TRANSIT_TILE && g < groups; g++) {
                 uint32_t w[5] = {0, 0, 0, 0, 0};
-                uint64_t i0 = g * ORK_WCODEC8_GROUP;
-                unsigned m = i0 + ORK_WCODEC8_GROUP <= n ? ORK_WCODEC8_GROUP : (unsigned)(n - i0);
+                uint64_t i0 = g * ORK_TRANSIT_GROUP;
+                unsigned m = i0 + ORK_TRANSIT_GROUP <= n ? ORK_TRANSIT_GROUP : (unsigned)(n - i0);
                 uint32_t esc = word == 2 ? w2_group_words(raw, i0, m, l1t, sm, w) : w2_group_bytes(raw, i0, m, ct, w);
                 memcpy(code + 4 * gw * g, w, 4 * gw);
                 /* the escapes' L2 codes (and L3 classes), in value order */
@@ -296,14 +296,14 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
                         unsigned byte = raw[i0 + (unsigned)__builtin_ctz(esc)], v2 = l2b[byte];
                         w2_put3(&b, v2);
                         n2++;
-                        if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)((byte >> 2) & 31u);
+                        if (v2 == ORK_TRANSIT_L2_ESC) l3[k3++] = (uint8_t)((byte >> 2) & 31u);
                     }
                 } else {
                     for (; esc; esc &= esc - 1) {
                         unsigned cls = w2_class_of(raw, i0 + (unsigned)__builtin_ctz(esc), word), v2 = l2t[cls];
                         w2_put3(&b, v2);
                         n2++;
-                        if (v2 == ORK_WCODEC2_L2_ESC) l3[k3++] = (uint8_t)cls;
+                        if (v2 == ORK_TRANSIT_L2_ESC) l3[k3++] = (uint8_t)cls;
                     }
                 }
             }
@@ -313,29 +313,29 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
     }
 }
 
-ork_status ork_wcodec2_encode(const void *raw, size_t raw_bytes, int word_bytes, void *out, size_t out_cap,
+ork_status ork_expcode_encode(const void *raw, size_t raw_bytes, int word_bytes, void *out, size_t out_cap,
                               size_t *coded, int nthreads) {
     if (coded) *coded = 0;
-    if (!out || !coded) return ORK_FAIL(ORK_E_INVALID, "wcodec2: encode needs out and coded");
+    if (!out || !coded) return ORK_FAIL(ORK_E_INVALID, "transit: encode needs out and coded");
     w2_enc j;
-    ork_wcodec_hdr h;
+    ork_transit_hdr h;
     ORK_TRY(w2_plan(raw, raw_bytes, word_bytes, nthreads, &j, &h));
     if (out_cap < h.coded_bytes) {
         w2_free(&j);
-        return ORK_FAIL(ORK_E_INVALID, "wcodec2: out_cap %zu below the coded size %llu", out_cap,
+        return ORK_FAIL(ORK_E_INVALID, "transit: out_cap %zu below the coded size %llu", out_cap,
                         (unsigned long long)h.coded_bytes);
     }
     uint8_t *o = out;
     /* what the coding pass fills in full; the rest (header padding, gaps, the
      * sparse L2 section between tile_l2 and tile_l3) is zeroed */
-    uint64_t tiles = ork_wcodec8_tiles(h.n_words);
+    uint64_t tiles = ork_transit_tiles(h.n_values);
     const uint64_t sec[5][2] = {
-        {h.sm_offset, word_bytes == 2 ? h.n_words : 0},
-        {h.code_offset, 4 * (uint64_t)ork_wcodec2_group_words(word_bytes) * ork_wcodec8_groups(h.n_words)},
+        {h.sm_offset, word_bytes == 2 ? h.n_values : 0},
+        {h.code_offset, 4 * (uint64_t)ork_transit_group_words(word_bytes) * ork_transit_groups(h.n_values)},
         {h.tile_l2_offset, 4 * (tiles + 1)},
         {h.tile_l3_offset, 4 * (tiles + 1)},
         {h.exc_offset, h.n_exc}};
-    ork_wcodec_zero_gaps(o, h.coded_bytes, word_bytes == 2 ? sec : sec + 1, word_bytes == 2 ? 5 : 4);
+    ork_transit_zero_gaps(o, h.coded_bytes, word_bytes == 2 ? sec : sec + 1, word_bytes == 2 ? 5 : 4);
     memcpy(o, &h, sizeof h);
     j.sm = o + h.sm_offset;
     j.code = o + h.code_offset;
@@ -343,7 +343,7 @@ ork_status ork_wcodec2_encode(const void *raw, size_t raw_bytes, int word_bytes,
     j.l2 = o + h.l2_offset;
     j.tile_l3 = o + h.tile_l3_offset;
     j.l3 = o + h.exc_offset;
-    ork_par_for(nthreads, (int64_t)w2_chunks(h.n_words), 1, w2_code_range, &j);
+    ork_par_for(nthreads, (int64_t)w2_chunks(h.n_values), 1, w2_code_range, &j);
     w2_st32(j.tile_l2 + 4 * tiles, (uint32_t)h.l2_cap);
     w2_st32(j.tile_l3 + 4 * tiles, (uint32_t)h.n_exc);
     w2_free(&j);
@@ -353,34 +353,34 @@ ork_status ork_wcodec2_encode(const void *raw, size_t raw_bytes, int word_bytes,
 
 /* ---- header and decode ------------------------------------------------- */
 
-ork_status ork_wcodec2_check(const ork_wcodec_hdr *h) {
-    int word = ork_wcodec2_word(h->magic);
-    if (!word) return ORK_FAIL(ORK_E_FORMAT, "wcodec2: bad magic 0x%08x", h->magic);
-    if (word == 2 && (h->tail_present > 1 || h->raw_bytes != 2 * h->n_words + h->tail_present))
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: raw_bytes %llu != 2 * n_words %llu + tail",
-                        (unsigned long long)h->raw_bytes, (unsigned long long)h->n_words);
-    if (word == 1 && (h->n_words != h->raw_bytes || h->tail_present))
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: n_words %llu != raw_bytes %llu (or a tail)",
-                        (unsigned long long)h->n_words, (unsigned long long)h->raw_bytes);
-    uint64_t n = h->n_words, tiles = ork_wcodec8_tiles(n);
-    if (n > ORK_WCODEC2_MAX_VALUES)
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: n_words %llu past 2^31", (unsigned long long)n);
+ork_status ork_expcode_check(const ork_transit_hdr *h) {
+    int word = ork_transit_word(h->magic);
+    if (!word) return ORK_FAIL(ORK_E_FORMAT, "transit: bad magic 0x%08x", h->magic);
+    if (word == 2 && (h->tail_present > 1 || h->raw_bytes != 2 * h->n_values + h->tail_present))
+        return ORK_FAIL(ORK_E_FORMAT, "transit: raw_bytes %llu != 2 * n_values %llu + tail",
+                        (unsigned long long)h->raw_bytes, (unsigned long long)h->n_values);
+    if (word == 1 && (h->n_values != h->raw_bytes || h->tail_present))
+        return ORK_FAIL(ORK_E_FORMAT, "transit: n_values %llu != raw_bytes %llu (or a tail)",
+                        (unsigned long long)h->n_values, (unsigned long long)h->raw_bytes);
+    uint64_t n = h->n_values, tiles = ork_transit_tiles(n);
+    if (n > ORK_TRANSIT_MAX_VALUES)
+        return ORK_FAIL(ORK_E_FORMAT, "transit: n_values %llu past 2^31", (unsigned long long)n);
     if (h->n_exc > n)
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: n_exc %llu exceeds n_words %llu", (unsigned long long)h->n_exc,
+        return ORK_FAIL(ORK_E_FORMAT, "transit: n_exc %llu exceeds n_values %llu", (unsigned long long)h->n_exc,
                         (unsigned long long)n);
     if (h->l2_cap % 32 || h->l2_cap > n + 64 * tiles) /* codes + 31 a tile of padding, + 31 a chunk */
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: l2_cap %llu is not a multiple of 32 up to n_words + 64 a tile",
+        return ORK_FAIL(ORK_E_FORMAT, "transit: l2_cap %llu is not a multiple of 32 up to n_values + 64 a tile",
                         (unsigned long long)h->l2_cap);
-    for (int i = 0; word == 1 && i < ORK_WCODEC2_TABLE; i++)
-        if (h->table[i] > 31) return ORK_FAIL(ORK_E_FORMAT, "wcodec2: table[%d] = %u is not a 5-bit exponent", i, h->table[i]);
-    uint64_t end = ORK_WCODEC_HDR_BYTES, lim = h->coded_bytes;
-    if (word == 2) ORK_TRY(ork_wcodec_section("sm_offset", h->sm_offset, n, lim, &end));
-    ORK_TRY(ork_wcodec_section("code_offset", h->code_offset, 4 * ork_wcodec2_group_words(word) * ork_wcodec8_groups(n),
+    for (int i = 0; word == 1 && i < ORK_TRANSIT_TABLE; i++)
+        if (h->table[i] > 31) return ORK_FAIL(ORK_E_FORMAT, "transit: table[%d] = %u is not a 5-bit exponent", i, h->table[i]);
+    uint64_t end = ORK_TRANSIT_HDR_BYTES, lim = h->coded_bytes;
+    if (word == 2) ORK_TRY(ork_transit_section("sm_offset", h->sm_offset, n, lim, &end));
+    ORK_TRY(ork_transit_section("code_offset", h->code_offset, 4 * ork_transit_group_words(word) * ork_transit_groups(n),
                                lim, &end));
-    ORK_TRY(ork_wcodec_section("tile_l2_offset", h->tile_l2_offset, 4 * (tiles + 1), lim, &end));
-    ORK_TRY(ork_wcodec_section("l2_offset", h->l2_offset, 4 * ork_wcodec2_l2_words(h->l2_cap), lim, &end));
-    ORK_TRY(ork_wcodec_section("tile_l3_offset", h->tile_l3_offset, 4 * (tiles + 1), lim, &end));
-    ORK_TRY(ork_wcodec_section("exc_offset", h->exc_offset, h->n_exc, lim, &end));
+    ORK_TRY(ork_transit_section("tile_l2_offset", h->tile_l2_offset, 4 * (tiles + 1), lim, &end));
+    ORK_TRY(ork_transit_section("l2_offset", h->l2_offset, 4 * ork_transit_l2_words(h->l2_cap), lim, &end));
+    ORK_TRY(ork_transit_section("tile_l3_offset", h->tile_l3_offset, 4 * (tiles + 1), lim, &end));
+    ORK_TRY(ork_transit_section("exc_offset", h->exc_offset, h->n_exc, lim, &end));
     return ORK_OK;
 }
 
@@ -398,8 +398,8 @@ static void w2_dec_range(void *ctx, int64_t clo, int64_t chi) {
     const uint8_t *sm = j->sm, *code = j->code, *l2 = j->l2, *l3 = j->l3, *tab = j->table;
     uint8_t *out = j->out;
     int word = j->word;
-    unsigned gw = ork_wcodec2_group_words(word);
-    uint64_t n = j->n, groups = ork_wcodec8_groups(n), tiles = ork_wcodec8_tiles(n);
+    unsigned gw = ork_transit_group_words(word);
+    uint64_t n = j->n, groups = ork_transit_groups(n), tiles = ork_transit_tiles(n);
     for (int64_t c = clo; c < chi; c++) {
         j->bad[c] = 0;
         for (uint64_t t = (uint64_t)c * W2_CHUNK_TILES; t < ((uint64_t)c + 1) * W2_CHUNK_TILES && t < tiles; t++) {
@@ -410,11 +410,11 @@ static void w2_dec_range(void *ctx, int64_t clo, int64_t chi) {
             const uint8_t *bw = l2 + 4 * (3 * (k2 / 32));
             uint64_t acc = 0, at = 0;
             unsigned nbits = 0;
-            for (uint64_t g = t * ORK_WCODEC8_TILE; g < (t + 1) * ORK_WCODEC8_TILE && g < groups; g++) {
+            for (uint64_t g = t * ORK_TRANSIT_TILE; g < (t + 1) * ORK_TRANSIT_TILE && g < groups; g++) {
                 uint32_t w[5];
                 memcpy(w, code + 4 * gw * g, 4 * gw);
-                uint64_t i0 = g * ORK_WCODEC8_GROUP;
-                for (unsigned q = 0; q < ORK_WCODEC8_GROUP && i0 + q < n; q++) {
+                uint64_t i0 = g * ORK_TRANSIT_GROUP;
+                for (unsigned q = 0; q < ORK_TRANSIT_GROUP && i0 + q < n; q++) {
                     uint64_t i = i0 + q;
                     unsigned l1, cd = 0;
                     if (word == 2) {
@@ -424,7 +424,7 @@ static void w2_dec_range(void *ctx, int64_t clo, int64_t chi) {
                         l1 = cd >> 3 | ((w[4] >> q) & 1u) << 1;
                     }
                     unsigned cls;
-                    if (l1 < ORK_WCODEC2_L1_ESC) {
+                    if (l1 < ORK_TRANSIT_L1_ESC) {
                         cls = tab[l1];
                     } else {
                         if (k2 >= e2) { j->bad[c] = 1 + t; return; } /* more escapes than the tile's codes */
@@ -436,8 +436,8 @@ static void w2_dec_range(void *ctx, int64_t clo, int64_t chi) {
                         unsigned v2 = (unsigned)(acc & 7u);
                         acc >>= 3;
                         nbits -= 3;
-                        if (v2 < ORK_WCODEC2_L2_ESC) {
-                            cls = tab[ORK_WCODEC2_L1_ESC + v2];
+                        if (v2 < ORK_TRANSIT_L2_ESC) {
+                            cls = tab[ORK_TRANSIT_L1_ESC + v2];
                         } else {
                             if (k3 >= e3) { j->bad[c] = 1 + t; return; } /* more L2 escapes than L3 bytes */
                             cls = l3[k3++];
@@ -458,27 +458,27 @@ static void w2_dec_range(void *ctx, int64_t clo, int64_t chi) {
     }
 }
 
-ork_status ork_wcodec2_decode(const uint8_t *coded, const ork_wcodec_hdr *h, void *out, int nthreads) {
-    uint64_t n = h->n_words, nc = w2_chunks(n), tiles = ork_wcodec8_tiles(n);
+ork_status ork_expcode_decode(const uint8_t *coded, const ork_transit_hdr *h, void *out, int nthreads) {
+    uint64_t n = h->n_values, nc = w2_chunks(n), tiles = ork_transit_tiles(n);
     const uint8_t *tl2 = coded + h->tile_l2_offset, *tl3 = coded + h->tile_l3_offset;
     if (w2_ld32(tl2) != 0 || w2_ld32(tl2 + 4 * tiles) != h->l2_cap)
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: tile_l2 does not run from 0 to l2_cap %llu", (unsigned long long)h->l2_cap);
+        return ORK_FAIL(ORK_E_FORMAT, "transit: tile_l2 does not run from 0 to l2_cap %llu", (unsigned long long)h->l2_cap);
     if (w2_ld32(tl3) != 0 || w2_ld32(tl3 + 4 * tiles) != h->n_exc)
-        return ORK_FAIL(ORK_E_FORMAT, "wcodec2: tile_l3 does not run from 0 to n_exc %llu", (unsigned long long)h->n_exc);
+        return ORK_FAIL(ORK_E_FORMAT, "transit: tile_l3 does not run from 0 to n_exc %llu", (unsigned long long)h->n_exc);
     /* bytes have no sm section and its offset is not checked: no pointer from it */
-    int word = ork_wcodec2_word(h->magic);
+    int word = ork_transit_word(h->magic);
     w2_dec j = {.sm = word == 2 ? coded + h->sm_offset : NULL, .code = coded + h->code_offset, .tile_l2 = tl2,
                 .l2 = coded + h->l2_offset,
                 .tile_l3 = tl3, .l3 = coded + h->exc_offset, .out = out, .n = n, .n_exc = h->n_exc,
                 .l2_cap = h->l2_cap, .word = word};
     memcpy(j.table, h->table, 16);
     j.bad = calloc(nc ? nc : 1, sizeof *j.bad);
-    if (!j.bad) return ORK_FAIL(ORK_E_NOMEM, "wcodec2: decode scratch for %llu chunks", (unsigned long long)nc);
+    if (!j.bad) return ORK_FAIL(ORK_E_NOMEM, "transit: decode scratch for %llu chunks", (unsigned long long)nc);
     ork_par_for(nthreads, (int64_t)nc, 1, w2_dec_range, &j);
     ork_status st = ORK_OK;
     for (uint64_t c = 0; c < nc && st == ORK_OK; c++)
         if (j.bad[c])
-            st = ORK_FAIL(ORK_E_FORMAT, "wcodec2: tile %llu: its starts or escapes do not match tile_l2 / tile_l3 "
+            st = ORK_FAIL(ORK_E_FORMAT, "transit: tile %llu: its starts or escapes do not match tile_l2 / tile_l3 "
                           "(values %llu..)", (unsigned long long)(j.bad[c] - 1),
                           (unsigned long long)((j.bad[c] - 1) * W2_TILE_VALUES));
     free(j.bad);

@@ -1,6 +1,6 @@
-/* stream/wcodec2_cuda.cu — the two-level codecs' device decoder, both word
- * sizes (format in wcodec.h). One CUDA block per tile, one thread per group of
- * 32 values, as the byte codec's decoder. The block first stages its tile's
+/* stream/transit/exponent_code_cuda.cu — the exponent-class codes' device
+ * decoder, both word sizes (format in transit/format.h). One CUDA block per
+ * tile, one thread per group of 32 values. The block first stages its tile's
  * L2 words (and, when few, its L3 bytes) in shared memory while each thread
  * loads its group's L1 code (16-bit words: and its 32 sign/mantissa bytes);
  * a block-wide scan of the L1 escape counts gives each thread its first L2
@@ -22,14 +22,14 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "stream/wcodec2.h"
+#include "stream/transit/exponent_code.h"
 #include "util/log.h"
 }
 
 #include <stdint.h>
 
-static_assert(ORK_WCODEC8_TILE == 256 && ORK_WCODEC8_GROUP == 32, "the kernel's shape is the format's");
-static_assert(ORK_WCODEC2_L1_ESC == 3 && ORK_WCODEC2_L2_ESC == 7 && ORK_WCODEC2_TABLE == 10,
+static_assert(ORK_TRANSIT_TILE == 256 && ORK_TRANSIT_GROUP == 32, "the kernel's shape is the format's");
+static_assert(ORK_TRANSIT_L1_ESC == 3 && ORK_TRANSIT_L2_ESC == 7 && ORK_TRANSIT_TABLE == 10,
               "the lane arithmetic assumes 2-bit L1 and 3-bit L2 codes over a 10-class table");
 
 #define WC2_L2_STAGE 776  /* u32: a tile's codes (<= 8192 x 3 bits) from any start bit, 4 spare */
@@ -242,33 +242,33 @@ static void wc2_launch(bool vec, unsigned tiles, cudaStream_t s, const wc2_args 
     else wc2_kernel<WORD, false><<<tiles, 256, 0, s>>>(a);
 }
 
-extern "C" ork_status ork_wcodec2_decode_cuda(const void *coded_dev, const ork_wcodec_hdr *h, void *out_dev,
+extern "C" ork_status ork_expcode_decode_cuda(const void *coded_dev, const ork_transit_hdr *h, void *out_dev,
                                               void *stream) {
-    int word = ork_wcodec2_word(h->magic);
-    uint64_t n = word == 1 ? h->raw_bytes : h->n_words, lim = h->coded_bytes;
-    uint64_t groups = ork_wcodec8_groups(n), tiles = ork_wcodec8_tiles(n);
+    int word = ork_transit_word(h->magic);
+    uint64_t n = word == 1 ? h->raw_bytes : h->n_values, lim = h->coded_bytes;
+    uint64_t groups = ork_transit_groups(n), tiles = ork_transit_tiles(n);
     /* cheap consistency: every section the kernel reads is 4-aligned and
      * lies inside the buffer (l2_cap bounded first: its size cannot wrap);
      * the per-tile contents are the kernel's to clamp */
-    bool ok = word != 0 && n <= ORK_WCODEC2_MAX_VALUES && h->n_exc <= n && h->l2_cap % 32 == 0 &&
+    bool ok = word != 0 && n <= ORK_TRANSIT_MAX_VALUES && h->n_exc <= n && h->l2_cap % 32 == 0 &&
               (word == 1 ? !h->tail_present : h->tail_present <= 1 && h->raw_bytes == 2 * n + h->tail_present) &&
               (h->code_offset | h->sm_offset | h->tile_l2_offset | h->l2_offset | h->tile_l3_offset) % 4 == 0 &&
-              h->l2_cap / 32 <= lim / 12 && wc2_fits(h->code_offset, 4 * ork_wcodec2_group_words(word) * groups, lim) &&
+              h->l2_cap / 32 <= lim / 12 && wc2_fits(h->code_offset, 4 * ork_transit_group_words(word) * groups, lim) &&
               (word == 1 || wc2_fits(h->sm_offset, n, lim)) && wc2_fits(h->tile_l2_offset, 4 * (tiles + 1), lim) &&
-              wc2_fits(h->l2_offset, 4 * ork_wcodec2_l2_words(h->l2_cap), lim) &&
+              wc2_fits(h->l2_offset, 4 * ork_transit_l2_words(h->l2_cap), lim) &&
               wc2_fits(h->tile_l3_offset, 4 * (tiles + 1), lim) && wc2_fits(h->exc_offset, h->n_exc, lim);
-    if (!ok) return ork_fail(ORK_E_FORMAT, "wcodec2: device decode given an inconsistent header (use ork_wcodec_header)");
+    if (!ok) return ork_fail(ORK_E_FORMAT, "transit: device decode given an inconsistent header (use ork_transit_header)");
     cudaStream_t s = (cudaStream_t)stream;
     uint8_t *out = (uint8_t *)out_dev;
     if (!n) { /* nothing to decode but, perhaps, the tail byte */
         if (!h->tail_present) return ORK_OK;
         cudaError_t e = cudaMemsetAsync(out, h->tail, 1, s);
-        if (e != cudaSuccess) return ork_fail(ORK_E_CUDA, "wcodec2: tail write failed: %s", cudaGetErrorString(e));
+        if (e != cudaSuccess) return ork_fail(ORK_E_CUDA, "transit: tail write failed: %s", cudaGetErrorString(e));
         return ORK_OK;
     }
     const uint8_t *c = (const uint8_t *)coded_dev;
     if ((uintptr_t)c % 4)
-        return ork_fail(ORK_E_INVALID, "wcodec2: device decode needs a 4-aligned coded buffer");
+        return ork_fail(ORK_E_INVALID, "transit: device decode needs a 4-aligned coded buffer");
     wc2_args a;
     a.code = c + h->code_offset;
     a.sm = word == 2 ? c + h->sm_offset : NULL; /* bytes have no sm section: its offset is not checked */
@@ -279,7 +279,7 @@ extern "C" ork_status ork_wcodec2_decode_cuda(const void *coded_dev, const ork_w
     a.out = out;
     a.n = n;
     a.n_exc = h->n_exc;
-    a.l2_words = ork_wcodec2_l2_words(h->l2_cap);
+    a.l2_words = ork_transit_l2_words(h->l2_cap);
     a.ta = a.tb = a.tc = 0;
     for (int k = 0; k < 4; k++) { /* bytes: classes are 5-bit (the kernel shifts them unmasked) */
         uint32_t m = word == 1 ? 31u : 255u;
@@ -293,6 +293,6 @@ extern "C" ork_status ork_wcodec2_decode_cuda(const void *coded_dev, const ork_w
     if (word == 1) wc2_launch<1>(vec, (unsigned)tiles, s, a);
     else wc2_launch<2>(vec, (unsigned)tiles, s, a);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return ork_fail(ORK_E_CUDA, "wcodec2: decode launch failed: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess) return ork_fail(ORK_E_CUDA, "transit: decode launch failed: %s", cudaGetErrorString(e));
     return ORK_OK;
 }

@@ -1,21 +1,20 @@
-/* bench/stream/bench_wcodec_ratio.c — what the transit codecs (stream/wcodec.h)
- * do to REAL weights: every 2-D-or-larger floating tensor of the given
- * safetensors files (a file, an index, or a folder) converted to BF16 as the
- * weight store keeps it, coded the way the streamer codes a block (all the
- * tensors of one file in one region: one exponent table), and each tensor
- * alone; then the same tensors quantized as model.quantize does (per-row
- * absmax, rows = the first dimension) to E5M2 (qtype bf8) and E4M3 (qfloat8),
- * coded by the byte codec; and the two-level codecs' shares of the same
- * (stream/wcodec2.c). Prints the coded shares and the exceptions; the
- * streamer codes a block when its share is <= ORK_STREAM_CODEC_RATIO. The
- * random weights of the streaming bench code to 0.750 (BF16) and 0.759 (E5M2),
- * 0.664 and 0.679 under the two-level codecs.
- * Usage: bench_wcodec_ratio <weights> [...] */
+/* bench/stream/bench_transit_ratio.c — what the transit coding
+ * (stream/transit/) does to REAL weights: every 2-D-or-larger floating tensor
+ * of the given safetensors files (a file, an index, or a folder) converted to
+ * BF16 as the weight store keeps it, coded as 16-bit words the way the
+ * streamer codes a block (all the tensors of one file in one region: one
+ * class table), and each tensor alone; then the same tensors quantized as
+ * model.quantize does (per-row absmax, rows = the first dimension) to E5M2
+ * (qtype bf8) and E4M3 (qfloat8), coded as bytes. Prints the coded shares and
+ * the L3 escapes; the streamer codes a block when its share is <=
+ * ORK_STREAM_CODEC_RATIO. The random weights of the streaming bench code to
+ * 0.664 (BF16) and 0.679 (E5M2).
+ * Usage: bench_transit_ratio <weights> [...] */
 #include "numerics/elem.h" /* ork_elem_float_dt */
 #include "io/safetensors.h"
 #include "numerics/quantize.h"
 #include "stream/streamer.h"
-#include "stream/wcodec.h"
+#include "stream/transit/transit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,17 +37,17 @@ static int ratio_of(const char *path) {
         if (t->ndim < 2 || !ork_elem_float_dt(t->dtype)) continue;
         size_t ne = (size_t)ork_st_nelements(t);
         if (ork_st_read_into(t, ORK_BF16, all + at) != ORK_OK) { free(all); ork_st_set_close(set); return 1; }
-        ork_wcodec_hdr h;
-        size_t c = ork_wcodec_coded_bytes(all + at, ne * 2, &h);
+        ork_transit_hdr h;
+        size_t c = ork_transit_coded_bytes(ORK_TRANSIT_WORDS, all + at, ne * 2, &h);
         double r = (double)c / (double)(ne * 2);
         if (ne >= 16384 && r > worst) { worst = r; worst_i = i; }
         at += ne;
     }
-    ork_wcodec_hdr h;
-    size_t c = ork_wcodec_coded_bytes(all, total * 2, &h);
+    ork_transit_hdr h;
+    size_t c = ork_transit_coded_bytes(ORK_TRANSIT_WORDS, all, total * 2, &h);
     /* FP8 as the quantizer stores it, one region per format */
     uint8_t *q = malloc(total + 1);
-    double r8[2] = {0, 0}, e8[2] = {0, 0}, r2[2] = {0, 0};
+    double r8[2] = {0, 0}, e8[2] = {0, 0};
     for (int f = 0; q && f < 2; f++) {
         size_t o = 0;
         int ok = 1;
@@ -63,25 +62,20 @@ static int ratio_of(const char *path) {
             free(sc);
             o += ne;
         }
-        ork_wcodec_hdr h8;
-        size_t c8 = ok ? ork_wcodec8_coded_bytes(q, o, &h8) : 0;
+        ork_transit_hdr h8;
+        size_t c8 = ok ? ork_transit_coded_bytes(ORK_TRANSIT_BYTES, q, o, &h8) : 0;
         r8[f] = c8 && o ? (double)c8 / (double)o : 0;
-        size_t c2 = ok ? ork_wcodec2_coded_bytes(q, o, 1, NULL) : 0;
-        r2[f] = c2 && o ? (double)c2 / (double)o : 0;
         e8[f] = c8 && o ? 100.0 * (double)h8.n_exc / (double)o : 0;
     }
     free(q);
-    printf("%s: %zu BF16 values in %zu tensors: coded %.4f of the bytes, %llu exceptions (%.4f%%); "
+    printf("%s: %zu BF16 values in %zu tensors: coded %.4f of the bytes, %llu L3 escapes (%.4f%%); "
            "worst tensor of >= 16K values alone: %s %.4f; streamed coded: %s\n",
            path, total, n, (double)c / (double)(total * 2), (unsigned long long)h.n_exc,
            100.0 * (double)h.n_exc / (double)(total ? total : 1), worst > 0 ? ork_st_set_at(set, worst_i)->name : "-",
            worst, (double)c <= ORK_STREAM_CODEC_RATIO * (double)(total * 2) ? "yes" : "no (raw)");
-    printf("  as FP8 (per-row absmax), byte codec: E5M2 %.4f of the bytes (%.2f%% exceptions; streamed coded: %s), "
+    printf("  as FP8 (per-row absmax), coded as bytes: E5M2 %.4f of the bytes (%.2f%% L3 escapes; streamed coded: %s), "
            "E4M3 %.4f (%.2f%%; %s)\n", r8[0], e8[0], r8[0] > 0 && r8[0] <= ORK_STREAM_CODEC_RATIO ? "yes" : "no (raw)", r8[1],
            e8[1], r8[1] > 0 && r8[1] <= ORK_STREAM_CODEC_RATIO ? "yes" : "no (raw)");
-    size_t cw = ork_wcodec2_coded_bytes(all, total * 2, 2, NULL);
-    printf("  two-level codecs: BF16 %.4f of the bytes, E5M2 %.4f, E4M3 %.4f (streamed coded when <= %.2f)\n",
-           total ? (double)cw / (double)(total * 2) : 0, r2[0], r2[1], ORK_STREAM_CODEC_RATIO);
     free(all);
     ork_st_set_close(set);
     return 0;

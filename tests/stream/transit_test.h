@@ -1,8 +1,8 @@
-/* tests/stream/wcodec_test.h — what the transit codec's CPU and CUDA tests
+/* tests/stream/transit_test.h — what the transit coding's CPU and CUDA tests
  * share: BF16 words that look like trained weights, and FP8 E5M2 bytes as the
- * quantizer makes them (the byte codec's input). */
-#ifndef ORK_TESTS_WCODEC_TEST_H
-#define ORK_TESTS_WCODEC_TEST_H
+ * quantizer makes them (the input coded as bytes). */
+#ifndef ORK_TESTS_TRANSIT_TEST_H
+#define ORK_TESTS_TRANSIT_TEST_H
 
 #include "ork_test.h"
 
@@ -44,16 +44,6 @@ static inline uint8_t *e5m2_weights(size_t rows, size_t cols, int gaussian, uint
     free(f);
     free(s);
     return q;
-}
-
-/* n bytes whose classes (bits 6..2) take only 7 values, so the byte codec
- * needs no exception; sign and mantissa vary (caller frees). */
-static inline uint8_t *e5m2_seven_classes(size_t n) {
-    uint8_t *b = malloc(n ? n : 1);
-    CU_ASSERT_FATAL(b != NULL);
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(((i / 7) & 1) << 7 | (12 + i % 7) << 2 | ((i / 14) & 3));
-    return b;
 }
 
 #endif
