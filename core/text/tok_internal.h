@@ -21,6 +21,7 @@
  * when the message already starts with it. */
 ork_status tok_fail(ork_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tok_set_source(const char *path); /* NULL: none */
+const char *tok_get_source(void);
 
 /* ---- growable byte string ------------------------------------------------ */
 typedef struct tok_str {

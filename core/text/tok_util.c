@@ -17,6 +17,7 @@
 static _Thread_local const char *t_source;
 
 void tok_set_source(const char *path) { t_source = path; }
+const char *tok_get_source(void) { return t_source; }
 
 ork_status tok_fail(ork_status s, const char *fmt, ...) {
     char msg[768];

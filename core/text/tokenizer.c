@@ -449,15 +449,13 @@ static int32_t config_pad_id(const ork_tokenizer *t, const char *folder, json_t 
     return id < 0 ? 0 : id;
 }
 
-ork_status ork_tokenizer_from_json(json_t *root, const char *folder, const char *what, ork_tokenizer **out) {
+static ork_status from_json(json_t *root, const char *folder, ork_tokenizer **out) {
     *out = NULL;
-    (void)what;
     if (!json_is_object(root)) return tok_fail(ORK_E_FORMAT, "not a JSON object");
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return tok_fail(ORK_E_FORMAT, "no 'model' object");
-    json_t *trunc = json_object_get(root, "truncation"), *pad = json_object_get(root, "padding");
-    (void)trunc; /* the caller's max_length and flags decide, as transformers' call arguments do */
-    (void)pad;
+    /* The file's "truncation" and "padding" are not applied: the caller's
+     * max_length and flags decide, as transformers' call arguments do. */
     ork_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return tok_fail(ORK_E_NOMEM, "out of memory");
     ork_status st = tok_model_parse(model, &t->model);
@@ -472,6 +470,15 @@ ork_status ork_tokenizer_from_json(json_t *root, const char *folder, const char 
     t->pad_id = config_pad_id(t, folder, root);
     *out = t;
     return ORK_OK;
+}
+
+ork_status ork_tokenizer_from_json(json_t *root, const char *folder, const char *what, ork_tokenizer **out) {
+    if (!out) return tok_fail(ORK_E_INVALID, "from_json: NULL output");
+    const char *outer = tok_get_source();
+    if (!outer) tok_set_source(what); /* error lines name it */
+    ork_status st = from_json(root, folder, out);
+    if (!outer) tok_set_source(NULL);
+    return st;
 }
 
 /* CLIP as transformers' CLIPTokenizer (tokenizers backend) builds it. */

@@ -578,6 +578,17 @@ static void test_malformed_json(void) {
     CU_ASSERT_EQUAL(load_text("{" UNI_OK ", \"post_processor\": {\"type\": \"RobertaProcessing\", \"cls\": [\"x\"]}}"),
                     ORK_E_FORMAT);
     CU_ASSERT_EQUAL(load_text("{" UNI_OK ", \"post_processor\": {\"type\": \"Wrapper\"}}"), ORK_E_UNSUPPORTED);
+    /* from a parsed object: the line names what the caller called it */
+    {
+        json_t *j = json_object();
+        ork_tokenizer *t = NULL;
+        capture();
+        CU_ASSERT_EQUAL(ork_tokenizer_from_json(j, NULL, "my-variant", &t), ORK_E_FORMAT);
+        release();
+        CU_ASSERT_EQUAL(g_errors, 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(g_last, "my-variant"));
+        json_decref(j);
+    }
     /* a garbage charsmap trie that parses: encoding must stay in bounds */
     {
         unsigned char raw[4 + 64 * 4 + 8];

@@ -1,0 +1,62 @@
+/* text/cond_internal.h — private to core/text's conditioner (conditioner.c:
+ * resolve, check, identity, plan; cond_run.c: the encode). One tc_slot per
+ * text slot the model declares. Owns nothing by itself. [control-thread] */
+#ifndef ORK_TEXT_COND_INTERNAL_H
+#define ORK_TEXT_COND_INTERNAL_H
+
+#include "text/conditioner.h"
+
+#include <orakul/orakul.h>
+
+#define TC_MAX_SLOTS 4
+#define TC_PATH 1100
+
+typedef struct tc_slot {
+    ork_text_slot s;                      /* the model's slot (strings borrowed from the model) */
+    const ork_plugin_component *pc;       /* the text_encoder component */
+    const ork_text_encoder_vtable *vt;
+    void *self;                           /* the opened encoder instance */
+    ork_text_encoder_info info;
+    ork_tokenizer *tok;
+    char weights[TC_PATH];                /* what the encoder opened */
+    char tokenizer[TC_PATH];              /* what the tokenizer loaded */
+    int L;                                /* tokens per caption (truncate + pad) */
+    int feeds;                            /* ORK_TEXT_FEEDS_* */
+    const ork_plugin_component *qpc;      /* quantizer (quantize_te and the slot allows it), or NULL */
+    ork_dtype qdt;                        /* the quantizer's storage dtype for a (D, D) weight, for the plan */
+    int qblock;
+    int use_mask;                         /* pass the padding mask */
+} tc_slot;
+
+struct ork_textcond {
+    const ork_registry *reg;
+    const ork_model_info *mi;
+    ork_textcond_opts o;
+    char qtype[64];
+    int n;
+    tc_slot sl[TC_MAX_SLOTS];
+    int T, ctx_dim, vec_dim;
+    char *identity;
+    ork_textcond_stats last;
+};
+
+/* The encode's plan for one slot on a backend within budget (0: none). */
+typedef struct tc_plan {
+    size_t w_total;        /* stored bytes of every weight */
+    size_t w_block_max;    /* of the largest block */
+    size_t act_per_caption;/* activations of one caption through the largest block (estimate) */
+    size_t scratch;        /* dequantize scratch and workspace margin */
+    int layer_major;
+    int chunk;             /* captions per chunk */
+    size_t peak;           /* predicted device peak */
+    double flops_per_caption;
+} tc_plan;
+
+/* Stored bytes of weight d under slot t's storage (act dtype of be, quantizer). */
+size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype store_dt);
+/* The plan (tc_plan) for n captions; ORK_E_BUDGET with one line when nothing fits. */
+ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n, int quiet, tc_plan *out);
+/* The activation/store dtype of a backend: BF16 on CUDA, F32 on the CPU. */
+ork_dtype ork_tc_act_dtype(const ork_backend *be);
+
+#endif

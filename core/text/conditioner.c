@@ -1,0 +1,489 @@
+/* text/conditioner.c — the text conditioner's resolution and checks (open),
+ * its cache identity, its plan (what `orakul plan` prints) and close. The
+ * encode itself is in cond_run.c.
+ *
+ * Where an encoder's pieces come from, per slot of the model (ork_text_slot):
+ *   weights:   the slot's explicit path (model_kwargs.<path_key>), else
+ *              <source_dir>/<subfolder> (a diffusers folder or HF snapshot);
+ *   tokenizer: the slot's explicit tokenizer path, else
+ *              <source_dir>/<tokenizer_subfolder>, else the folder of an
+ *              explicit weights path when a tokenizer file lies there.
+ * Nothing found and nothing given: no conditioner (one warning, the caller
+ * keeps zero embeddings or .te.safetensors files). Part found: one error line
+ * naming each missing piece and where it was looked for.
+ * Owns: each slot's encoder instance and tokenizer, the identity string. */
+#include "text/cond_internal.h"
+
+#include "text/tokenizer.h"
+#include "util/log.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+static int exists(const char *p) {
+    struct stat sb;
+    return p && stat(p, &sb) == 0;
+}
+
+static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "vocab.json", "spiece.model",
+                                        "bpe_simple_vocab_16e6.txt.gz", NULL};
+
+static int has_tokenizer(const char *dir) {
+    char p[TC_PATH + 64];
+    for (int i = 0; tok_files[i]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, tok_files[i]);
+        if (exists(p)) return 1;
+    }
+    return 0;
+}
+
+/* A growing string for the missing-pieces line and the identity. */
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+} sbuf;
+static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    if (b->n + (size_t)k + 1 > b->cap) {
+        size_t cap = (b->n + (size_t)k + 1) * 2;
+        char *s = realloc(b->s, cap);
+        if (!s) return; /* the string stays as it was; the caller checks b->s */
+        b->s = s;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+static const char *slot_name(const ork_text_slot *s) { return s->encoder ? s->encoder : "?"; }
+
+ork_dtype ork_tc_act_dtype(const ork_backend *be) { return be && be->device == ORK_DEV_CUDA ? ORK_BF16 : ORK_F32; }
+
+/* ---- open ----------------------------------------------------------------- */
+
+typedef struct found {
+    char w[TC_PATH], t[TC_PATH];
+    int w_given, t_given, w_ok, t_ok;
+    char w_looked[TC_PATH], t_looked[TC_PATH];
+} found;
+
+static void resolve_slot(const ork_model_info *mi, const ork_text_slot *s, found *f) {
+    memset(f, 0, sizeof *f);
+    const char *src = ork_model_info_has_text(mi) ? mi->source_dir : NULL;
+    if (s->path && *s->path) {
+        f->w_given = 1;
+        snprintf(f->w, sizeof f->w, "%s", s->path);
+        snprintf(f->w_looked, sizeof f->w_looked, "%s", s->path);
+        f->w_ok = exists(s->path);
+    } else if (src && s->subfolder) {
+        snprintf(f->w, sizeof f->w, "%s/%s", src, s->subfolder);
+        snprintf(f->w_looked, sizeof f->w_looked, "%s", f->w);
+        f->w_ok = is_dir(f->w);
+    }
+    if (s->tokenizer_path && *s->tokenizer_path) {
+        f->t_given = 1;
+        snprintf(f->t, sizeof f->t, "%s", s->tokenizer_path);
+        snprintf(f->t_looked, sizeof f->t_looked, "%s", s->tokenizer_path);
+        f->t_ok = exists(s->tokenizer_path);
+        return;
+    }
+    if (src && s->tokenizer_subfolder) {
+        snprintf(f->t, sizeof f->t, "%s/%s", src, s->tokenizer_subfolder);
+        snprintf(f->t_looked, sizeof f->t_looked, "%s", f->t);
+        f->t_ok = is_dir(f->t) && has_tokenizer(f->t);
+        if (f->t_ok) return;
+    }
+    if (f->w_given) { /* beside explicit weights: the folder itself, or a file's folder */
+        char d[TC_PATH];
+        snprintf(d, sizeof d, "%s", s->path);
+        if (!is_dir(d)) {
+            char *sl = strrchr(d, '/');
+            if (sl) *sl = 0;
+            else snprintf(d, sizeof d, ".");
+        }
+        if (f->t_looked[0]) {
+            size_t l = strlen(f->t_looked);
+            snprintf(f->t_looked + l, sizeof f->t_looked - l, " and %s", d);
+        } else {
+            snprintf(f->t_looked, sizeof f->t_looked, "%s", d);
+        }
+        if (has_tokenizer(d)) {
+            snprintf(f->t, sizeof f->t, "%s", d);
+            f->t_ok = 1;
+        }
+    }
+}
+
+static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
+    const ork_model_info *mi = tc->mi;
+    const ork_text_slot *s = &t->s;
+    ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_TEXT_ENCODER, slot_name(s), "the model's text encoder", &t->pc));
+    t->vt = t->pc->c->vtable;
+    void *buf = calloc(1, t->pc->c->params_size ? t->pc->c->params_size : 1);
+    if (!buf) return ORK_E_NOMEM;
+    ork_status st = t->vt->create(&t->pc->host, buf, &t->self);
+    free(buf);
+    ORK_TRY(st);
+    snprintf(t->weights, sizeof t->weights, "%s", f->w);
+    snprintf(t->tokenizer, sizeof t->tokenizer, "%s", f->t);
+    ORK_TRY(t->vt->open(t->self, t->weights, &t->info)); /* logs its line */
+    ORK_TRY(ork_tokenizer_load(t->tokenizer, &t->tok));   /* logs its line */
+    t->feeds = (int)s->feeds;
+    if ((t->feeds & ORK_TEXT_FEEDS_TXT) && t->info.hidden_dim != mi->context_dim)
+        return ORK_FAIL(ORK_E_CONFIG, "text encoder %s (%s): hidden width %d, but %s takes text embeddings of width %d",
+                        slot_name(s), t->weights, t->info.hidden_dim, mi->variant ? mi->variant : "the model",
+                        mi->context_dim);
+    if ((t->feeds & ORK_TEXT_FEEDS_VEC) && (t->info.pooled_dim <= 0 || t->info.pooled_dim != mi->vec_dim))
+        return ORK_FAIL(ORK_E_CONFIG, "text encoder %s (%s): pooled width %d, but %s takes a pooled vector of width %d",
+                        slot_name(s), t->weights, t->info.pooled_dim, mi->variant ? mi->variant : "the model",
+                        mi->vec_dim);
+    int32_t tv = ork_tokenizer_vocab_size(t->tok);
+    if (tv > t->info.vocab_size)
+        return ORK_FAIL(ORK_E_CONFIG, "text encoder %s: the tokenizer %s has %d tokens, the encoder %s only %d: not "
+                        "the encoder's tokenizer", slot_name(s), t->tokenizer, (int)tv, t->weights, t->info.vocab_size);
+    t->L = s->max_length > 0 ? s->max_length : t->info.default_length > 0 ? t->info.default_length : 77;
+    if (t->info.max_length > 0 && t->L > t->info.max_length) {
+        ORK_INFO("text encoder %s: %d tokens asked, the encoder takes %d: captions are cut at %d", slot_name(s), t->L,
+                 t->info.max_length, t->info.max_length);
+        t->L = t->info.max_length;
+    }
+    t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && tc->o.attn_mask;
+    if (tc->o.quantize && (s->flags & ORK_TEXT_SLOT_QUANTIZE)) {
+        ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_QUANT, tc->qtype, "model.qtype_te", &t->qpc));
+        /* the storage of a square weight, for the plan (the store asks per shape) */
+        const ork_quant_vtable *qv = t->qpc->c->vtable;
+        void *qp = calloc(1, t->qpc->c->params_size ? t->qpc->c->params_size : 1), *q = NULL;
+        if (!qp) return ORK_E_NOMEM;
+        st = qv->create(&t->qpc->host, qp, &q);
+        ork_quant_layout lay = {0};
+        if (st == ORK_OK) st = qv->layout(q, 256, 256, &lay);
+        if (q) qv->destroy(q);
+        free(qp);
+        ORK_TRY(st);
+        t->qdt = lay.qdtype;
+        t->qblock = lay.block;
+    }
+    return ORK_OK;
+}
+
+static ork_status build_identity(ork_textcond *tc);
+
+ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, const ork_textcond_opts *opts,
+                             ork_textcond **out) {
+    *out = NULL;
+    if (!reg || !mi) return ORK_FAIL(ORK_E_INVALID, "ork_textcond_open: no registry or model");
+    const char *model = mi->variant ? mi->variant : "the model";
+    if (!ork_model_info_has_text(mi) || mi->n_text_slots <= 0 || !mi->text_slots) {
+        ORK_WARN("%s declares no text encoders: training uses zero text embeddings unless <image>.te.safetensors "
+                 "files are given", model);
+        return ORK_OK;
+    }
+    if (mi->n_text_slots > TC_MAX_SLOTS)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s declares %d text encoders; at most %d are supported", model,
+                        mi->n_text_slots, TC_MAX_SLOTS);
+    found f[TC_MAX_SLOTS];
+    int n_found = 0, n_given = 0, n_missing = 0;
+    for (int i = 0; i < mi->n_text_slots; i++) {
+        resolve_slot(mi, &mi->text_slots[i], &f[i]);
+        n_found += f[i].w_ok + f[i].t_ok;
+        n_given += f[i].w_given + f[i].t_given;
+        n_missing += !f[i].w_ok + !f[i].t_ok;
+    }
+    const char *what = opts && opts->what ? opts->what : NULL;
+    if (n_found == 0 && n_given == 0) {
+        ORK_WARN("%s: no text encoders found%s%s%s (%s): training uses zero text embeddings unless "
+                 "<image>.te.safetensors files are given", model, what ? " for " : "", what ? what : "",
+                 mi->source_dir ? " in the model's folder" : "",
+                 mi->source_dir ? mi->source_dir : "a single file or preset: give their paths in model.model_kwargs");
+        return ORK_OK;
+    }
+    if (n_missing) {
+        sbuf b = {0};
+        for (int i = 0; i < mi->n_text_slots; i++) {
+            const ork_text_slot *s = &mi->text_slots[i];
+            if (!f[i].w_ok)
+                sb_add(&b, "%s%s weights %s (%s%s%s; or set model.model_kwargs.%s)", b.n ? "; " : "", slot_name(s),
+                       f[i].w_given ? "not found" : "missing", f[i].w_given ? "given: " : "looked for ",
+                       f[i].w_looked[0] ? f[i].w_looked : "nowhere: the model is a single file",
+                       f[i].w_given ? "" : "", s->path_key ? s->path_key : "?");
+            if (!f[i].t_ok)
+                sb_add(&b, "%s%s tokenizer %s (%s%s; or set model.model_kwargs.%s to a tokenizer.json, spiece.model, "
+                       "vocab.json or a folder holding one)", b.n ? "; " : "", slot_name(s),
+                       f[i].t_given ? "not found" : "missing", f[i].t_given ? "given: " : "looked in ",
+                       f[i].t_looked[0] ? f[i].t_looked : "nowhere: the model is a single file",
+                       s->tokenizer_key ? s->tokenizer_key : "?");
+        }
+        ork_status r = ORK_FAIL(ORK_E_CONFIG, "%s: text encoders incomplete: %s", model, b.s ? b.s : "out of memory");
+        free(b.s);
+        return r;
+    }
+    ork_textcond *tc = calloc(1, sizeof *tc);
+    if (!tc) return ORK_E_NOMEM;
+    tc->reg = reg;
+    tc->mi = mi;
+    if (opts) tc->o = *opts;
+    tc->o.what = NULL; /* borrowed only during open */
+    snprintf(tc->qtype, sizeof tc->qtype, "%s", opts && opts->qtype && *opts->qtype ? opts->qtype : "qfloat8");
+    tc->o.qtype = tc->qtype;
+    tc->n = mi->n_text_slots;
+    ork_status st = ORK_OK;
+    for (int i = 0; i < tc->n && st == ORK_OK; i++) {
+        tc->sl[i].s = mi->text_slots[i];
+        st = open_slot(tc, &tc->sl[i], &f[i]);
+    }
+    for (int i = 0; i < tc->n && st == ORK_OK; i++) {
+        const tc_slot *t = &tc->sl[i];
+        if ((t->feeds & ORK_TEXT_FEEDS_TXT) && tc->T) st = ORK_FAIL(ORK_E_CONFIG, "%s: two text slots feed txt", model);
+        if (t->feeds & ORK_TEXT_FEEDS_TXT) {
+            tc->T = t->L;
+            tc->ctx_dim = t->info.hidden_dim;
+        }
+        if (t->feeds & ORK_TEXT_FEEDS_VEC) tc->vec_dim = t->info.pooled_dim;
+    }
+    if (st == ORK_OK && !tc->T) st = ORK_FAIL(ORK_E_CONFIG, "%s: no text slot feeds txt", model);
+    if (st == ORK_OK) st = build_identity(tc);
+    if (st != ORK_OK) {
+        ork_textcond_close(tc);
+        return st;
+    }
+    *out = tc;
+    return ORK_OK;
+}
+
+void ork_textcond_close(ork_textcond *tc) {
+    if (!tc) return;
+    for (int i = 0; i < tc->n; i++) {
+        tc_slot *t = &tc->sl[i];
+        if (t->self) t->vt->destroy(t->self);
+        ork_tokenizer_free(t->tok);
+    }
+    free(tc->identity);
+    free(tc);
+}
+
+void ork_textcond_shape(const ork_textcond *tc, int *T, int *ctx_dim, int *vec_dim) {
+    if (T) *T = tc ? tc->T : 0;
+    if (ctx_dim) *ctx_dim = tc ? tc->ctx_dim : 0;
+    if (vec_dim) *vec_dim = tc ? tc->vec_dim : 0;
+}
+
+void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out) {
+    if (tc) *out = tc->last;
+    else memset(out, 0, sizeof *out);
+}
+
+/* ---- identity ------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* "name:size:mtime" of path, or of every regular file in it (sorted; only
+ * names ending in suffixes[] when given). */
+static void add_files(sbuf *b, const char *path, const char *const *suffixes) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        sb_add(b, "?");
+        return;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        const char *base = strrchr(path, '/');
+        sb_add(b, "%s:%lld:%lld.%09ld", base ? base + 1 : path, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+               (long)sb.st_mtim.tv_nsec);
+        return;
+    }
+    DIR *d = opendir(path);
+    if (!d) return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        int keep = !suffixes;
+        for (int i = 0; suffixes && suffixes[i] && !keep; i++) {
+            size_t a = strlen(de->d_name), c = strlen(suffixes[i]);
+            keep = a >= c && !strcmp(de->d_name + a - c, suffixes[i]);
+        }
+        if (!keep) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, cap * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char p[TC_PATH + 300];
+        snprintf(p, sizeof p, "%s/%s", path, names[i]);
+        struct stat fs;
+        if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode))
+            sb_add(b, "%s%s:%lld:%lld.%09ld", i ? "," : "", names[i], (long long)fs.st_size, (long long)fs.st_mtim.tv_sec,
+                   (long)fs.st_mtim.tv_nsec);
+        free(names[i]);
+    }
+    free(names);
+}
+
+static ork_status build_identity(ork_textcond *tc) {
+    static const char *const wsuf[] = {".safetensors", ".json", NULL};
+    static const char *const tsuf[] = {".json", ".json.gz", ".txt", ".txt.gz", ".model", NULL};
+    sbuf b = {0};
+    sb_add(&b, "orakul-textcond/1");
+    for (int i = 0; i < tc->n; i++) {
+        const tc_slot *t = &tc->sl[i];
+        sb_add(&b, "|%s %s feeds=%s%s len=%d mask=%d q=%s weights=", t->pc->c->id, t->info.variant ? t->info.variant : "",
+               (t->feeds & ORK_TEXT_FEEDS_TXT) ? "txt" : "", (t->feeds & ORK_TEXT_FEEDS_VEC) ? "vec" : "", t->L,
+               t->use_mask, t->qpc ? t->qpc->c->id : "none");
+        add_files(&b, t->weights, wsuf);
+        sb_add(&b, " tokenizer=");
+        add_files(&b, t->tokenizer, tsuf);
+    }
+    if (!b.s) return ORK_E_NOMEM;
+    tc->identity = b.s;
+    return ORK_OK;
+}
+
+const char *ork_textcond_identity(const ork_textcond *tc) { return tc && tc->identity ? tc->identity : ""; }
+
+/* ---- plan ----------------------------------------------------------------- */
+
+size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype store_dt) {
+    int64_t n = 1;
+    for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+    if (d->flags & (ORK_WEIGHT_NORM | ORK_WEIGHT_F32)) return (size_t)n * 4;
+    if (t->qpc && (d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+        int64_t rows = d->shape[0], cols = d->shape[1];
+        int64_t scales = t->qblock > 0 ? rows * ((cols + t->qblock - 1) / t->qblock) : rows;
+        return (size_t)(n * (int64_t)ork_dtype_size(t->qdt)) + (size_t)scales * 4 + 16;
+    }
+    return (size_t)n * ork_dtype_size(store_dt);
+}
+
+ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n, int quiet, tc_plan *out) {
+    memset(out, 0, sizeof *out);
+    const ork_text_encoder_info *in = &t->info;
+    int nb = in->n_blocks;
+    size_t *wb = calloc((size_t)(nb > 0 ? nb : 1), sizeof *wb);
+    int64_t *outsum = calloc((size_t)(nb > 0 ? nb : 1), sizeof *outsum);
+    if (!wb || !outsum) {
+        free(wb);
+        free(outsum);
+        return ORK_E_NOMEM;
+    }
+    size_t asz = ork_dtype_size(act_dt);
+    int64_t max_lin = 0;
+    double lin_params = 0;
+    int n_attn = 0;
+    for (int i = 0; i < in->n_weights; i++) {
+        const ork_weight_decl *d = &in->weights[i];
+        if (d->block < 0 || d->block >= nb) continue;
+        wb[d->block] += ork_tc_weight_bytes(t, d, act_dt);
+        if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+            outsum[d->block] += d->shape[0];
+            if (d->shape[0] * d->shape[1] > max_lin) max_lin = d->shape[0] * d->shape[1];
+            lin_params += (double)d->shape[0] * (double)d->shape[1];
+        }
+    }
+    int64_t max_out = 0;
+    for (int b = 0; b < nb; b++) {
+        out->w_total += wb[b];
+        if (wb[b] > out->w_block_max) out->w_block_max = wb[b];
+        if (outsum[b] > max_out) max_out = outsum[b];
+        if (outsum[b] > 0) n_attn++;
+    }
+    free(wb);
+    free(outsum);
+    int64_t L = t->L, D = in->hidden_dim, H = D / 64 > 0 ? D / 64 : 1;
+    /* one caption through the largest block: every linear output at once, the
+     * carry in and out, the norms, and F32 scores, probabilities and the bias */
+    out->act_per_caption = (size_t)(L * max_out) * asz + (size_t)(6 * L * D) * asz + (size_t)(3 * H * L * L) * 4;
+    out->act_per_caption += out->act_per_caption / 4; /* allocator rounding, views */
+    out->scratch = (size_t)max_lin * 2 + ((size_t)64 << 20);
+    out->flops_per_caption = 2.0 * lin_params * (double)L + 4.0 * (double)n_attn * (double)L * (double)L * (double)D;
+    const char *lm = getenv("ORAKUL_TEXT_LAYER_MAJOR");
+    int force_lm = lm && *lm && strcmp(lm, "0") != 0;
+    int cap = 64; /* captions per chunk at most: bigger chunks gain nothing once GEMMs are large */
+    const char *cc = getenv("ORAKUL_TEXT_CHUNK");
+    if (cc && atoi(cc) > 0) cap = atoi(cc);
+    if (n > 0 && cap > n) cap = n;
+    if (cap < 1) cap = 1;
+    size_t need_res = out->w_total + out->scratch, need_lm = out->w_block_max + out->scratch;
+    if (!budget) {
+        out->layer_major = force_lm;
+        out->chunk = cap;
+    } else if (!force_lm && budget > need_res + out->act_per_caption) {
+        out->chunk = (int)((budget - need_res) / out->act_per_caption);
+    } else if (budget > need_lm + out->act_per_caption) {
+        out->layer_major = 1;
+        out->chunk = (int)((budget - need_lm) / out->act_per_caption);
+    } else {
+        if (!quiet)
+            ORK_FAIL(ORK_E_BUDGET, "text encoder %s: its largest block (%.2f GiB) and one caption's activations "
+                     "(%.2f GiB) do not fit in model.vram_budget_gb (%.2f GiB)", t->s.encoder,
+                     out->w_block_max / 1073741824.0, out->act_per_caption / 1073741824.0, budget / 1073741824.0);
+        return ORK_E_BUDGET;
+    }
+    if (out->chunk > cap) out->chunk = cap;
+    if (out->chunk < 1) out->chunk = 1;
+    out->peak = (out->layer_major ? need_lm : need_res) + (size_t)out->chunk * out->act_per_caption;
+    return ORK_OK;
+}
+
+ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n_captions,
+                                 FILE *out) {
+    if (!tc) {
+        fprintf(out, "text encode: none (zero text embeddings, or <image>.te.safetensors files)\n");
+        return ORK_OK;
+    }
+    ork_dtype act = ork_tc_act_dtype(be);
+    const char *kind = be && be->device == ORK_DEV_CUDA ? "h200" : "cpu";
+    const char *pd = getenv("ORAKUL_PLAN_DEVICE");
+    if (be && be->device == ORK_DEV_CUDA && pd && *pd) kind = pd;
+    ork_device_kind dk;
+    if (!ork_device_kind_find(kind, &dk)) ork_device_kind_find("h200", &dk);
+    fprintf(out, "text encode: %d caption%s, txt (%d, %d)", n_captions, n_captions == 1 ? "" : "s", tc->T, tc->ctx_dim);
+    if (tc->vec_dim) fprintf(out, ", vec (%d)", tc->vec_dim);
+    if (budget_bytes) fprintf(out, ", within %.2f GiB", budget_bytes / 1073741824.0);
+    fprintf(out, "; its memory is given back before training\n");
+    double total = 0;
+    for (int i = 0; i < tc->n; i++) {
+        const tc_slot *t = &tc->sl[i];
+        tc_plan p;
+        ork_status s = ork_tc_plan(t, act, budget_bytes, n_captions, 0, &p);
+        if (s != ORK_OK) return s;
+        double rate = dk.tflops * 1e12 * (dk.mfu > 0 ? dk.mfu : 0.5);
+        double t_comp = p.flops_per_caption * n_captions / rate;
+        double t_pcie = be && be->device == ORK_DEV_CUDA ? p.w_total / (dk.h2d_gbs * 1e9) : 0;
+        total += t_comp + t_pcie;
+        fprintf(out, "  %-5s %s (%s) from %s: %d blocks, %d tokens, weights %.2f GiB %s%s\n", t->s.encoder,
+                t->pc->c->id, t->info.variant ? t->info.variant : "?", t->weights, t->info.n_blocks, t->L,
+                p.w_total / 1073741824.0, t->qpc ? t->qpc->c->id : ork_dtype_name(act),
+                t->qpc ? " (model.quantize_te)" : "");
+        fprintf(out, "        %s: %d caption%s per chunk, peak %.2f GiB (largest block %.2f GiB, %.3f GiB per "
+                "caption); predicted %.1f s (compute %.1f s at %.0f%% of %s's %.0f TFLOP/s, weights over PCIe %.1f s)\n",
+                p.layer_major ? "layer-major (each block's weights loaded once, every caption through it)"
+                              : "resident",
+                p.chunk, p.chunk == 1 ? "" : "s", p.peak / 1073741824.0, p.w_block_max / 1073741824.0,
+                p.act_per_caption / 1073741824.0, t_comp + t_pcie, t_comp, 100 * (dk.mfu > 0 ? dk.mfu : 0.5),
+                dk.name, dk.tflops, t_pcie);
+    }
+    fprintf(out, "  text encode predicted %.1f s in all (%.1f captions/s)\n", total,
+            total > 0 ? n_captions / total : 0.0);
+    return ORK_OK;
+}
