@@ -123,6 +123,8 @@ static ork_status apply_orientation(const char *name, int o, ork_image *img) {
 
 /* ------------------------------------------------------------------ JPEG */
 
+#define ORK_JPEG_MAX_WORK (1024L << 20) /* bytes of libjpeg work memory (see decode_jpeg) */
+
 typedef struct jpeg_err {
     struct jpeg_error_mgr mgr;
     jmp_buf jmp;
@@ -150,9 +152,13 @@ static ork_status decode_jpeg(const uint8_t *data, size_t n, const char *name, i
     err.mgr.emit_message = jpeg_on_message;
     if (setjmp(err.jmp)) {
         err.mgr.format_message((j_common_ptr)&cinfo, msg);
+        int too_big = err.mgr.msg_code == JERR_NO_BACKING_STORE; /* over ORK_JPEG_MAX_WORK */
         jpeg_destroy_decompress(&cinfo);
         free(cmyk);
         ork_image_free(out);
+        if (too_big)
+            return ORK_FAIL(ORK_E_FORMAT, "%s: JPEG needs over %ld MiB of decoder memory (a progressive image of "
+                            "over about 179 Mpx, which Pillow refuses too)", name, ORK_JPEG_MAX_WORK >> 20);
         return ORK_FAIL(ORK_E_FORMAT, "%s: bad JPEG: %s%s", name, err.truncated ? "file is truncated: " : "", msg);
     }
     jpeg_create_decompress(&cinfo);
@@ -179,8 +185,18 @@ static ork_status decode_jpeg(const uint8_t *data, size_t n, const char *name, i
     int is_cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     int adobe_inverted = cinfo.saw_Adobe_marker;
     cinfo.out_color_space = is_cmyk ? JCS_CMYK : JCS_RGB;
+    /* libjpeg's own work memory (a progressive file keeps every coefficient:
+     * 2 bytes a sample) is capped; past it the decode fails ("backing store
+     * not supported") instead of allocating and zeroing gigabytes for a
+     * few-hundred-byte file that declares 16384x16384 (fuzz_image). The cap
+     * admits a 16384x16384 progressive 4:2:0 image and a 4:4:4 one up to
+     * about 179 Mpx, Pillow's own decompression-bomb limit. */
+    cinfo.mem->max_memory_to_use = ORK_JPEG_MAX_WORK;
     jpeg_start_decompress(&cinfo);
-    if ((st = alloc_image(name, (int)cinfo.output_width, (int)cinfo.output_height, out)) != ORK_OK) {
+    /* a progressive file's scans are all read by now, a baseline file's as
+     * rows are: stop at the first sign of truncation instead of making up to
+     * 16384 rows of grey first (fuzz_image: seconds for a 600-byte file) */
+    if (!err.truncated && (st = alloc_image(name, (int)cinfo.output_width, (int)cinfo.output_height, out)) != ORK_OK) {
         jpeg_destroy_decompress(&cinfo);
         return st;
     }
@@ -189,7 +205,7 @@ static ork_status decode_jpeg(const uint8_t *data, size_t n, const char *name, i
         ork_image_free(out);
         return ORK_FAIL(ORK_E_NOMEM, "%s: no memory for a CMYK row", name);
     }
-    while (cinfo.output_scanline < cinfo.output_height) {
+    while (!err.truncated && cinfo.output_scanline < cinfo.output_height) {
         uint8_t *row = out->rgb + (size_t)cinfo.output_scanline * out->w * 3;
         JSAMPROW rp = is_cmyk ? cmyk : row;
         jpeg_read_scanlines(&cinfo, &rp, 1);
@@ -200,6 +216,12 @@ static ork_status decode_jpeg(const uint8_t *data, size_t n, const char *name, i
                 if (!adobe_inverted) v = 255 - v, k = 255 - k;
                 row[3 * x + c] = (uint8_t)((v * k + 127) / 255);
             }
+    }
+    if (err.truncated) { /* destroy, not finish: finish would want the rows not read */
+        jpeg_destroy_decompress(&cinfo);
+        free(cmyk);
+        ork_image_free(out);
+        return ORK_FAIL(ORK_E_FORMAT, "%s: bad JPEG: file is truncated", name);
     }
     jpeg_finish_decompress(&cinfo);
     jpeg_destroy_decompress(&cinfo);
