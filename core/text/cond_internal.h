@@ -7,6 +7,7 @@
 #include "text/conditioner.h"
 
 #include <orakul/orakul.h>
+#include <orakul/tokenizer.h>
 
 #define TC_MAX_SLOTS 4
 #define TC_PATH 1100

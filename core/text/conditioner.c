@@ -14,6 +14,8 @@
  * Owns: each slot's encoder instance and tokenizer, the identity string. */
 #include "text/cond_internal.h"
 
+#include "stream/plan.h"
+#include "tensor/tensor.h"
 #include "text/tokenizer.h"
 #include "util/log.h"
 
@@ -138,8 +140,8 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     ork_status st = t->vt->create(&t->pc->host, buf, &t->self);
     free(buf);
     ORK_TRY(st);
-    snprintf(t->weights, sizeof t->weights, "%s", f->w);
-    snprintf(t->tokenizer, sizeof t->tokenizer, "%s", f->t);
+    snprintf(t->weights, sizeof t->weights, "%.*s", (int)sizeof t->weights - 1, f->w);
+    snprintf(t->tokenizer, sizeof t->tokenizer, "%.*s", (int)sizeof t->tokenizer - 1, f->t);
     ORK_TRY(t->vt->open(t->self, t->weights, &t->info)); /* logs its line */
     ORK_TRY(ork_tokenizer_load(t->tokenizer, &t->tok));   /* logs its line */
     t->feeds = (int)s->feeds;

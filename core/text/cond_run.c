@@ -1,0 +1,435 @@
+/* text/cond_run.c — the text conditioner's encode: tokenize the captions,
+ * then per encoder (one after the other, each within the whole budget) make
+ * an allocator, a no-grad graph and a weight store of its own, run
+ *   RESIDENT:    every weight loaded once; captions in chunks, each chunk
+ *                through begin + every block + end;
+ *   LAYER-MAJOR: for block k: load block k's weights (a store holding only
+ *                them, filled through a sink that passes only their puts),
+ *                push every chunk's carry (kept on the host between blocks)
+ *                through block k, free the weights; then block k+1.
+ * and free all of it before the next encoder. Both paths run the same ops on
+ * the same chunks: their embeddings are bit-identical.
+ * Layer-major keeps every caption's carry on the host: captions are taken in
+ * groups whose carries fit ORAKUL_TEXT_HOST_GIB (8 by default), one weight
+ * pass per group. Carry slots that stay the same across chunks (T5's position
+ * bias) are kept once and uploaded once per block as a persistent tensor.
+ * Owns, per call: the tokens, the host carries, the device objects. */
+#include "text/cond_internal.h"
+
+#include "tensor/graph.h"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+#include "text/tokenizer.h"
+#include "train/wstore.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ork_text_embed_free(ork_text_embed *e) {
+    if (!e) return;
+    free(e->txt);
+    free(e->vec);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---- a sink that passes only one block's weights ------------------------- */
+
+typedef struct fsink {
+    ork_weight_sink s;
+    const ork_weight_sink *inner;
+    const ork_text_encoder_info *info;
+    int block;
+} fsink;
+
+static int in_block(const fsink *f, const char *name) {
+    for (int i = 0; i < f->info->n_weights; i++)
+        if (f->info->weights[i].block == f->block && !strcmp(f->info->weights[i].name, name)) return 1;
+    return 0;
+}
+static ork_status fs_put(const ork_weight_sink *s, const char *name, ork_dtype dt, const void *data) {
+    const fsink *f = s->store;
+    return in_block(f, name) ? f->inner->put(f->inner, name, dt, data) : ORK_OK;
+}
+static ork_status fs_putq(const ork_weight_sink *s, const char *name, ork_dtype qdt, const void *q, const float *sc,
+                          int block) {
+    const fsink *f = s->store;
+    return in_block(f, name) ? f->inner->put_quantized(f->inner, name, qdt, q, sc, block) : ORK_OK;
+}
+static ork_status fs_putr(const ork_weight_sink *s, const char *name, float sd, uint64_t seed) {
+    const fsink *f = s->store;
+    return in_block(f, name) ? f->inner->put_random(f->inner, name, sd, seed) : ORK_OK;
+}
+
+/* ---- the device side of one encoder --------------------------------------- */
+
+typedef struct runner {
+    tc_slot *t;
+    const ork_backend *be;
+    const ork_tensor_api *ta;
+    ork_dtype act;
+    ork_alloc *a;
+    ork_graph *g;
+    const ork_quant_vtable *qvt;
+    void *q;
+    ork_wstore_quant wq;
+    ork_model_info mi;        /* the store's declarations: all, or block k's */
+    ork_weight_decl *decls;   /* block k's (layer-major) */
+    ork_wstore *ws;
+} runner;
+
+static void store_free(runner *r) {
+    if (r->ws) ork_wstore_destroy(r->ws);
+    r->ws = NULL;
+}
+
+/* A store of the encoder's weights of block `block` (-1: all), loaded. */
+static ork_status store_load(runner *r, int block) {
+    const ork_text_encoder_info *in = &r->t->info;
+    memset(&r->mi, 0, sizeof r->mi);
+    r->mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    r->mi.family = in->family;
+    r->mi.variant = in->variant;
+    r->mi.n_blocks = in->n_blocks;
+    r->mi.block_names = in->block_names;
+    if (block < 0) {
+        r->mi.n_weights = in->n_weights;
+        r->mi.weights = in->weights;
+    } else {
+        int k = 0;
+        for (int i = 0; i < in->n_weights; i++)
+            if (in->weights[i].block == block) r->decls[k++] = in->weights[i];
+        r->mi.n_weights = k;
+        r->mi.weights = r->decls;
+    }
+    ORK_TRY(ork_wstore_create_quant(r->a, r->be, &r->g->k, &r->mi, r->act, NULL, r->q ? &r->wq : NULL, &r->ws));
+    const ork_weight_sink *sink = ork_wstore_sink(r->ws);
+    fsink f = {{ORK_ABI_INIT(ork_weight_sink), NULL, fs_put, fs_putq, fs_putr}, sink, in, block};
+    f.s.store = &f;
+    ORK_TRY(r->t->vt->load(r->t->self, block < 0 ? sink : &f.s));
+    ORK_TRY(ork_wstore_check_complete(r->ws));
+    ork_wstore_attach(r->ws, r->g);
+    return ORK_OK;
+}
+
+/* hidden (B, L, D) and pooled (B, P) of chunk [c0, c0 + B) into out. */
+static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0, int B, ork_text_embed *out) {
+    const tc_slot *t = r->t;
+    if (t->feeds & ORK_TEXT_FEEDS_TXT) {
+        if (!o->hidden || r->ta->numel(o->hidden) != (int64_t)B * out->T * out->ctx_dim)
+            return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: hidden output is not (%d, %d, %d)", t->s.encoder, B,
+                            out->T, out->ctx_dim);
+        ORK_TRY(r->ta->to_host(r->g, o->hidden, ORK_F32, out->txt + (size_t)c0 * out->T * out->ctx_dim));
+    }
+    if (t->feeds & ORK_TEXT_FEEDS_VEC) {
+        if (!o->pooled || r->ta->numel(o->pooled) != (int64_t)B * out->vec_dim)
+            return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: pooled output is not (%d, %d)", t->s.encoder, B,
+                            out->vec_dim);
+        ORK_TRY(r->ta->to_host(r->g, o->pooled, ORK_F32, out->vec + (size_t)c0 * out->vec_dim));
+    }
+    return ORK_OK;
+}
+
+static ork_text_encoder_inputs inputs_of(const tc_slot *t, const int32_t *ids, const int32_t *mask, int c0, int B) {
+    ork_text_encoder_inputs in = {ORK_ABI_INIT(ork_text_encoder_inputs), B, t->L, ids + (size_t)c0 * t->L,
+                                  t->use_mask ? mask + (size_t)c0 * t->L : NULL};
+    return in;
+}
+
+static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
+                               ork_text_embed *out) {
+    tc_slot *t = r->t;
+    ORK_TRY(store_load(r, -1));
+    for (int c0 = 0; c0 < n; c0 += chunk) {
+        int B = n - c0 < chunk ? n - c0 : chunk;
+        ORK_TRY(ork_graph_reset(r->g));
+        ork_text_encoder_inputs in = inputs_of(t, ids, mask, c0, B);
+        ork_carry c;
+        ORK_TRY(t->vt->begin(t->self, r->g, &in, &c));
+        for (int k = 0; k < t->info.n_blocks; k++) {
+            ork_carry before = c;
+            ORK_TRY(t->vt->block(t->self, r->g, k, &c));
+            /* a slot the block replaced is dead: give its memory back now */
+            for (int s = 0; s < before.n && s < ORK_CARRY_MAX; s++)
+                if (before.t[s] && before.t[s] != c.t[s] && ork_tensor_api_has_drop(r->ta)) r->ta->drop(r->g, before.t[s]);
+        }
+        ork_text_encoder_outputs o;
+        ORK_TRY(t->vt->end(t->self, r->g, &c, &o));
+        ORK_TRY(copy_out(r, &o, c0, B, out));
+    }
+    ORK_TRY(ork_graph_reset(r->g));
+    store_free(r);
+    return ORK_OK;
+}
+
+/* ---- layer-major: carries on the host ------------------------------------- */
+
+typedef struct hslot {
+    ork_dtype dt;
+    int ndim;
+    int64_t shape[ORK_MAX_DIMS];
+    void *data;      /* NULL: the slot is empty */
+    size_t bytes;
+    int owner;       /* 0: data belongs to chunk 0's slot (the same bytes) */
+    ork_tensor *dev; /* restored tensor of the current chunk (graph's or persistent) */
+} hslot;
+
+typedef struct hcarry {
+    int n;
+    hslot s[ORK_CARRY_MAX];
+} hcarry;
+
+static void hcarry_free(hcarry *h) {
+    for (int i = 0; i < ORK_CARRY_MAX; i++)
+        if (h->s[i].owner) free(h->s[i].data);
+    memset(h, 0, sizeof *h);
+}
+
+/* Save carry c of chunk ci into nw[ci]; slots that are still the tensors
+ * restored from old[ci] move their host bytes over instead of copying back.
+ * Chunks go in order: nw[0] is complete when chunk ci > 0 is saved. */
+static ork_status save_carry(runner *r, const ork_carry *c, hcarry *old, hcarry *nw, int ci) {
+    hcarry *h = &nw[ci];
+    h->n = c->n;
+    for (int i = 0; i < c->n && i < ORK_CARRY_MAX; i++) {
+        ork_tensor *x = c->t[i];
+        hslot *s = &h->s[i];
+        if (!x) continue;
+        hslot *o = old ? &old[ci].s[i] : NULL;
+        if (o && o->data && o->dev == x) { /* unchanged by the block */
+            if (o->owner) {                 /* take the bytes over */
+                *s = *o;
+                o->owner = 0;
+                s->dev = NULL;
+                continue;
+            }
+            if (nw[0].s[i].data && nw[0].s[i].data == old[0].s[i].data) { /* chunk 0's bytes, moved already */
+                *s = *o;
+                s->dev = NULL;
+                continue;
+            }
+        }
+        s->dt = r->ta->dtype(x);
+        s->ndim = r->ta->ndim(x);
+        for (int d = 0; d < s->ndim; d++) s->shape[d] = r->ta->dim(x, d);
+        s->bytes = (size_t)r->ta->numel(x) * ork_dtype_size(s->dt);
+        if (!(s->data = malloc(s->bytes ? s->bytes : 1))) return ORK_E_NOMEM;
+        s->owner = 1;
+        s->dev = NULL;
+        ORK_TRY(r->ta->to_host(r->g, x, s->dt, s->data));
+        const hslot *z = &nw[0].s[i];
+        if (ci > 0 && z->data && z->dt == s->dt && z->bytes == s->bytes && z->ndim == s->ndim &&
+            !memcmp(z->shape, s->shape, sizeof s->shape) && !memcmp(z->data, s->data, s->bytes)) {
+            free(s->data); /* the same bytes as chunk 0's (a bias shared by every caption) */
+            s->data = z->data;
+            s->owner = 0;
+        }
+    }
+    return ORK_OK;
+}
+
+/* The carry of chunk ci (h = &old[ci]) on the device. A slot whose bytes are
+ * chunk 0's uses shared[i] (uploaded once per block) when there is one. */
+static ork_status restore_carry(runner *r, hcarry *h, int ci, ork_tensor **shared, ork_carry *c) {
+    memset(c, 0, sizeof *c);
+    c->n = h->n;
+    for (int i = 0; i < h->n && i < ORK_CARRY_MAX; i++) {
+        hslot *s = &h->s[i];
+        s->dev = NULL;
+        if (!s->data) continue;
+        if (shared[i] && (ci == 0 || !s->owner)) {
+            c->t[i] = s->dev = shared[i];
+            continue;
+        }
+        ORK_TRY(r->ta->from_host(r->g, s->dt, s->ndim, s->shape, s->data, &c->t[i]));
+        s->dev = c->t[i];
+    }
+    return ORK_OK;
+}
+
+static ork_status run_layer_major(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
+                                  ork_text_embed *out) {
+    tc_slot *t = r->t;
+    int nb = t->info.n_blocks, nch = (n + chunk - 1) / chunk;
+    hcarry *old = calloc((size_t)nch, sizeof *old), *nw = calloc((size_t)nch, sizeof *nw);
+    ork_tensor *shared[ORK_CARRY_MAX] = {0};
+    ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
+    for (int k = 0; k < nb && st == ORK_OK; k++) {
+        st = store_load(r, k);
+        /* the slots every chunk shares: one persistent upload for this block */
+        for (int i = 0; i < ORK_CARRY_MAX && st == ORK_OK && k > 0; i++) {
+            int any = 0;
+            for (int ci = 1; ci < nch && !any; ci++) any = old[ci].s[i].data && !old[ci].s[i].owner;
+            if (any && ork_tensor_api_has_persistent(r->ta)) {
+                hslot *s = &old[0].s[i];
+                st = r->ta->persistent(r->g, s->dt, s->ndim, s->shape, s->data, &shared[i]);
+            }
+        }
+        for (int ci = 0; ci < nch && st == ORK_OK; ci++) {
+            int c0 = ci * chunk, B = n - c0 < chunk ? n - c0 : chunk;
+            st = ork_graph_reset(r->g);
+            ork_carry c;
+            if (st == ORK_OK) {
+                if (k == 0) {
+                    ork_text_encoder_inputs in = inputs_of(t, ids, mask, c0, B);
+                    st = t->vt->begin(t->self, r->g, &in, &c);
+                } else {
+                    st = restore_carry(r, &old[ci], ci, shared, &c);
+                }
+            }
+            if (st == ORK_OK) st = t->vt->block(t->self, r->g, k, &c);
+            if (st == ORK_OK && k == nb - 1) {
+                ork_text_encoder_outputs o;
+                st = t->vt->end(t->self, r->g, &c, &o);
+                if (st == ORK_OK) st = copy_out(r, &o, c0, B, out);
+            } else if (st == ORK_OK) {
+                st = save_carry(r, &c, k > 0 ? old : NULL, nw, ci);
+            }
+        }
+        if (st == ORK_OK) st = ork_graph_reset(r->g);
+        for (int i = 0; i < ORK_CARRY_MAX; i++) {
+            if (shared[i]) r->ta->release(shared[i]);
+            shared[i] = NULL;
+        }
+        store_free(r);
+        /* the new carries become the old ones */
+        for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci]);
+        hcarry *tmp = old;
+        old = nw;
+        nw = tmp;
+    }
+    for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci]);
+    for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci]);
+    free(old);
+    free(nw);
+    return st;
+}
+
+/* ---- one encoder over all captions ----------------------------------------- */
+
+static ork_status tokenize(const tc_slot *t, int n, const char *const *captions, int32_t *ids, int32_t *mask) {
+    for (int i = 0; i < n; i++) {
+        const char *cap = captions[i] ? captions[i] : "";
+        int32_t got = 0;
+        ORK_TRY(ork_tokenizer_encode(t->tok, cap, strlen(cap), t->L, ORK_TOK_TRUNCATE | ORK_TOK_PAD,
+                                     ids + (size_t)i * t->L, mask + (size_t)i * t->L, t->L, &got));
+        if (got != t->L)
+            return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: caption %d gave %d tokens, not %d", t->s.encoder, i,
+                            (int)got, t->L);
+    }
+    return ORK_OK;
+}
+
+static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, int n,
+                           const char *const *captions, ork_text_embed *out, ork_textcond_stats *stats) {
+    double t0 = now_s();
+    runner r;
+    memset(&r, 0, sizeof r);
+    r.t = t;
+    r.be = be;
+    r.ta = ork_tensor_api_table();
+    r.act = ork_tc_act_dtype(be);
+    tc_plan p;
+    ORK_TRY(ork_tc_plan(t, r.act, budget, n, 0, &p));
+    int32_t *ids = malloc((size_t)n * t->L * sizeof *ids), *mask = malloc((size_t)n * t->L * sizeof *mask);
+    r.decls = malloc((size_t)(t->info.n_weights > 0 ? t->info.n_weights : 1) * sizeof *r.decls);
+    ork_status st = ids && mask && r.decls ? ORK_OK : ORK_E_NOMEM;
+    if (st == ORK_OK) st = tokenize(t, n, captions, ids, mask);
+    if (st == ORK_OK) st = ork_alloc_create(be, budget, &r.a);
+    if (st == ORK_OK) {
+        ork_graph_opts go = {0};
+        go.device_index = tc->o.device_index;
+        go.act_dtype = r.act;
+        go.arena_tag = "text encode";
+        st = ork_graph_create(be, r.a, &go, &r.g);
+    }
+    if (st == ORK_OK) {
+        ork_graph_set_grad(r.g, 0);
+        if (t->qpc) {
+            r.qvt = t->qpc->c->vtable;
+            void *qp = calloc(1, t->qpc->c->params_size ? t->qpc->c->params_size : 1);
+            st = qp ? r.qvt->create(&t->qpc->host, qp, &r.q) : ORK_E_NOMEM;
+            free(qp);
+            r.wq = (ork_wstore_quant){r.qvt, r.q, t->qpc->c->id};
+        }
+    }
+    if (st == ORK_OK) {
+        int group = n;
+        if (p.layer_major) { /* every caption's carry lives on the host between blocks */
+            double gib = 8;
+            const char *hg = getenv("ORAKUL_TEXT_HOST_GIB");
+            if (hg && atof(hg) > 0) gib = atof(hg);
+            size_t per = (size_t)t->L * (size_t)t->info.hidden_dim * ork_dtype_size(r.act) + (size_t)t->L * 16;
+            size_t fit = (size_t)(gib * 1073741824.0) / (per ? per : 1);
+            if (fit < (size_t)p.chunk) fit = (size_t)p.chunk;
+            if ((size_t)group > fit) group = (int)(fit / (size_t)p.chunk * (size_t)p.chunk);
+        }
+        for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
+            int gn = n - g0 < group ? n - g0 : group;
+            ork_text_embed part = *out; /* the group's rows of out */
+            part.txt = out->txt ? out->txt + (size_t)g0 * out->T * out->ctx_dim : NULL;
+            part.vec = out->vec ? out->vec + (size_t)g0 * out->vec_dim : NULL;
+            const int32_t *gi = ids + (size_t)g0 * t->L, *gm = mask + (size_t)g0 * t->L;
+            st = p.layer_major ? run_layer_major(&r, gi, gm, gn, p.chunk, &part)
+                               : run_resident(&r, gi, gm, gn, p.chunk, &part);
+        }
+    }
+    store_free(&r);
+    size_t peak = r.a ? ork_alloc_peak(r.a) : 0;
+    if (r.g) ork_graph_destroy(r.g);
+    if (r.q) r.qvt->destroy(r.q);
+    if (r.a) ork_alloc_destroy(r.a);
+    free(ids);
+    free(mask);
+    free(r.decls);
+    if (st != ORK_OK) return st;
+    double dt = now_s() - t0;
+    if (peak > stats->peak_bytes) stats->peak_bytes = peak;
+    stats->layer_major |= p.layer_major;
+    if (t->feeds & ORK_TEXT_FEEDS_TXT) stats->chunk = p.chunk;
+    stats->weight_bytes += p.w_total;
+    ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s), %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
+             t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0,
+             p.layer_major ? "layer-major" : "resident", p.chunk, peak / 1073741824.0,
+             t->qpc ? ", quantized" : "");
+    return ORK_OK;
+}
+
+ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
+                               const char *const *captions, ork_text_embed *out) {
+    memset(out, 0, sizeof *out);
+    if (!tc || !be) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or backend");
+    if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
+    double t0 = now_s();
+    ork_textcond_stats stats = {0};
+    stats.captions = n;
+    out->n = n;
+    out->T = tc->T;
+    out->ctx_dim = tc->ctx_dim;
+    out->vec_dim = tc->vec_dim;
+    if (n == 0) return ORK_OK;
+    out->txt = malloc((size_t)n * tc->T * tc->ctx_dim * sizeof *out->txt);
+    if (tc->vec_dim) out->vec = malloc((size_t)n * tc->vec_dim * sizeof *out->vec);
+    if (!out->txt || (tc->vec_dim && !out->vec)) {
+        ork_text_embed_free(out);
+        return ORK_FAIL(ORK_E_NOMEM, "text encode: no host memory for %d captions' embeddings (%.2f GiB)", n,
+                        (double)n * tc->T * tc->ctx_dim * 4 / 1073741824.0);
+    }
+    for (int i = 0; i < tc->n; i++) {
+        ork_status st = run_slot(tc, &tc->sl[i], be, budget_bytes, n, captions, out, &stats);
+        if (st != ORK_OK) {
+            ork_text_embed_free(out);
+            return st;
+        }
+    }
+    stats.seconds = now_s() - t0;
+    tc->last = stats;
+    return ORK_OK;
+}
