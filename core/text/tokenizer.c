@@ -85,12 +85,12 @@ static ork_status read_file(const char *path, char **out, size_t *out_n) {
     return ORK_OK;
 }
 
-static ork_status read_json(const char *path, json_t **out) {
+static ork_status read_json(const char *path, size_t flags, json_t **out) {
     char *b;
     size_t n;
     ORK_TRY(read_file(path, &b, &n));
     json_error_t err;
-    *out = json_loadb(b, n, 0, &err);
+    *out = json_loadb(b, n, flags, &err);
     free(b);
     if (!*out)
         return tok_fail(ORK_E_FORMAT, "%s:%d:%d: %s", path, err.line, err.column, err.text);
@@ -435,7 +435,7 @@ static int32_t config_pad_id(const ork_tokenizer *t, const char *folder, json_t 
         if (!file_exists(path)) continue;
         json_t *cfg = NULL;
         ork_log_demote(1); /* a broken side file only loses the pad token */
-        ork_status st = read_json(path, &cfg);
+        ork_status st = read_json(path, JSON_DECODE_INT_AS_REAL, &cfg); /* model_max_length: 1e30 */
         ork_log_demote(-1);
         if (st != ORK_OK) continue;
         json_t *p = json_object_get(cfg, "pad_token");
@@ -611,7 +611,7 @@ static ork_status load_clip_bpe_gz(const char *path, const char *folder, ork_tok
 static ork_status load_vocab_merges(const char *vocab_path, const char *merges_path, const char *folder,
                                     ork_tokenizer **out) {
     json_t *vocab;
-    ORK_TRY(read_json(vocab_path, &vocab));
+    ORK_TRY(read_json(vocab_path, 0, &vocab));
     char *text;
     size_t n;
     ork_status st = read_file(merges_path, &text, &n);
@@ -633,11 +633,11 @@ static ork_status load_spm(const char *path, const char *folder, ork_tokenizer *
     json_t *cfg = NULL;
     if (pjoin(cfgp, sizeof cfgp, folder, "tokenizer_config.json") && file_exists(cfgp)) {
         ork_log_demote(1);
-        ork_status cs = read_json(cfgp, &cfg);
+        ork_status cs = read_json(cfgp, JSON_DECODE_INT_AS_REAL, &cfg);
         ork_log_demote(-1);
         json_t *e = cs == ORK_OK ? json_object_get(cfg, "extra_ids") : NULL;
-        if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) <= 100000)
-            extra = (int)json_integer_value(e);
+        if (json_is_number(e) && json_number_value(e) >= 0 && json_number_value(e) <= 100000)
+            extra = (int)json_number_value(e);
         json_decref(cfg);
     }
     json_t *root = NULL;
@@ -690,7 +690,7 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
     if (bl >= 7 && !strcmp(base + bl - 7, ".txt.gz")) return load_clip_bpe_gz(path, folder, out);
     if (bl >= 6 && !strcmp(base + bl - 6, ".model")) return load_spm(path, folder, out);
     json_t *root;
-    ORK_TRY(read_json(path, &root));
+    ORK_TRY(read_json(path, 0, &root));
     ork_status st = ork_tokenizer_from_json(root, folder, path, out);
     json_decref(root);
     return st;
