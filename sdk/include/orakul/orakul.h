@@ -12,4 +12,5 @@
 #include <orakul/quant.h>
 #include <orakul/safetensors.h>
 #include <orakul/text_encoder.h>
+#include <orakul/tokenizer.h>
 #endif
