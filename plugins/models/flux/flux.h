@@ -45,6 +45,10 @@ typedef struct flux_params { /* model.model_kwargs, see flux_plugin.c */
     int64_t pixel_patch;     /* pixel codec: pixels per token side */
     int64_t context_len;
     const char *vae_path;    /* BFL ae.safetensors (FLUX.1 or FLUX.2 autoencoder), or a folder holding it */
+    /* FLUX.1's text encoders (the core's text conditioner): explicit paths, else
+     * the diffusers folder's text_encoder_2/ (T5), text_encoder/ (CLIP),
+     * tokenizer_2/, tokenizer/ */
+    const char *t5_path, *clip_path, *t5_tokenizer_path, *clip_tokenizer_path;
 } flux_params;
 
 typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL, FLUX_CODEC_VAE } flux_codec;
@@ -72,6 +76,11 @@ typedef struct flux_model {
     flux_cfg cfg;
     flux_codec codec;
     int pixel_patch;
+    /* The text slots (FLUX.1: T5 -> txt, CLIP -> vec) and their strings. */
+    ork_text_slot text_slots[2];
+    int n_text_slots;
+    char src_dir[1024];      /* the diffusers folder the transformer came from, or "" */
+    char t5_path[1024], clip_path[1024], t5_tok_path[1024], clip_tok_path[1024];
     /* Source checkpoint; NULL for presets (random weights). */
     ork_st_set *src;
     char src_path[1024];     /* what src was opened from (a file, an index or a folder) */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const ork_host *g_host; /* set by init, valid until deinit */
 
@@ -28,6 +29,10 @@ static const ork_param flux_keys[] = {
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side"},
     {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "BFL autoencoder: ae.safetensors of FLUX.1 or FLUX.2 (or a folder holding it); geometry from its shapes"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "text tokens when no text embeddings are given (0: 512, or 8 for custom sizes)"},
+    {"t5_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(t5_path), "FLUX.1's T5-XXL encoder: a .safetensors file, an index json or a folder (default: text_encoder_2/ of a diffusers model.name_or_path)"},
+    {"clip_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(clip_path), "FLUX.1's CLIP-L text encoder: a .safetensors file or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
+    {"t5_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(t5_tokenizer_path), "T5's tokenizer: tokenizer.json, spiece.model or a folder holding one (default: tokenizer_2/, else beside t5_path)"},
+    {"clip_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(clip_tokenizer_path), "CLIP's tokenizer: tokenizer.json, vocab.json + merges.txt or a folder holding them (default: tokenizer/, else beside clip_path)"},
     {NULL},
 };
 #undef P
@@ -51,6 +56,14 @@ static ork_status flux_create(const ork_host *host, const void *params, void **s
     snprintf(f->codec_name, sizeof f->codec_name, "%s", f->p.codec ? f->p.codec : "auto");
     snprintf(f->taef1_path, sizeof f->taef1_path, "%s", f->p.taef1_path ? f->p.taef1_path : "");
     snprintf(f->vae_path, sizeof f->vae_path, "%s", f->p.vae_path ? f->p.vae_path : "");
+    snprintf(f->t5_path, sizeof f->t5_path, "%s", f->p.t5_path ? f->p.t5_path : "");
+    snprintf(f->clip_path, sizeof f->clip_path, "%s", f->p.clip_path ? f->p.clip_path : "");
+    snprintf(f->t5_tok_path, sizeof f->t5_tok_path, "%s", f->p.t5_tokenizer_path ? f->p.t5_tokenizer_path : "");
+    snprintf(f->clip_tok_path, sizeof f->clip_tok_path, "%s", f->p.clip_tokenizer_path ? f->p.clip_tokenizer_path : "");
+    f->p.t5_path = f->t5_path;
+    f->p.clip_path = f->clip_path;
+    f->p.t5_tokenizer_path = f->t5_tok_path;
+    f->p.clip_tokenizer_path = f->clip_tok_path;
     f->p.codec = f->codec_name;
     f->p.taef1_path = f->taef1_path;
     f->p.vae_path = f->vae_path;
@@ -87,6 +100,27 @@ static void apply_overrides(flux_model *f) {
     flux_cfg_derive(c);
 }
 
+/* FLUX.1: T5 (text_encoder_2) -> txt, CLIP (text_encoder) -> vec, when the
+ * model takes them; FLUX.2 (Mistral / Qwen3) declares none yet. */
+static void flux_text_slots(flux_model *f, ork_model_info *info) {
+    f->n_text_slots = 0;
+    if (f->cfg.version == 1) {
+        ork_text_slot *t5 = &f->text_slots[f->n_text_slots++];
+        *t5 = (ork_text_slot){"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2",
+                              info->context_len, "t5_path", "t5_tokenizer_path", f->t5_path[0] ? f->t5_path : NULL,
+                              f->t5_tok_path[0] ? f->t5_tok_path : NULL};
+        if (f->cfg.vec_dim > 0) {
+            ork_text_slot *cl = &f->text_slots[f->n_text_slots++];
+            *cl = (ork_text_slot){"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path",
+                                  "clip_tokenizer_path", f->clip_path[0] ? f->clip_path : NULL,
+                                  f->clip_tok_path[0] ? f->clip_tok_path : NULL};
+        }
+    }
+    info->n_text_slots = f->n_text_slots;
+    info->text_slots = f->n_text_slots ? f->text_slots : NULL;
+    info->source_dir = f->src_dir[0] ? f->src_dir : NULL;
+}
+
 static ork_status flux_open(void *self, const char *name_or_path, ork_model_info *info) {
     flux_model *f = self;
     const char *preset = NULL;
@@ -116,6 +150,11 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         char path[2048];
         ORK_TRY(flux_resolve_source(f, name_or_path, path, sizeof path));
         ORK_TRY(flux_detect(f, path));
+        /* a diffusers layout (<dir>/transformer): <dir> holds the text encoders */
+        struct stat sb;
+        size_t pl = strlen(path);
+        if (pl > 12 && !strcmp(path + pl - 12, "/transformer") && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+            snprintf(f->src_dir, sizeof f->src_dir, "%.*s", (int)(pl - 12), path);
     }
     /* codec */
     const char *codec = f->p.codec;
@@ -188,12 +227,16 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
                              : f->codec == FLUX_CODEC_VAE ? flux_vae_pixels_per_token(f)
                              : f->codec == FLUX_CODEC_TAEF1 ? 16 : 0;
     info->context_dim = f->cfg.context_dim;
-    info->context_len = f->p.context_len > 0 ? (int)f->p.context_len : (strcmp(f->cfg.variant, "custom") ? 512 : 8);
+    /* T5 tokens: 512 (FLUX.1-dev, FLUX.2), 256 for schnell (as diffusers' pipeline) */
+    info->context_len = f->p.context_len > 0 ? (int)f->p.context_len
+                        : !strcmp(f->cfg.variant, "flux1-schnell") ? 256
+                        : strcmp(f->cfg.variant, "custom") ? 512 : 8;
     info->vec_dim = f->cfg.vec_dim;
     info->has_guidance = f->cfg.guidance;
     info->shift_base = 0.5;
     info->shift_max = 1.15;
     info->lora_format = f->cfg.version == 1 ? "kohya" : "peft-bfl";
+    flux_text_slots(f, info);
     FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights, codec %s",
              f->cfg.variant, f->cfg.version, f->cfg.hidden, f->cfg.heads, f->cfg.depth, f->cfg.depth_single,
              f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel"
