@@ -97,8 +97,11 @@ void tok_pattern_free(tok_pattern *p);
 /* ---- normalizers ----------------------------------------------------------- */
 typedef struct tok_norm tok_norm;
 ork_status tok_norm_parse(json_t *j, tok_norm **out); /* j may be JSON null: *out NULL */
-/* in -> out (out is reset first). */
-ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out);
+/* in -> out (out is reset first). kept_start (may be NULL): cleared when the
+ * input's first characters were deleted (stripped, replaced by nothing, mapped
+ * to nothing), so that the output no longer begins at the input's start, as
+ * tokenizers' offsets tell Metaspace's "first" scheme. */
+ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start);
 void tok_norm_free(tok_norm *nm);
 
 /* ---- pre-tokenizers --------------------------------------------------------- */

@@ -149,7 +149,7 @@ done:
 }
 
 /* One extended grapheme cluster at a time (utf8proc's UAX #29 rules). */
-static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out) {
+static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
     size_t i = 0;
     while (i < n) {
         /* the cluster [i, e) */
@@ -174,6 +174,7 @@ static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n,
                 k += (size_t)l;
             }
         }
+        if (i == 0 && out->n == 0 && kept_start) *kept_start = 0; /* the first cluster mapped to nothing */
         i = e;
     }
     return ORK_OK;
@@ -208,12 +209,13 @@ static ork_status lowercase(const char *s, size_t n, tok_str *out) {
     return ORK_OK;
 }
 
-static ork_status replace(const tok_norm *nm, const char *s, size_t n, tok_str *out) {
+static ork_status replace(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
     tok_spans sp = {0};
     ork_status st = tok_pattern_find(&nm->pat, s, n, &sp);
     size_t last = 0;
     for (size_t k = 0; st == ORK_OK && k < sp.n; k++) {
         size_t a = sp.v[2 * k], b = sp.v[2 * k + 1];
+        if (a == 0 && b > 0 && nm->content_n == 0 && kept_start) *kept_start = 0;
         st = tok_str_put(out, s + last, a - last);
         if (st == ORK_OK) st = tok_str_put(out, nm->content, nm->content_n);
         last = b;
@@ -223,7 +225,7 @@ static ork_status replace(const tok_norm *nm, const char *s, size_t n, tok_str *
     return st;
 }
 
-static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *out) {
+static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
     size_t a = 0, b = n;
     uint32_t cp;
     if (nm->left)
@@ -240,10 +242,11 @@ static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *ou
             if (!tok_is_whitespace(cp)) break;
             b = k;
         }
+    if (a > 0 && kept_start) *kept_start = 0;
     return tok_str_put(out, s + a, b - a);
 }
 
-ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out) {
+ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
     out->n = 0;
     ORK_TRY(tok_str_put(out, "", 0));
     switch (nm->kind) {
@@ -251,7 +254,7 @@ ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *
         tok_str a = {0}, b = {0};
         ork_status st = tok_str_put(&a, s, n);
         for (size_t i = 0; st == ORK_OK && i < nm->nkids; i++) {
-            st = tok_norm_apply(nm->kids[i], a.p, a.n, &b);
+            st = tok_norm_apply(nm->kids[i], a.p, a.n, &b, kept_start);
             tok_str t = a; a = b; b = t;
         }
         if (st == ORK_OK) st = tok_str_put(out, a.p, a.n);
@@ -261,12 +264,12 @@ ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *
     }
     case N_NFC: case N_NFD: case N_NFKC: case N_NFKD: return unicode_form(nm->kind, s, n, out);
     case N_LOWER: return lowercase(s, n, out);
-    case N_REPLACE: return replace(nm, s, n, out);
-    case N_STRIP: return strip(nm, s, n, out);
+    case N_REPLACE: return replace(nm, s, n, out, kept_start);
+    case N_STRIP: return strip(nm, s, n, out, kept_start);
     case N_PREPEND:
         if (n) ORK_TRY(tok_str_put(out, nm->content, nm->content_n));
         return tok_str_put(out, s, n);
-    case N_PRECOMPILED: return precompiled_apply(nm, s, n, out);
+    case N_PRECOMPILED: return precompiled_apply(nm, s, n, out, kept_start);
     }
     return tok_fail(ORK_E_INTERNAL, "unknown normalizer kind %d", (int)nm->kind);
 }

@@ -254,7 +254,7 @@ static ork_status added_parse(ork_tokenizer *t, json_t *arr) {
     for (size_t i = 0; i < t->n_added; i++) {
         added_tok *a = &t->added[i];
         tok_str m = {0};
-        if (a->normalized && t->norm) ORK_TRY(tok_norm_apply(t->norm, a->content, a->content_n, &m));
+        if (a->normalized && t->norm) ORK_TRY(tok_norm_apply(t->norm, a->content, a->content_n, &m, NULL));
         else ORK_TRY(tok_str_put(&m, a->content, a->content_n));
         a->match = m.p;
         a->match_n = m.n;
@@ -368,8 +368,9 @@ static ork_status encode_ids(const ork_tokenizer *t, const char *text, size_t le
         if (g.id >= 0) { st = tok_ids_push(ids, g.id); continue; }
         const char *p = s.p + g.a;
         size_t pn = g.b - g.a;
+        int kept_start = 1;
         if (t->norm) {
-            st = tok_norm_apply(t->norm, p, pn, &nrm);
+            st = tok_norm_apply(t->norm, p, pn, &nrm, &kept_start);
             p = nrm.p;
             pn = nrm.n;
         }
@@ -377,7 +378,8 @@ static ork_status encode_ids(const ork_tokenizer *t, const char *text, size_t le
         if (st == ORK_OK) st = split_added(t, 1, p, pn, &sub);
         for (size_t k = 0; st == ORK_OK && k < sub.n; k++) {
             if (sub.v[k].id >= 0) st = tok_ids_push(ids, sub.v[k].id);
-            else st = encode_segment(t, p + sub.v[k].a, sub.v[k].b - sub.v[k].a, g.a == 0 && sub.v[k].a == 0, ids);
+            else st = encode_segment(t, p + sub.v[k].a, sub.v[k].b - sub.v[k].a,
+                                     g.a == 0 && kept_start && sub.v[k].a == 0, ids);
         }
     }
     free(raw.v);
