@@ -7,6 +7,8 @@
  * requires grad, grad enabled) fails with one line. Owns nothing. [control-thread] */
 #include "tensor/ops_text.h"
 
+#include "tensor/ops_impl.h" /* LIVE, shape_fail, BE, KX, D */
+
 #include "tensor/graph.h"
 #include "tensor/ops.h"
 #include "tensor/tape.h"
@@ -16,28 +18,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BE (g->be)
-#define KX (&g->k)
-#define D(t) ork_tensor_data(t)
-
-static ork_status live(const char *op, const char *arg, const ork_tensor *t, const ork_graph *g) {
-    if (!t) return ORK_FAIL(ORK_E_INVALID, "%s: %s is NULL", op, arg);
-    if (t->flags & ORK_TF_FREED)
-        return ORK_FAIL(ORK_E_INVALID, "%s: %s was released (by a backward pass, or dropped) and is used after", op, arg);
-    if (t->device != g->be->device)
-        return ORK_FAIL(ORK_E_INVALID, "%s: %s is on the %s but the graph runs on the %s", op, arg,
-                        t->device == ORK_DEV_CPU ? "cpu" : "gpu", g->be->device == ORK_DEV_CPU ? "cpu" : "gpu");
-    return ORK_OK;
-}
-#define LIVE(t) ORK_TRY(live(OP, #t, (t), g))
-
-static ork_status shape_fail(const char *op, const char *what, const ork_tensor *a, const ork_tensor *b) {
-    char sa[96], sb[96] = "";
-    ork_tensor_str(a, sa, sizeof sa);
-    if (b) ork_tensor_str(b, sb, sizeof sb);
-    return ORK_FAIL(ORK_E_INVALID, "%s: %s: %s%s%s", op, what, sa, b ? " vs " : "", sb);
-}
 
 static ork_status no_backward(const char *op, const char *arg) {
     return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: has no backward (forward only: the text encoders), but %s requires "

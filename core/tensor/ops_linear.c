@@ -1,0 +1,357 @@
+/* tensor/ops_linear.c — linear (x W^T + b, with its LoRA branch and dropout,
+ * dequantized or native FP8 weights) and matmul, forward and backward.
+ * Each op checks its arguments, allocates outputs from the graph's arena,
+ * runs the backend's kernel and, when the tape wants it, records the node
+ * whose backward is next to it. Owns nothing. [control-thread] */
+#include "tensor/ops_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- linear (+ LoRA) ---------------------------------------------------------------- */
+
+/* LoRA dropout (kohya/ai-toolkit: on the rank activation h = x·downᵀ): the mask
+ * of one module in one micro-step is a function of the graph's dropout seed and
+ * the weight's name, so the recompute redraws it exactly. */
+static uint64_t lora_drop_seed(const ork_graph *g, const ork_tensor *w) {
+    uint64_t h = 0xcbf29ce484222325ull ^ g->dropout_seed;
+    for (const char *c = w->name ? w->name : ""; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    return h;
+}
+static uint64_t drop_threshold(float p) {
+    double t = (double)p * 18446744073709551616.0;
+    return t >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)t;
+}
+
+/* The dtype a quantized W is dequantized into for x's GEMMs: the activations'. */
+static ork_status qscratch_dt(const ork_tensor *x, const ork_tensor *w, ork_dtype *dt) {
+    if (x->dtype != ORK_BF16 && x->dtype != ORK_F32)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "linear: quantized weight %s needs bf16 or f32 activations, not %s", w->name,
+                        ork_dtype_name(x->dtype));
+    *dt = x->dtype;
+    return ORK_OK;
+}
+
+/* W's values as a GEMM operand of dtype dt: W's own data, or for a quantized
+ * W (w->q) a scratch from the arena dequantized into (stream-ordered), which
+ * the caller releases with ork_arena_put(*scratch) once its GEMM is queued. */
+static ork_status weight_operand(ork_graph *g, const ork_tensor *w, ork_dtype dt, const void **p, void **scratch) {
+    *scratch = NULL;
+    if (!w->q) {
+        *p = D(w);
+        return ORK_OK;
+    }
+    int64_t N = w->shape[0], K = w->shape[1]; /* w (N, K) -> scratch (N, K) of dt */
+    ORK_TRY(ork_arena_get(g->arena, (size_t)(N * K) * ork_dtype_size(dt), scratch));
+    ork_status s = w->q->dequantize(w->q->ctx, BE->device, KX->stream, D(w), w->q->scales, N, K, dt, *scratch);
+    if (s != ORK_OK) {
+        ork_arena_put(g->arena, *scratch);
+        *scratch = NULL;
+        return ORK_FAIL(s, "linear: dequantizing weight %s (%s) failed", w->name, ork_dtype_name(w->dtype));
+    }
+    *p = *scratch;
+    return ORK_OK;
+}
+
+/* Path (b), g->fp8_gemm native: y (M, N) = x (M, K) · wᵀ on the backend's FP8
+ * GEMM from w's fp8 bytes and per-row scales (no dequantized scratch); *bias_done
+ * when b went through its epilogue. *done 0: not taken (not an fp8 weight, or the
+ * backend cannot take this layer: one WARN per graph), the caller runs path (a). */
+static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_tensor *w, const ork_tensor *b,
+                                int64_t M, int64_t N, int64_t K, ork_tensor *y, int *done, int *bias_done) {
+    *done = *bias_done = 0;
+    if (w->dtype != ORK_F8_E4M3 && w->dtype != ORK_F8_E5M2) return ORK_OK; /* bf16/none quantizers: nothing to do */
+    char why[256] = "";
+    const char *no = NULL;
+    if (!BE->linear_fp8 || !BE->linear_fp8_ws) no = "the backend has no native FP8 GEMM";
+    else if (x->dtype != ORK_BF16) no = "the activations are not bf16";
+    else if (w->q->block != 0 || w->q->n_scales != N || !w->q->scales)
+        no = "the weight has block scales (block_size 128); native needs one scale per output row";
+    if (!no) {
+        void *ws;
+        ORK_TRY(ork_arena_get(g->arena, BE->linear_fp8_ws(M, K), &ws));
+        int ep = b && b->dtype == ORK_BF16;
+        ork_fp8_linear_desc d = {.M = M, .N = N, .K = K, .x = D(x), .w = D(w), .wdt = w->dtype, .w_scale = w->q->scales,
+                                 .bias = ep ? D(b) : NULL, .y = D(y), .ws = ws, .why = why, .why_n = sizeof why};
+        ork_status s = BE->linear_fp8(KX, &d);
+        ork_arena_put(g->arena, ws);
+        if (s == ORK_OK) {
+            *done = 1;
+            *bias_done = ep;
+            return ORK_OK;
+        }
+        if (s != ORK_E_UNSUPPORTED) return ORK_FAIL(s, "linear: native fp8 GEMM of weight %s failed", w->name);
+        no = why;
+    }
+    if (!g->fp8_warned) {
+        g->fp8_warned = 1;
+        ORK_WARN("linear: native fp8 GEMM not used for %s (M=%lld N=%lld K=%lld): %s; dequantizing to bf16 for it "
+                 "and any other such layer (logged once)", w->name, (long long)M, (long long)N, (long long)K, no);
+    }
+    return ORK_OK;
+}
+
+/* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r). */
+static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
+    ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *down = n->in[3], *up = n->in[4], *y = n->out[0];
+    ork_tensor *dy = y->grad;
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = ork_tensor_numel(x) / (K ? K : 1);
+    int64_t r = down ? down->shape[0] : 0;
+    float scale = n->p.f[0];
+    void *h = n->naux ? n->aux[0] : NULL;
+    /* LoRA weights in another dtype than the activations run their GEMMs from
+     * the forward's cast copies (aux[1], aux[2]): CUDA GEMMs take one dtype. */
+    int cast = n->p.f[1] != 0.0f;
+    const void *downp = down ? (cast ? n->aux[1] : D(down)) : NULL, *upp = up ? (cast ? n->aux[2] : D(up)) : NULL;
+    ork_dtype ldt = down ? (cast ? x->dtype : down->dtype) : x->dtype;
+    ork_tensor *dh = NULL;
+    if (down && (needs(x) || needs(down))) {
+        /* dh (M, r) = scale · dy (M, N) · up (N, r) */
+        int64_t sh[2] = {M, r};
+        ORK_TRY(new_t(g, dy->dtype, 2, sh, &dh));
+        ork_gemm_desc d = {.M = M, .N = r, .K = N, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
+                           .lda = N, .B = upp, .bdt = ldt, .ldb = r, .C = D(dh), .cdt = dh->dtype, .ldc = r};
+        ORK_TRY(BE->gemm(KX, &d));
+        float pd = n->p.f[2];
+        if (pd > 0.0f && BE->dropout) { /* the forward's mask, on the gradient of h */
+            uint64_t sd = (uint64_t)(uint32_t)n->p.i[4] | ((uint64_t)(uint32_t)n->p.i[5] << 32);
+            ORK_TRY(BE->dropout(KX, M * r, sd, drop_threshold(pd), 1.0f / (1.0f - pd), D(dh), dh->dtype));
+        }
+    }
+    if (needs(x)) {
+        ork_tensor *dx;
+        ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
+        /* dx (M, K) = dy (M, N) · w (N, K) [+ dh (M, r) · down (r, K)]; a quantized
+         * w is dequantized again here (no scratch lives from forward to backward) */
+        const void *wp;
+        void *wq = NULL;
+        ork_dtype wdt = w->dtype;
+        if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
+        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        ork_gemm_desc d = {.M = M, .N = K, .K = N, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
+                           .lda = N, .B = wp, .bdt = wdt, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
+        ork_status gs = BE->gemm(KX, &d);
+        if (wq) ork_arena_put(g->arena, wq);
+        ORK_TRY(gs);
+        if (dh) {
+            ork_gemm_desc e = {.M = M, .N = K, .K = r, .batch = 1, .alpha = 1.0f, .beta = 1.0f, .A = D(dh),
+                               .adt = dh->dtype, .lda = r, .B = downp, .bdt = ldt, .ldb = K, .C = D(dx),
+                               .cdt = dx->dtype, .ldc = K};
+            ORK_TRY(BE->gemm(KX, &e));
+        }
+        ORK_TRY(ork_grad_push(g, x, dx));
+    }
+    if (needs(w)) { /* dw (N, K) = dyᵀ (N, M) · x (M, K) */
+        ork_gemm_desc d = {.ta = 1, .M = N, .N = K, .K = M, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
+                           .lda = N, .B = D(x), .bdt = x->dtype, .ldb = K, .ldc = K};
+        ORK_TRY(gemm_to_grad(g, w, &d));
+    }
+    if (needs(b)) { /* db (N) = Σ_rows dy */
+        ork_bcast bc = {.ndim = 2, .shape = {M, N}, .bstride = {0, 1}, .n = M * N, .nb = N};
+        ork_tensor *db;
+        ORK_TRY(ork_grad_new(g, b, gdt_of(b), &db));
+        ORK_TRY(BE->binary_bwd(KX, ORK_BINARY_ADD, &bc, NULL, NULL, b->dtype, D(dy), dy->dtype, NULL, D(db), db->dtype));
+        ORK_TRY(ork_grad_push(g, b, db));
+    }
+    if (needs(up)) { /* dup (N, r) = scale · dyᵀ (N, M) · h (M, r) */
+        ork_gemm_desc d = {.ta = 1, .M = N, .N = r, .K = M, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
+                           .lda = N, .B = h, .bdt = x->dtype, .ldb = r, .ldc = r};
+        ORK_TRY(gemm_to_grad(g, up, &d));
+    }
+    if (needs(down)) { /* ddown (r, K) = dhᵀ (r, M) · x (M, K) */
+        ork_gemm_desc d = {.ta = 1, .M = r, .N = K, .K = M, .batch = 1, .alpha = 1.0f, .A = D(dh), .adt = dh->dtype,
+                           .lda = r, .B = D(x), .bdt = x->dtype, .ldb = K, .ldc = K};
+        ORK_TRY(gemm_to_grad(g, down, &d));
+    }
+    if (dh) ork_arena_put(g->arena, dh->base);
+    return ORK_OK;
+}
+
+ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor *b, ork_tensor **y) {
+    static const char *OP = "linear";
+    LIVE(x); LIVE(w);
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return shape_fail(OP, "x (..., K) needs w (N, K)", x, w);
+    if (w->q) {
+        if (w->requires_grad)
+            return ORK_FAIL(ORK_E_INVALID, "linear: weight %s is quantized (%s) and cannot be trained; "
+                            "quantized weights are frozen", w->name, ork_dtype_name(w->dtype));
+        if (!w->q->dequantize) return ORK_FAIL(ORK_E_INTERNAL, "linear: quantized weight %s has no dequantize", w->name);
+    } else if (w->dtype != ORK_F32 && w->dtype != ORK_BF16 && w->dtype != ORK_F16) {
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "linear: weight %s has dtype %s without a quantizer's scales "
+                        "(ork_tensor.q); only the weight store makes quantized weights", w->name,
+                        ork_dtype_name(w->dtype));
+    }
+    ork_dtype wdt = w->dtype;
+    if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
+    int64_t K = w->shape[1], N = w->shape[0], M = ork_tensor_numel(x) / (K ? K : 1);
+    if (b) {
+        LIVE(b);
+        if (ork_tensor_numel(b) != N) return shape_fail(OP, "bias must have N elements", b, w);
+    }
+    ork_lora *lo = w->lora;
+    if (lo) {
+        LIVE(lo->down); LIVE(lo->up);
+        if (lo->down->ndim != 2 || lo->up->ndim != 2 || lo->down->shape[1] != K || lo->up->shape[0] != N ||
+            lo->up->shape[1] != lo->down->shape[0])
+            return shape_fail("linear (LoRA)", "needs down (r, K) and up (N, r)", lo->down, lo->up);
+    }
+    int64_t sh[ORK_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    sh[x->ndim - 1] = N;
+    ORK_TRY(new_t(g, x->dtype, x->ndim, sh, y));
+    /* y (M, N) = x (M, K) · wᵀ; a quantized w: path (b) when g->fp8_gemm is native and
+     * the backend takes it, else its dequantized scratch, released after the GEMM */
+    int native = 0, bias_done = 0;
+    if (w->q && g->fp8_gemm == ORK_FP8_GEMM_NATIVE) ORK_TRY(linear_native(g, x, w, b, M, N, K, *y, &native, &bias_done));
+    if (!native) {
+        const void *wp;
+        void *wq;
+        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
+                           .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
+        ork_status gs = BE->gemm(KX, &d);
+        if (wq) ork_arena_put(g->arena, wq);
+        ORK_TRY(gs);
+    }
+    if (b && !bias_done) {
+        ork_bcast bc = {.ndim = 2, .shape = {M, N}, .bstride = {0, 1}, .n = M * N, .nb = N};
+        ORK_TRY(BE->binary(KX, ORK_BINARY_ADD, &bc, D(*y), D(b), b->dtype, D(*y), x->dtype));
+    }
+    void *h = NULL, *dc = NULL, *uc = NULL;
+    if (lo) {
+        int64_t r = lo->down->shape[0];
+        const void *downp = D(lo->down), *upp = D(lo->up);
+        ork_dtype ldt = lo->down->dtype;
+        if (lo->down->dtype != x->dtype || lo->up->dtype != x->dtype) {
+            /* F32 master weights, BF16 activations: GEMM on activation-dtype copies */
+            size_t es = ork_dtype_size(x->dtype);
+            ORK_TRY(ork_arena_get(g->arena, (size_t)(r * K) * es, &dc));
+            ORK_TRY(ork_arena_get(g->arena, (size_t)(N * r) * es, &uc));
+            ORK_TRY(BE->axpby(KX, r * K, 1.0f, D(lo->down), lo->down->dtype, 0.0f, dc, x->dtype));
+            ORK_TRY(BE->axpby(KX, N * r, 1.0f, D(lo->up), lo->up->dtype, 0.0f, uc, x->dtype));
+            downp = dc;
+            upp = uc;
+            ldt = x->dtype;
+        }
+        ORK_TRY(ork_arena_get(g->arena, (size_t)(M * r) * ork_dtype_size(x->dtype), &h));
+        /* h (M, r) = x · downᵀ;  y += scale · h · upᵀ */
+        ork_gemm_desc e = {.tb = 1, .M = M, .N = r, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
+                           .lda = K, .B = downp, .bdt = ldt, .ldb = K, .C = h, .cdt = x->dtype,
+                           .ldc = r};
+        ORK_TRY(BE->gemm(KX, &e));
+        if (lo->dropout > 0.0f && g->dropout_seed && BE->dropout)
+            ORK_TRY(BE->dropout(KX, M * r, lora_drop_seed(g, w), drop_threshold(lo->dropout), 1.0f / (1.0f - lo->dropout),
+                                h, x->dtype));
+        ork_gemm_desc f = {.tb = 1, .M = M, .N = N, .K = r, .batch = 1, .alpha = lo->scale, .beta = 1.0f, .A = h,
+                           .adt = x->dtype, .lda = r, .B = upp, .bdt = ldt, .ldb = r, .C = D(*y),
+                           .cdt = x->dtype, .ldc = N};
+        ORK_TRY(BE->gemm(KX, &f));
+    }
+    ork_tensor *in[5] = {x, w, b, lo ? lo->down : NULL, lo ? lo->up : NULL};
+    if (!wants(g, 5, in)) {
+        if (h) ork_arena_put(g->arena, h);
+        if (dc) ork_arena_put(g->arena, dc);
+        if (uc) ork_arena_put(g->arena, uc);
+        return ORK_OK;
+    }
+    ork_tape_node *n;
+    ORK_TRY(record(g, OP, linear_bwd, 5, in, 1, y, &n));
+    ork_tape_save(n, x);
+    n->p.f[0] = lo ? lo->scale : 0.0f;
+    n->p.f[1] = dc ? 1.0f : 0.0f;
+    n->p.f[2] = (lo && g->dropout_seed) ? lo->dropout : 0.0f;
+    if (n->p.f[2] > 0.0f) {
+        uint64_t sd = lora_drop_seed(g, w);
+        n->p.i[4] = (int)(uint32_t)sd;
+        n->p.i[5] = (int)(uint32_t)(sd >> 32);
+    }
+    if (h) n->aux[n->naux++] = h;
+    if (dc) { n->aux[n->naux++] = dc; n->aux[n->naux++] = uc; }
+    return ORK_OK;
+}
+
+/* ---- matmul ------------------------------------------------------------------------------------- */
+
+/* p.i: ta, tb; M, N, K, batch recomputed from the inputs. */
+static void mm_dims(const ork_tensor *a, const ork_tensor *b, int ta, int tb, int64_t *M, int64_t *N, int64_t *K,
+                    int64_t *batch) {
+    int r = a->ndim;
+    *M = ta ? a->shape[r - 1] : a->shape[r - 2];
+    *K = ta ? a->shape[r - 2] : a->shape[r - 1];
+    *N = tb ? b->shape[r - 2] : b->shape[r - 1];
+    *batch = 1;
+    for (int i = 0; i < r - 2; i++) *batch *= a->shape[i];
+}
+
+static ork_status matmul_bwd(ork_graph *g, ork_tape_node *n) {
+    ork_tensor *a = n->in[0], *b = n->in[1], *dy = n->out[0]->grad;
+    int ta = n->p.i[0], tb = n->p.i[1];
+    int64_t M, N, K, B;
+    mm_dims(a, b, ta, tb, &M, &N, &K, &B);
+    int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    if (needs(a)) {
+        ork_gemm_desc d = {.batch = B, .alpha = 1.0f, .stride_a = 0, .stride_c = M * K};
+        if (!ta) { /* dA (M, K) = dY (M, N) · op(B)ᵀ (N, K) */
+            d.M = M; d.N = K; d.K = N;
+            d.A = D(dy); d.adt = dy->dtype; d.lda = N; d.stride_a = M * N;
+            d.B = D(b); d.bdt = b->dtype; d.tb = !tb; d.ldb = ldb; d.stride_b = K * N;
+            d.ldc = K;
+        } else {    /* dA stored (K, M) = op(B) (K, N) · dYᵀ (N, M) */
+            d.M = K; d.N = M; d.K = N;
+            d.A = D(b); d.adt = b->dtype; d.ta = tb; d.lda = ldb; d.stride_a = K * N;
+            d.B = D(dy); d.bdt = dy->dtype; d.tb = 1; d.ldb = N; d.stride_b = M * N;
+            d.ldc = M;
+        }
+        ORK_TRY(gemm_to_grad(g, a, &d));
+    }
+    if (needs(b)) {
+        ork_gemm_desc d = {.batch = B, .alpha = 1.0f, .stride_c = K * N};
+        if (!tb) { /* dB (K, N) = op(A)ᵀ (K, M) · dY (M, N) */
+            d.M = K; d.N = N; d.K = M;
+            d.A = D(a); d.adt = a->dtype; d.ta = !ta; d.lda = lda; d.stride_a = M * K;
+            d.B = D(dy); d.bdt = dy->dtype; d.ldb = N; d.stride_b = M * N;
+            d.ldc = N;
+        } else {   /* dB stored (N, K) = dYᵀ (N, M) · op(A) (M, K) */
+            d.M = N; d.N = K; d.K = M;
+            d.A = D(dy); d.adt = dy->dtype; d.ta = 1; d.lda = N; d.stride_a = M * N;
+            d.B = D(a); d.bdt = a->dtype; d.tb = ta; d.ldb = lda; d.stride_b = M * K;
+            d.ldc = K;
+        }
+        ORK_TRY(gemm_to_grad(g, b, &d));
+    }
+    return ORK_OK;
+}
+
+ork_status ork_op_matmul(ork_graph *g, ork_tensor *a, ork_tensor *b, int ta, int tb, ork_tensor **y) {
+    static const char *OP = "matmul";
+    LIVE(a); LIVE(b);
+    ta = ta != 0;
+    tb = tb != 0;
+    if (a->ndim < 2 || a->ndim != b->ndim) return shape_fail(OP, "a and b need the same rank >= 2", a, b);
+    for (int i = 0; i < a->ndim - 2; i++)
+        if (a->shape[i] != b->shape[i]) return shape_fail(OP, "leading dims differ", a, b);
+    int64_t M, N, K, B, Kb;
+    mm_dims(a, b, ta, tb, &M, &N, &K, &B);
+    Kb = tb ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+    if (K != Kb) return shape_fail(OP, "inner dims differ", a, b);
+    int64_t sh[ORK_MAX_DIMS];
+    memcpy(sh, a->shape, sizeof sh);
+    sh[a->ndim - 2] = M;
+    sh[a->ndim - 1] = N;
+    ORK_TRY(new_t(g, a->dtype, a->ndim, sh, y));
+    ork_gemm_desc d = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .batch = B, .alpha = 1.0f, .A = D(a),
+                       .adt = a->dtype, .lda = ta ? M : K, .stride_a = M * K, .B = D(b), .bdt = b->dtype,
+                       .ldb = tb ? K : N, .stride_b = K * N, .C = D(*y), .cdt = a->dtype, .ldc = N, .stride_c = M * N};
+    ORK_TRY(BE->gemm(KX, &d));
+    ork_tensor *in[2] = {a, b};
+    if (!wants(g, 2, in)) return ORK_OK;
+    ork_tape_node *n;
+    ORK_TRY(record(g, OP, matmul_bwd, 2, in, 1, y, &n));
+    ork_tape_save(n, a);
+    ork_tape_save(n, b);
+    n->p.i[0] = ta;
+    n->p.i[1] = tb;
+    return ORK_OK;
+}
