@@ -1,4 +1,4 @@
-/* cli/cmd_job.c — `orakul run [--gpus N] CONFIG` and `orakul plan CONFIG`: load the
+/* cli/cmd_job.c — `orakul run [--gpus N] [--overwrite] CONFIG` and `orakul plan CONFIG`: load the
  * config and the plugins, then hand over to the trainer (train/train.h).
  * plan prints the trainer's checks, then the resolved configuration with the
  * origin of every value (component keys included, once the plan has read
@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static int job(const char *cmd, int argc, char **argv, int run) {
+static int job(const char *cmd, int argc, char **argv, int run, const ork_train_opts *opts) {
     if (argc != 1) {
-        fprintf(stderr, "orakul %s: expected one CONFIG argument (usage: orakul %s CONFIG)\n", cmd, cmd);
+        fprintf(stderr, "orakul %s: expected one CONFIG argument (usage: orakul %s%s CONFIG)\n", cmd, cmd,
+                run ? " [--gpus N] [--overwrite]" : "");
         return ORK_EXIT_USAGE;
     }
     ork_config *cfg;
@@ -30,7 +31,7 @@ static int job(const char *cmd, int argc, char **argv, int run) {
     if (s != ORK_OK) {
         code = ork_cli_exit_code(s, 0);
     } else if (run) {
-        code = ork_cli_exit_code(ork_train_run(cfg, reg), 1);
+        code = ork_cli_exit_code(ork_train_run(cfg, reg, opts), 1);
     } else {
         s = ork_train_plan(cfg, reg, stdout);
         if (s == ORK_OK) {
@@ -46,9 +47,9 @@ static int job(const char *cmd, int argc, char **argv, int run) {
 }
 
 /* `orakul run --gpus n CONFIG`: this process becomes the launcher of n ranks. */
-static int launch_ranks(int n, int argc, char **argv) {
+static int launch_ranks(int n, int argc, char **argv, const ork_train_opts *opts) {
     if (argc != 1) {
-        fprintf(stderr, "orakul run: expected one CONFIG argument (usage: orakul run [--gpus N] CONFIG)\n");
+        fprintf(stderr, "orakul run: expected one CONFIG argument (usage: orakul run [--gpus N] [--overwrite] CONFIG)\n");
         return ORK_EXIT_USAGE;
     }
 #ifndef ORAKUL_HAVE_CUDA
@@ -74,15 +75,31 @@ static int launch_ranks(int n, int argc, char **argv) {
         return ORK_EXIT_TRAIN;
     }
     exe[len] = 0;
-    char *child[] = {exe, (char *)"run", argv[0], NULL};
+    char *child[5] = {exe, (char *)"run", NULL, NULL, NULL}; /* each rank: run [--overwrite] CONFIG */
+    int c = 2;
+    if (opts->overwrite) child[c++] = (char *)"--overwrite";
+    child[c] = argv[0];
     return ork_launch(n, exe, child);
 #endif
 }
 
+/* Remove "--overwrite" from argv (argc adjusted, argv NULL-terminated). */
+static void parse_overwrite(int *argc, char **argv, ork_train_opts *o) {
+    int k = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--overwrite")) o->overwrite = 1;
+        else argv[k++] = argv[i];
+    }
+    *argc = k;
+    argv[k] = NULL;
+}
+
 int ork_cmd_run(int argc, char **argv) {
     int gpus = 0;
+    ork_train_opts o = {0};
+    parse_overwrite(&argc, argv, &o);
     if (ork_launch_parse_gpus(&argc, argv, &gpus) != 0) return ORK_EXIT_USAGE;
-    if (gpus > 1) return launch_ranks(gpus, argc, argv);
-    return job("run", argc, argv, 1);
+    if (gpus > 1) return launch_ranks(gpus, argc, argv, &o);
+    return job("run", argc, argv, 1, &o);
 }
-int ork_cmd_plan(int argc, char **argv) { return job("plan", argc, argv, 0); }
+int ork_cmd_plan(int argc, char **argv) { return job("plan", argc, argv, 0, NULL); }

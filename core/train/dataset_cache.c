@@ -1,6 +1,8 @@
 /* train/dataset_cache.c — the job's dataset in memory: every image encoded
  * once with the model's codec into latent tokens (cached on disk beside the
- * images, keyed by the image bytes and the codec), its text embeddings
+ * images, keyed by the image bytes and the codec, with checksums: a cache file
+ * that fails them, holds another shape or dtype than the codec gives for the
+ * image's bucket, or a NaN/Inf is encoded again with one warning), its text embeddings
  * (<image>.te.safetensors), and the deterministic batches: an epoch's seeded
  * order, micro-batch k's items and this rank's share of them. [control-thread;
  * the batch functions also on prefetch.c's builder thread, one at a time] */
@@ -8,6 +10,8 @@
 
 #include "data/dataset.h"
 #include "data/image.h"
+#include "io/st_check.h"
+#include "numerics/finite.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -71,23 +75,58 @@ static ork_status encode_image(job *j, const char *path, int res, item *it) {
     return j->ta->to_host(j->g, tok, ORK_F32, it->tokens);
 }
 
-static ork_status load_cached(const char *cache, uint64_t key, item *it, int C) {
-    ork_st_file *f;
-    if (access(cache, R_OK) != 0) return ORK_E_IO;
-    if (ork_st_open(cache, &f) != ORK_OK) return ORK_E_IO; /* unreadable cache: rebuild */
-    ork_status s = ORK_E_IO;
+/* The latent cache file of one image, if it can be trusted: its key is this
+ * image's and codec's, its checksums match (st_check.h), it holds F32 tokens
+ * of exactly the grid the codec gives for the image's bucket, (ht, wt, C),
+ * and they are finite. ORK_OK: it->tokens filled. Otherwise it is left empty
+ * (the caller encodes into it): ORK_E_IO, no file; ORK_E_FORMAT, unusable,
+ * why says why in one line ("" for a cache written before the cache carried
+ * checksums: encoded again quietly). The reader's own error lines are held
+ * (ork_log_hold): a cache that is re-encoded is a warning, not an error. */
+static ork_status load_cached(const char *cache, uint64_t key, item *it, int C, int ht, int wt, char *why, size_t wn) {
+    why[0] = 0;
+    if (access(cache, F_OK) != 0) return ORK_E_IO;
+    ork_st_file *f = NULL;
+    int verified = 0;
+    ork_log_hold_begin();
+    ork_status s = ork_st_open(cache, &f);
+    if (s == ORK_OK) s = ork_st_verify(f, &verified);
+    ork_log_hold_end(why, wn);
+    if (s != ORK_OK) {
+        ork_st_close(f);
+        return ORK_E_FORMAT;
+    }
+    s = ORK_E_FORMAT;
     const char *k = ork_st_meta(f, "key");
     const ork_st_tensor *t = ork_st_find(f, "tokens");
     char want[32];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)key);
-    /* a grid of at least one token per side, no wider than an image (fuzz_latent_cache) */
-    if (k && !strcmp(k, want) && t && t->ndim == 3 && t->shape[2] == C && t->shape[0] >= 1 && t->shape[1] >= 1 &&
-        t->shape[0] <= ORK_IMAGE_MAX_SIDE && t->shape[1] <= ORK_IMAGE_MAX_SIDE) {
-        it->h_tok = (int)t->shape[0];
-        it->w_tok = (int)t->shape[1];
-        it->tokens = malloc((size_t)ork_st_nelements(t) * sizeof(float));
-        s = it->tokens ? ork_st_read_f32(t, it->tokens) : ORK_E_NOMEM;
-        if (s != ORK_OK) { /* the caller re-encodes into it */
+    if (!verified) {
+        /* an older orakul's cache: nothing to say, encoded again */
+    } else if (!k || strcmp(k, want)) {
+        snprintf(why, wn, "%s: its key %.20s is not this image's and codec's %s", cache, k ? k : "(none)", want);
+    } else if (!t || t->dtype != ORK_F32 || t->ndim != 3 || t->shape[0] != ht || t->shape[1] != wt || t->shape[2] != C) {
+        char got[128] = "no tensor 'tokens'";
+        if (t) {
+            size_t o = (size_t)snprintf(got, sizeof got, "tokens %s (", t->dtype_name ? t->dtype_name : "?");
+            for (int d = 0; d < t->ndim && o < sizeof got; d++)
+                o += (size_t)snprintf(got + o, sizeof got - o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            if (o < sizeof got) snprintf(got + o, sizeof got - o, ")");
+        }
+        snprintf(why, wn, "%s: %s, the codec gives F32 (%d, %d, %d) for this image", cache, got, ht, wt, C);
+    } else {
+        int64_t bad = ork_first_nonfinite(ORK_F32, t->data, ork_st_nelements(t));
+        if (bad >= 0) {
+            snprintf(why, wn, "%s: tokens element %lld is %s", cache, (long long)bad,
+                     ork_nonfinite_kind(ORK_F32, t->data, (uint64_t)bad));
+        } else if ((it->tokens = malloc((size_t)ork_st_nelements(t) * sizeof(float)))) {
+            s = ork_st_read_f32(t, it->tokens);
+            it->h_tok = ht;
+            it->w_tok = wt;
+        } else {
+            s = ORK_E_NOMEM;
+        }
+        if (s != ORK_OK) { /* the caller encodes into it */
             free(it->tokens);
             it->tokens = NULL;
             it->h_tok = it->w_tok = 0;
@@ -136,7 +175,7 @@ static ork_status build_dataset(job *j) {
         if (!grown) { ork_dataset_free(&ds); return ORK_E_NOMEM; }
         j->items = grown;
         ork_status s = ORK_OK;
-        int first = j->n_items, encoded = 0, cached = 0;
+        int first = j->n_items, encoded = 0, cached = 0, old = 0;
         for (size_t i = 0; s == ORK_OK && i < ds.n; i++) {
             item *it = &j->items[j->n_items];
             memset(it, 0, sizeof *it);
@@ -153,13 +192,21 @@ static ork_status build_dataset(job *j) {
             char stem[512], cache[2048];
             snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", cache_dir, stem_of(it->path, stem, sizeof stem),
                      (unsigned long long)key);
-            ork_log_demote(1); /* a cache file that fails to load is re-encoded: its line is a warning */
-            ork_status ls = load_cached(cache, key, it, j->info.token_channels);
-            ork_log_demote(-1);
+            /* the token grid the codec gives this image: what its cache must hold */
+            int iw, ih, bw, bh, ppt = j->info.pixels_per_token > 0 ? j->info.pixels_per_token : 16;
+            char why[4096] = "";
+            ork_log_hold_begin();
+            ork_status ls = ork_image_probe(it->path, &iw, &ih); /* the encode below says what is wrong with it */
+            ork_log_hold_end(NULL, 0);
+            if (ls == ORK_OK) {
+                ork_image_bucket(iw, ih, res, ppt, &bw, &bh);
+                ls = load_cached(cache, key, it, j->info.token_channels, bh / ppt, bw / ppt, why, sizeof why);
+            }
             if (ls == ORK_OK) {
                 cached++;
             } else {
-                if (access(cache, F_OK) == 0) ORK_WARN("%s: re-encoding %s (its latent cache file cannot be used)", cache, it->path);
+                if (ls == ORK_E_FORMAT && why[0]) ORK_WARN("latent cache unusable (%s): re-encoding %s", why, it->path);
+                else if (ls == ORK_E_FORMAT) old++;
                 s = encode_image(j, it->path, res, it);
                 if (s == ORK_E_BUDGET) /* the line above says what was asked; this one what to do */
                     s = ORK_FAIL(ORK_E_BUDGET, "%s: encoding %s at %d px for the latent cache needs more device memory "
@@ -167,9 +214,19 @@ static ork_status build_dataset(job *j) {
                                  "with a larger model.vram_budget_gb (the latents are then cached in %s) or a smaller "
                                  "resolution", ork_config_file(j->cfg), it->path, res, cache_dir);
                 if (s != ORK_OK) break;
+                int64_t bad = ork_first_nonfinite(ORK_F32, it->tokens,
+                                                  (uint64_t)it->h_tok * it->w_tok * j->info.token_channels);
+                if (bad >= 0) { /* nothing to train on, and never a cache file holding it */
+                    s = ORK_FAIL(ORK_E_NUMERIC, "%s: the codec's latents of this image hold %s (element %lld of its "
+                                 "%dx%d tokens): not cached, cannot train on it", it->path,
+                                 ork_nonfinite_kind(ORK_F32, it->tokens, (uint64_t)bad), (long long)bad, it->w_tok,
+                                 it->h_tok);
+                    break;
+                }
                 encoded++;
                 ork_st_writer *w;
                 if (!nocache && ork_st_writer_new(&w) == ORK_OK) {
+                    ork_st_writer_checksum(w, 1); /* verified when read back (load_cached) */
                     int64_t shape[3] = {it->h_tok, it->w_tok, j->info.token_channels};
                     char ks[32];
                     snprintf(ks, sizeof ks, "%016llx", (unsigned long long)key);
@@ -188,6 +245,9 @@ static ork_status build_dataset(job *j) {
         if (s != ORK_OK) return s;
         ORK_INFO("dataset %s: %d images (%d encoded, %d from the latent cache)", dc->folder_path, j->n_items - first,
                  encoded, cached);
+        if (old)
+            ORK_INFO("latent cache: %d file%s written before the cache carried checksums, encoded again", old,
+                     old == 1 ? "" : "s");
         /* num_repeats: the same items again (shared data, fresh struct copies) */
         int n = j->n_items - first;
         for (int64_t r = 1; r < reps; r++)

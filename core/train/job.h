@@ -148,7 +148,11 @@ typedef struct job {
     int ahead_off;          /* ORAKUL_STREAM_AHEAD=0 (bench A/B): nothing copied ahead */
     int lend_off;           /* ORAKUL_STREAM_LEND=0 (bench A/B): the gradients not lent */
     int short_warned;
+    int overwrite;          /* --overwrite (ork_train_opts): a fresh run may overwrite this job's LoRA files */
 } job;
+
+/* Skipped steps in a row (non-finite loss or gradients) that stop a run. */
+enum { ORK_TRAIN_SKIP_LIMIT = 20 };
 
 /* device slots of the streamed trainable state (stream/zero.h) */
 enum { ORK_TRAIN_STATE_SLOTS = 2 };
@@ -213,6 +217,9 @@ ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path);
 
 /* checkpoint.c */
 void ork_train_remove_stale_tmp(job *j);
+/* LoRA files of this job in its folder and no state to resume from: refused
+ * (ORK_E_CONFIG, one line saying what to do) unless j->overwrite. */
+ork_status ork_train_check_outputs(job *j);
 ork_status ork_train_save_state(job *j, int64_t step);
 ork_status ork_train_load_state(job *j, int64_t *step);
 ork_status ork_train_save_lora(job *j, int64_t step);

@@ -2,6 +2,7 @@
 #include "train/lora.h"
 
 #include "io/safetensors.h"
+#include "numerics/finite.h"
 #include "numerics/half.h"
 #include "train/rng.h"
 #include "util/log.h"
@@ -231,6 +232,14 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
             float *f = malloc(numel * sizeof *f);
             if (!f) { st = ORK_E_NOMEM; break; }
             st = download(n, ts[j], f);
+            snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
+            /* never a file with NaN or Inf: the trained values, then the saved
+             * ones (a finite value past 65504 is Inf in float16) */
+            int64_t bad = st == ORK_OK ? ork_first_nonfinite(ORK_F32, f, numel) : -1;
+            if (bad >= 0)
+                st = ORK_FAIL(ORK_E_NUMERIC, "%s: not written: tensor '%s' element %lld is %s: the LoRA's values are "
+                              "not finite (training diverged; earlier LoRA files are kept)", path, key, (long long)bad,
+                              ork_nonfinite_kind(ORK_F32, f, (uint64_t)bad));
             void *out = f;
             if (st == ORK_OK && save_dt != ORK_F32) {
                 uint16_t *h = malloc(numel * 2);
@@ -241,7 +250,12 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                 out = h;
             }
             bufs[i * 3 + j] = out;
-            snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
+            bad = st == ORK_OK ? ork_first_nonfinite(save_dt, out, numel) : -1;
+            if (bad >= 0)
+                st = ORK_FAIL(ORK_E_NUMERIC, "%s: not written: tensor '%s' element %lld is %s in %s, past its range: "
+                              "the LoRA's values are not finite there (save.dtype float32 keeps them; earlier LoRA "
+                              "files are kept)", path, key, (long long)bad, ork_nonfinite_kind(save_dt, out, (uint64_t)bad),
+                              save_dt == ORK_BF16 ? "bfloat16" : "float16");
             if (st == ORK_OK)
                 st = ork_st_writer_add(w, key, save_dt, 2, ts[j]->shape, out, numel * ork_dtype_size(save_dt));
         }

@@ -54,7 +54,9 @@ int ork_lora_block(const ork_lora_net *n, int i);    /* model block index */
 int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter count */
 
 /* Write the LoRA file (atomic). format "kohya" or "peft-bfl"; save_dt F32,
- * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__. */
+ * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__.
+ * ORK_E_NUMERIC (one line naming the tensor and element), nothing written,
+ * when a value is NaN or Inf, as trained or once converted to save_dt. */
 ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
                          const char *const *meta);
 /* Where ork_lora_save reads the adapters' values: NULL (the default) reads the

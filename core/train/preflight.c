@@ -8,6 +8,8 @@
  * the images and those of the sample prompts. [control-thread] */
 #include "train/job.h"
 
+#include "io/st_check.h"
+#include "numerics/finite.h"
 #include "util/log.h"
 
 #include <stdlib.h>
@@ -63,6 +65,18 @@ ork_status ork_train_open_text(const job *j, const char *img_path, char *te, siz
         const ork_st_tensor *bad = float_dtype(t) ? v : t;
         s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is %s; a text embedding is F32, F16, BF16 or F64", te, bad->name,
                      bad->dtype_name ? bad->dtype_name : "?");
+    }
+    /* its checksums when it carries them, and finite values: orakul cannot
+     * make a text embedding again, so a damaged one is refused (issue #26) */
+    int verified;
+    if (s == ORK_OK) s = ork_st_verify(f, &verified);
+    const ork_st_tensor *chk[2] = {t, j->info.vec_dim > 0 ? v : NULL};
+    for (int q = 0; s == ORK_OK && q < 2; q++) {
+        int64_t bad = chk[q] ? ork_first_nonfinite(chk[q]->dtype, chk[q]->data, ork_st_nelements(chk[q])) : -1;
+        if (bad >= 0)
+            s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' element %lld is %s: the text embedding is not finite; encode "
+                         "the caption again (tools/encode_text.py) or delete the file", te, chk[q]->name, (long long)bad,
+                         ork_nonfinite_kind(chk[q]->dtype, chk[q]->data, (uint64_t)bad));
     }
     if (s != ORK_OK) {
         ork_st_close(f);

@@ -352,6 +352,7 @@ static ork_status train_loop(job *j) {
     int64_t save_every = j->p->save.save_every > 0 ? j->p->save.save_every : t->steps;
     double t0 = ork_train_now();
     ORK_TRY(ork_train_outputs_open(j, start, log_every));
+    int64_t trained = 0, in_row = 0; /* steps of this run that updated the LoRA; skipped steps in a row */
     for (int64_t step = start + 1; step <= t->steps; step++) {
         ork_progress_begin(j->progress);
         int64_t skipped0 = j->skipped;
@@ -399,6 +400,20 @@ static ork_status train_loop(job *j) {
         if (j->grad_pool) j->grads_dead = 1; /* read by the optimizer step just enqueued: dead from here on */
         ORK_TRY(ork_train_step_outputs(j, step, loss, norm, j->skipped != skipped0)); /* progress line, metrics.jsonl */
         if (j->ce) ork_train_stream_stats_mark(j, step, start, t->steps);
+        if (j->skipped != skipped0) in_row++;
+        else { in_row = 0; trained++; }
+        /* non-finite steps learn nothing: stop rather than burn hours (every rank
+         * skips the same steps: ork_train_dist_step_end), and save nothing new */
+        if (in_row >= ORK_TRAIN_SKIP_LIMIT)
+            return ORK_FAIL(ORK_E_NUMERIC, "steps %lld-%lld: %d steps in a row skipped for non-finite loss or gradients: "
+                            "stopping (the LoRA and state saved last are kept; lower train.lr, check the images and "
+                            "their text embeddings, or resume from an earlier state)", (long long)(step - in_row + 1),
+                            (long long)step, ORK_TRAIN_SKIP_LIMIT);
+        if (step == t->steps && !trained)
+            return ORK_FAIL(ORK_E_NUMERIC, "no step trained: all %lld steps of this run (%lld-%lld) were skipped for "
+                            "non-finite loss or gradients; nothing saved (lower train.lr, check the images and their "
+                            "text embeddings, or resume from an earlier state)", (long long)(step - start),
+                            (long long)(start + 1), (long long)step);
         if (step % save_every == 0 || step == t->steps) {
             /* the LoRA first: a kill between the two leaves the state one
              * save behind, and the resumed run rewrites the same LoRA file
@@ -448,10 +463,12 @@ static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) 
     return ORK_OK;
 }
 
-ork_status ork_train_run(ork_config *cfg, const ork_registry *reg) {
+ork_status ork_train_run(ork_config *cfg, const ork_registry *reg, const ork_train_opts *opts) {
     job j;
     ORK_TRY(common_init(&j, cfg, reg));
-    ork_status s = setup(&j);
+    j.overwrite = opts && opts->overwrite;
+    ork_status s = ork_train_check_outputs(&j); /* before minutes of model loading */
+    if (s == ORK_OK) s = setup(&j);
     if (s == ORK_OK && ork_train_mkdir_p(j.out_dir) != 0) s = ORK_FAIL(ORK_E_IO, "cannot create %s: %s", j.out_dir, strerror(errno));
     if (s == ORK_OK) s = train_loop(&j);
     j.failed = s != ORK_OK;

@@ -17,9 +17,17 @@
 
 #include <stdio.h>
 
+/* What `orakul run`'s flags change (all 0: the defaults). */
+typedef struct ork_train_opts {
+    int overwrite; /* --overwrite: a run with LoRA files of this job in its
+                    * folder and no state to resume from starts afresh and
+                    * overwrites them (refused without it, exit 2) */
+} ork_train_opts;
+
 /* ORK_OK on success; ORK_E_CONFIG / ORK_E_FORMAT / ORK_E_IO / ORK_E_ABI for
- * input problems (exit 2); anything else is a training failure (exit 1). */
-ork_status ork_train_run(ork_config *cfg, const ork_registry *reg);
+ * input problems (exit 2); anything else is a training failure (exit 1).
+ * opts: NULL for the defaults. */
+ork_status ork_train_run(ork_config *cfg, const ork_registry *reg, const ork_train_opts *opts);
 ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out);
 
 #endif

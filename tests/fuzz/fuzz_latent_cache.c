@@ -2,7 +2,8 @@
  * input is a cache file (<dataset>/_latent_cache/<stem>_<key>.safetensors)
  * read by the trainer's own load_cached (core/train/dataset_cache.c, included
  * below so its static readers can be called; nothing else of that file runs).
- * The key and the channel count are fixed (FZ_KEY, FZ_C); the seeds carry them.
+ * The key, the channel count and the token grid the codec would give are
+ * fixed (FZ_KEY, FZ_C, FZ_H x FZ_W); the seeds carry them.
  * Contract checked: a cache that loads gives a grid of at least one token per
  * side within the image limit, h x w x C readable, finite values; one that
  * does not load leaves the item empty (the caller re-encodes into it: anything
@@ -14,6 +15,8 @@
 
 #define FZ_KEY 0x0123456789abcdefull
 #define FZ_C 16
+#define FZ_H 4 /* the grid load_cached must find (the image's bucket in a run) */
+#define FZ_W 3
 
 static char g_cache[512];
 
@@ -29,13 +32,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!fz_write_file(g_cache, data, size)) return 0;
     item it;
     memset(&it, 0, sizeof it);
-    ork_status s = load_cached(g_cache, FZ_KEY, &it, FZ_C);
+    char why[4096];
+    ork_status s = load_cached(g_cache, FZ_KEY, &it, FZ_C, FZ_H, FZ_W, why, sizeof why);
     if (s != ORK_OK) {
         FZ_CHECK(!it.tokens && !it.txt && !it.vec, "a cache that did not load (%s) left data in the item",
                  ork_status_str(s));
         return 0;
     }
     FZ_CHECK(it.tokens != NULL, "loaded without tokens");
+    FZ_CHECK(it.h_tok == FZ_H && it.w_tok == FZ_W, "loaded a %d x %d grid for a %d x %d image", it.h_tok, it.w_tok,
+             FZ_H, FZ_W);
     FZ_CHECK(it.h_tok >= 1 && it.w_tok >= 1 && it.h_tok <= ORK_IMAGE_MAX_SIDE && it.w_tok <= ORK_IMAGE_MAX_SIDE,
              "loaded a %d x %d token grid", it.h_tok, it.w_tok);
     long bad = fz_first_nonfinite(it.tokens, (size_t)it.h_tok * it.w_tok * FZ_C);
