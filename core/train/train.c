@@ -506,6 +506,10 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
                 (double)bytes / 1e9);
         fprintf(out, "components: model %s, loss %s, optimizer %s\n", j.c_model->c->id, j.c_loss->c->id, j.c_opt->c->id);
         fprintf(out, "output: %s/%s_<step>.safetensors (%s LoRA format)\n", j.out_dir, j.name, j.info.lora_format);
+        /* LoRA files of this job and no state: run refuses without --overwrite; plan says so as a warning */
+        ork_log_demote(1);
+        (void)ork_train_check_outputs(&j);
+        ork_log_demote(-1);
         const char *dev = j.p->device ? j.p->device : "cuda:0";
         s = ork_train_make_plan(&j, strncmp(dev, "cpu", 3) ? ORK_DEV_CUDA : ORK_DEV_CPU);
         /* the plan as it will run: without the shadows when host memory needs that */
