@@ -1,9 +1,12 @@
 /* fuzz_safetensors.c — libFuzzer target for the safetensors reader: each
  * input becomes the whole file (a memfd opened by path through /proc) and goes
- * through ork_st_open; an accepted file is walked and every tensor converted.
- * Crashes, sanitizer reports and any status other than ORK_OK / ORK_E_FORMAT
- * are findings. Built by tests/fuzz/CMakeLists.txt with -DORAKUL_FUZZ=ON (clang). */
+ * through ork_st_open; an accepted file is walked, every tensor converted and
+ * finiteness-checked, and its checksums (io/st_check.h: the orakul_crc32 JSON
+ * in the metadata) verified. Crashes, sanitizer reports and any status other
+ * than ORK_OK / ORK_E_FORMAT (ORK_E_NUMERIC for a non-finite tensor) are
+ * findings. Built by tests/fuzz/CMakeLists.txt with -DORAKUL_FUZZ=ON (clang). */
 #include "io/safetensors.h"
+#include "io/st_check.h"
 #include "util/log.h"
 
 #include <stdio.h>
@@ -40,7 +43,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (t->dtype != ORK_ST_DTYPE_UNSUPPORTED && ork_st_nelements(t) <= sizeof g_out / sizeof g_out[0]
             && ork_st_read_f32(t, g_out) != ORK_OK)
             __builtin_trap();
+        ork_status fs = ork_st_check_finite(t, g_path);
+        if (fs != ORK_OK && fs != ORK_E_NUMERIC) __builtin_trap();
     }
+    int verified = -1;
+    s = ork_st_verify(f, &verified);
+    if ((s != ORK_OK && s != ORK_E_FORMAT) || (s == ORK_OK && verified != 0 && verified != 1)) __builtin_trap();
     (void)sink;
     ork_st_meta(f, "format");
     ork_st_close(f);
