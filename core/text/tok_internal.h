@@ -97,11 +97,12 @@ void tok_pattern_free(tok_pattern *p);
 /* ---- normalizers ----------------------------------------------------------- */
 typedef struct tok_norm tok_norm;
 ork_status tok_norm_parse(json_t *j, tok_norm **out); /* j may be JSON null: *out NULL */
-/* in -> out (out is reset first). kept_start (may be NULL): cleared when the
- * input's first characters were deleted (stripped, replaced by nothing, mapped
- * to nothing), so that the output no longer begins at the input's start, as
- * tokenizers' offsets tell Metaspace's "first" scheme. */
-ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start);
+/* in -> out (out is reset first). lead (may be NULL): in, the bytes at the
+ * input's start that come from the original text's first character; out, the
+ * same for the output, 0 once the normalizer deleted them (stripped, replaced
+ * by nothing): tokenizers' offsets, which Metaspace's "first" scheme reads
+ * (a piece begins the text when its original offset is 0). */
+ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, size_t *lead);
 void tok_norm_free(tok_norm *nm);
 
 /* ---- pre-tokenizers --------------------------------------------------------- */

@@ -148,10 +148,18 @@ done:
     return st;
 }
 
-/* One extended grapheme cluster at a time (utf8proc's UAX #29 rules). */
-static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
-    size_t i = 0;
+/* One extended grapheme cluster at a time (utf8proc's UAX #29 rules). The lead
+ * becomes the output of the clusters it touched; when that is nothing, the
+ * next character takes its place: tokenizers aligns the charsmap's output char
+ * by char from the start (precompiled.rs signals no removal). */
+static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, size_t *lead) {
+    size_t i = 0, lead_in = lead ? *lead : 0;
+    int lead_open = lead_in > 0;
     while (i < n) {
+        if (lead_open && i >= lead_in) {
+            *lead = out->n;
+            lead_open = 0;
+        }
         /* the cluster [i, e) */
         uint32_t cp, prev;
         size_t e = i + (size_t)tok_utf8_next(s + i, n - i, &prev);
@@ -168,20 +176,28 @@ static ork_status precompiled_apply(const tok_norm *nm, const char *s, size_t n,
             ORK_TRY(tok_str_put(out, r, rn));
         } else {
             for (size_t k = i; k < e;) {
+                if (lead_open && k >= lead_in) { /* char by char here, as tokenizers aligns it */
+                    *lead = out->n;
+                    lead_open = 0;
+                }
                 int l = tok_utf8_next(s + k, e - k, &cp);
                 if ((r = precompiled_transform(nm, s + k, (size_t)l, &rn))) ORK_TRY(tok_str_put(out, r, rn));
                 else ORK_TRY(tok_str_put(out, s + k, (size_t)l));
                 k += (size_t)l;
             }
         }
-        if (i == 0 && out->n == 0 && kept_start) *kept_start = 0; /* the first cluster mapped to nothing */
         i = e;
+    }
+    if (lead_open) *lead = out->n;
+    if (lead && lead_in && *lead == 0 && out->n) { /* mapped to nothing: the next char is aligned to the start */
+        uint32_t cp;
+        *lead = (size_t)tok_utf8_next(out->p, out->n, &cp);
     }
     return ORK_OK;
 }
 
 /* ---- the others ------------------------------------------------------------------------ */
-static ork_status unicode_form(norm_kind k, const char *s, size_t n, tok_str *out) {
+static ork_status unicode_form(norm_kind k, const char *s, size_t n, tok_str *out, size_t *lead) {
     int opt = UTF8PROC_STABLE;
     if (k == N_NFC) opt |= UTF8PROC_COMPOSE;
     else if (k == N_NFD) opt |= UTF8PROC_DECOMPOSE;
@@ -193,11 +209,26 @@ static ork_status unicode_form(norm_kind k, const char *s, size_t n, tok_str *ou
     if (m < 0) return tok_fail(ORK_E_INTERNAL, "unicode normalization: %s", utf8proc_errmsg(m));
     ork_status st = tok_str_put(out, (const char *)r, (size_t)m);
     free(r);
+    if (st == ORK_OK && lead && *lead && out->n) {
+        /* the lead: its own normalized form, and at least the first output character
+         * (composition may pull later input into it) */
+        utf8proc_uint8_t *q = NULL;
+        utf8proc_ssize_t mq = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)(*lead < n ? *lead : n), &q,
+                                           (utf8proc_option_t)opt);
+        free(q);
+        uint32_t cp;
+        size_t first = (size_t)tok_utf8_next(out->p, out->n, &cp);
+        size_t l = mq > 0 ? (size_t)mq : 0;
+        if (l < first) l = first;
+        *lead = l < out->n ? l : out->n;
+    }
     return st;
 }
 
-static ork_status lowercase(const char *s, size_t n, tok_str *out) {
+static ork_status lowercase(const char *s, size_t n, tok_str *out, size_t *lead) {
+    size_t lead_in = lead ? *lead : 0;
     for (size_t i = 0; i < n;) {
+        if (lead_in && i == lead_in) *lead = out->n;
         uint32_t cp;
         i += (size_t)tok_utf8_next(s + i, n - i, &cp);
         if (cp == 0x130) { /* the one code point whose lowercase is two (SpecialCasing) */
@@ -206,26 +237,33 @@ static ork_status lowercase(const char *s, size_t n, tok_str *out) {
         }
         ORK_TRY(tok_str_putc(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp)));
     }
+    if (lead_in && lead_in >= n) *lead = out->n;
     return ORK_OK;
 }
 
-static ork_status replace(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
+/* The lead's end maps through: past a match it moves by the length change, inside
+ * one it lands after the content; a start replaced by nothing is lost (0). */
+static ork_status replace(const tok_norm *nm, const char *s, size_t n, tok_str *out, size_t *lead) {
     tok_spans sp = {0};
     ork_status st = tok_pattern_find(&nm->pat, s, n, &sp);
-    size_t last = 0;
+    size_t last = 0, p = lead ? *lead : 0, mapped = 0;
+    int done = p == 0;
     for (size_t k = 0; st == ORK_OK && k < sp.n; k++) {
         size_t a = sp.v[2 * k], b = sp.v[2 * k + 1];
-        if (a == 0 && b > 0 && nm->content_n == 0 && kept_start) *kept_start = 0;
+        if (!done && p <= a) { mapped = out->n + (p - last); done = 1; }
         st = tok_str_put(out, s + last, a - last);
         if (st == ORK_OK) st = tok_str_put(out, nm->content, nm->content_n);
+        if (!done && p <= b) { mapped = out->n; done = 1; }
         last = b;
     }
+    if (!done) mapped = out->n + (p - last);
     if (st == ORK_OK) st = tok_str_put(out, s + last, n - last);
+    if (lead && *lead) *lead = mapped;
     tok_spans_free(&sp);
     return st;
 }
 
-static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
+static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *out, size_t *lead) {
     size_t a = 0, b = n;
     uint32_t cp;
     if (nm->left)
@@ -242,11 +280,11 @@ static ork_status strip(const tok_norm *nm, const char *s, size_t n, tok_str *ou
             if (!tok_is_whitespace(cp)) break;
             b = k;
         }
-    if (a > 0 && kept_start) *kept_start = 0;
+    if (lead && *lead) *lead = (*lead < b ? *lead : b) > a ? (*lead < b ? *lead : b) - a : 0;
     return tok_str_put(out, s + a, b - a);
 }
 
-ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, int *kept_start) {
+ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *out, size_t *lead) {
     out->n = 0;
     ORK_TRY(tok_str_put(out, "", 0));
     switch (nm->kind) {
@@ -254,7 +292,7 @@ ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *
         tok_str a = {0}, b = {0};
         ork_status st = tok_str_put(&a, s, n);
         for (size_t i = 0; st == ORK_OK && i < nm->nkids; i++) {
-            st = tok_norm_apply(nm->kids[i], a.p, a.n, &b, kept_start);
+            st = tok_norm_apply(nm->kids[i], a.p, a.n, &b, lead);
             tok_str t = a; a = b; b = t;
         }
         if (st == ORK_OK) st = tok_str_put(out, a.p, a.n);
@@ -262,14 +300,15 @@ ork_status tok_norm_apply(const tok_norm *nm, const char *s, size_t n, tok_str *
         tok_str_free(&b);
         return st;
     }
-    case N_NFC: case N_NFD: case N_NFKC: case N_NFKD: return unicode_form(nm->kind, s, n, out);
-    case N_LOWER: return lowercase(s, n, out);
-    case N_REPLACE: return replace(nm, s, n, out, kept_start);
-    case N_STRIP: return strip(nm, s, n, out, kept_start);
-    case N_PREPEND:
+    case N_NFC: case N_NFD: case N_NFKC: case N_NFKD: return unicode_form(nm->kind, s, n, out, lead);
+    case N_LOWER: return lowercase(s, n, out, lead);
+    case N_REPLACE: return replace(nm, s, n, out, lead);
+    case N_STRIP: return strip(nm, s, n, out, lead);
+    case N_PREPEND: /* the prepended text is aligned to the first character */
         if (n) ORK_TRY(tok_str_put(out, nm->content, nm->content_n));
+        if (n && lead && *lead) *lead += nm->content_n;
         return tok_str_put(out, s, n);
-    case N_PRECOMPILED: return precompiled_apply(nm, s, n, out, kept_start);
+    case N_PRECOMPILED: return precompiled_apply(nm, s, n, out, lead);
     }
     return tok_fail(ORK_E_INTERNAL, "unknown normalizer kind %d", (int)nm->kind);
 }

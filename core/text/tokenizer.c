@@ -368,9 +368,13 @@ static ork_status encode_ids(const ork_tokenizer *t, const char *text, size_t le
         if (g.id >= 0) { st = tok_ids_push(ids, g.id); continue; }
         const char *p = s.p + g.a;
         size_t pn = g.b - g.a;
-        int kept_start = 1;
+        size_t lead = 0; /* the bytes that come from the text's first character */
+        if (pn) {
+            uint32_t cp;
+            lead = (size_t)tok_utf8_next(p, pn, &cp);
+        }
         if (t->norm) {
-            st = tok_norm_apply(t->norm, p, pn, &nrm, &kept_start);
+            st = tok_norm_apply(t->norm, p, pn, &nrm, &lead);
             p = nrm.p;
             pn = nrm.n;
         }
@@ -379,7 +383,7 @@ static ork_status encode_ids(const ork_tokenizer *t, const char *text, size_t le
         for (size_t k = 0; st == ORK_OK && k < sub.n; k++) {
             if (sub.v[k].id >= 0) st = tok_ids_push(ids, sub.v[k].id);
             else st = encode_segment(t, p + sub.v[k].a, sub.v[k].b - sub.v[k].a,
-                                     g.a == 0 && kept_start && sub.v[k].a == 0, ids);
+                                     g.a == 0 && lead > 0 && sub.v[k].a == 0, ids);
         }
     }
     free(raw.v);

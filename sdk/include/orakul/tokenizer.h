@@ -29,7 +29,9 @@
  * Unicode: regexes run on the system's Oniguruma and normalization on utf8proc
  * (Debian 12: Unicode 14 and 15); `tokenizers` bundles a newer Oniguruma, so a
  * letter or digit assigned after Unicode 14 (CJK Extension H, scripts of 2022+)
- * can split differently in a \p{L}/\p{N} pattern. Emoji are not affected.
+ * can split differently in a \p{L}/\p{N} pattern; and NFC/NFKC here know
+ * characters with decompositions that `tokenizers`' older tables do not (e.g.
+ * U+1FBF2 -> "2" under NFKC). Emoji are not affected.
  *
  * Threads: a loaded tokenizer is immutable; encode may run on any thread, and
  * on several at once. */
