@@ -2,7 +2,7 @@
 #include "train/samples.h"
 
 #include "io/safetensors.h"
-#include "train/pngw.h"
+#include "io/png_writer.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -71,8 +71,10 @@ static int is_embedding_path(const char *s) {
 /* A text-embedding file: txt (T, ctx), optional vec (vec_dim). */
 static ork_status load_cond(const char *path, const ork_model_info *info, int T, const char *key, cond *c) {
     ork_st_file *f;
-    if (ork_st_open(path, &f) != ORK_OK)
-        return ORK_FAIL(ORK_E_IO, "%s: the text embedding '%s' cannot be read", key, path);
+    ork_log_demote(1); /* the reader's line says why (a warning); the error line names the key */
+    ork_status o = ork_st_open(path, &f);
+    ork_log_demote(-1);
+    if (o != ORK_OK) return ORK_FAIL(o, "%s: the text embedding '%s' cannot be read (the warning above says why)", key, path);
     ork_status s = ORK_OK;
     const ork_st_tensor *t = ork_st_find(f, "txt"), *v = ork_st_find(f, "vec");
     if (!t || t->ndim != 2 || t->shape[0] != T || t->shape[1] != info->context_dim) {

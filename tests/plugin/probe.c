@@ -114,7 +114,16 @@ static const struct {
 };
 
 #ifdef PROBE_ALL_KINDS
-STUB ork_status p_open(void *s, const char *n, ork_model_info *i) { (void)s; (void)n; (void)i; return ORK_OK; }
+/* As far as `orakul plan` looks, a model with an image codec (pixels_per_token,
+ * encode): plan refuses what run would refuse, and run refuses a model without one. */
+STUB ork_status p_open(void *s, const char *n, ork_model_info *i) {
+    (void)s; (void)n;
+    i->variant = "probe", i->token_channels = 48, i->pixels_per_token = 4, i->context_dim = 32;
+    return ORK_OK;
+}
+STUB ork_status p_encode(void *s, ork_graph *g, ork_tensor *img, ork_tensor **t) {
+    (void)s; (void)g; (void)img; (void)t; return ORK_E_UNSUPPORTED;
+}
 STUB ork_status p_load(void *s, const ork_weight_sink *k) { (void)s; (void)k; return ORK_OK; }
 STUB ork_status p_begin(void *s, ork_graph *g, const ork_model_inputs *in, ork_carry *c) {
     (void)s; (void)g; (void)in; (void)c; return ORK_OK;
@@ -150,7 +159,7 @@ STUB ork_status p_deq(void *s, ork_device d, void *st, const void *q, const floa
 
 static const ork_model_vtable model_vt = {
     .abi = ORK_ABI_INIT(ork_model_vtable), .create = p_create, .destroy = p_destroy,
-    .open = p_open, .load = p_load, .begin = p_begin, .block = BLOCK};
+    .open = p_open, .load = p_load, .begin = p_begin, .block = BLOCK, .encode = p_encode};
 static const ork_optimizer_vtable opt_vt = {
     .abi = ORK_ABI_INIT(ork_optimizer_vtable), .create = p_create, .destroy = p_destroy,
     .state_bytes = p_state, .step = STEP};

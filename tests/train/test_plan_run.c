@@ -7,7 +7,7 @@
  * channels, no codec at all, a text embedding of the wrong width, streamed
  * blocks without gradient checkpointing, accumulation with the trainable
  * state streamed, a device budget too small, too little host memory for the
- * pinned blocks, a sample prompt's embedding of the wrong width. */
+ * pinned blocks, a sample prompt's embedding of the wrong width or unreadable. */
 #include "train_test_util.h"
 
 static char g_root[1024];
@@ -81,6 +81,11 @@ static int fx_te_width(const char *data) {
     static const int shapes[][2] = {{8, 16}};
     return write_st(p, 1, names, shapes);
 }
+static int fx_sample_junk(const char *data) {
+    char p[1200];
+    tt_fmt(p, sizeof p, "%s/../junk.te.safetensors", data);
+    return tt_write_all(p, "not a safetensors file");
+}
 static int fx_sample_te(const char *data) {
     char p[1200];
     tt_fmt(p, sizeof p, "%s/../prompt.te.safetensors", data);
@@ -125,6 +130,10 @@ static const row rows[] = {
      {"      logging:\n"},
      {"      sample:\n        sample_every: 1\n        prompts: [@ROOT@/prompt.te.safetensors]\n      logging:\n"},
      NULL, fx_sample_te, "prompt.te.safetensors: tensor 'txt' must be (8, 32)"},
+    {"sample prompt embedding unreadable",
+     {"      logging:\n"},
+     {"      sample:\n        sample_every: 1\n        prompts: [@ROOT@/junk.te.safetensors]\n      logging:\n"},
+     NULL, fx_sample_junk, "sample.prompts[0]: the text embedding '"},
 };
 
 /* s with every `from` replaced by `to` (@ROOT@ expanded); malloc'd. */
