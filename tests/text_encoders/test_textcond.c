@@ -1,0 +1,442 @@
+/* tests/text_encoders/test_textcond.c — the text conditioner
+ * (core/text/conditioner.h) on the CPU, against transformers
+ * (tests/reference/text_cond_ref.py; fixtures tests/fixtures/text/cond and
+ * tests/fixtures/text/t5_tiny): a diffusers-layout folder made of symlinks
+ * (transformer/ = the tiny FLUX.1 checkpoint, text_encoder/ = a width-16 CLIP,
+ * text_encoder_2/ = the tiny T5, tokenizer/, tokenizer_2/ = tiny BPE and
+ * Unigram tokenizers), five captions (empty, long and truncated, accents,
+ * brackets) encoded; txt = T5's last_hidden_state, vec = CLIP's pooler_output,
+ * with and without the padding mask. Layer-major (forced by a budget, or
+ * ORAKUL_TEXT_LAYER_MAJOR) gives the resident path's bits. The FLUX plugin
+ * declares its slots and source folder. quantize_te (qfloat8) quantizes T5.
+ * Missing pieces are refused with one line naming them and where they were
+ * looked for; nothing at all is a warning and no conditioner. The identity
+ * changes with the files, the mask and the quantizer.
+ *
+ * Tolerance (per element, M = max|ref|): 2e-5·M + 1e-4·|ref|, as
+ * test_t5clip (F32 against transformers' F64 of the same weights), the fp8
+ * encode against transformers on the same per-row E4M3 weights dequantized
+ * (those are 0.14·M from the F32 ones: fp8 has 3 mantissa bits). */
+#include "te_test_util.h"
+
+#include "text/cond_internal.h"
+#include "text/conditioner.h"
+#include "util/log.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FX_COND TT_FIXTURES "/cond"
+
+static const char *const CAPS[] = {
+    "a photo of ohwx dog on the beach",
+    "",
+    "A close-up portrait of a woman with red hair, soft light, film grain, shot on 35mm, bokeh in the background",
+    "café crème, 2 cups!",
+    "[trigger] riding a bike",
+};
+#define K 5
+
+static ork_registry *reg;
+static ork_st_file *fx;
+static char tmp[256], dir_m[300], dir_partial[300], dir_empty[300], dir_copy[300];
+
+/* ---- log capture: the last error or warning line ---- */
+static char last_line[2048];
+static void sink(ork_log_level lvl, const char *line, void *user) {
+    (void)user;
+    if (lvl >= ORK_LOG_WARN) snprintf(last_line, sizeof last_line, "%s", line);
+}
+
+static int mk(const char *fmt, const char *a) {
+    char p[600];
+    snprintf(p, sizeof p, fmt, a);
+    return mkdir(p, 0755);
+}
+static int ln(const char *target, const char *dir, const char *name) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return symlink(target, p);
+}
+static int copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    int ok = a && b;
+    char buf[8192];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return ok ? 0 : -1;
+}
+
+static int init(void) {
+    ork_log_set_sink(sink, NULL);
+    if (ork_services_register() != ORK_OK || ork_registry_create(NULL, &reg) != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-t5clip.so") != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-flux.so") != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-quant.so") != ORK_OK) return 1;
+    if (ork_st_open(FX_COND "/cond_ref.safetensors", &fx) != ORK_OK) return 1;
+    snprintf(tmp, sizeof tmp, "/tmp/ork_textcond_XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+    snprintf(dir_m, sizeof dir_m, "%s/m", tmp);
+    snprintf(dir_partial, sizeof dir_partial, "%s/partial", tmp);
+    snprintf(dir_empty, sizeof dir_empty, "%s/empty", tmp);
+    snprintf(dir_copy, sizeof dir_copy, "%s/copy", tmp);
+    int e = 0;
+    /* the full diffusers layout */
+    e |= mk("%s", dir_m) | mk("%s/transformer", dir_m);
+    char p[600];
+    snprintf(p, sizeof p, "%s/transformer", dir_m);
+    e |= ln(ORK_SOURCE_DIR "/tests/fixtures/flux1_small_diffusers.safetensors", p, "diffusion_pytorch_model.safetensors");
+    e |= ln(FX_COND "/clip16", dir_m, "text_encoder") | ln(TT_FIXTURES "/t5_tiny", dir_m, "text_encoder_2");
+    e |= ln(FX_COND "/tokenizer", dir_m, "tokenizer") | ln(FX_COND "/tokenizer_2", dir_m, "tokenizer_2");
+    /* T5 only */
+    e |= mk("%s", dir_partial);
+    e |= ln(TT_FIXTURES "/t5_tiny", dir_partial, "text_encoder_2") | ln(FX_COND "/tokenizer_2", dir_partial, "tokenizer_2");
+    /* nothing */
+    e |= mk("%s", dir_empty);
+    /* copies whose times the identity test changes */
+    e |= mk("%s", dir_copy) | mk("%s/tokenizer_2", dir_copy);
+    e |= ln(FX_COND "/clip16", dir_copy, "text_encoder") | ln(TT_FIXTURES "/t5_tiny", dir_copy, "text_encoder_2");
+    e |= ln(FX_COND "/tokenizer", dir_copy, "tokenizer");
+    snprintf(p, sizeof p, "%s/tokenizer_2/tokenizer.json", dir_copy);
+    e |= copy_file(FX_COND "/tokenizer_2/tokenizer.json", p);
+    return e != 0;
+}
+
+static int clean(void) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (tmp[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    ork_st_close(fx);
+    ork_registry_destroy(reg);
+    ork_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+/* A model that takes txt (T, 32) and vec (16) from the two slots. */
+typedef struct hand {
+    ork_text_slot slots[2];
+    ork_model_info mi;
+} hand;
+static void hand_model(hand *h, const char *source_dir, int T) {
+    memset(h, 0, sizeof *h);
+    h->slots[0] = (ork_text_slot){"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2", T,
+                                  "t5_path", "t5_tokenizer_path", NULL, NULL};
+    h->slots[1] = (ork_text_slot){"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path",
+                                  "clip_tokenizer_path", NULL, NULL};
+    h->mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    h->mi.family = "flux";
+    h->mi.variant = "tiny";
+    h->mi.context_dim = 32;
+    h->mi.context_len = T;
+    h->mi.vec_dim = 16;
+    h->mi.n_text_slots = 2;
+    h->mi.text_slots = h->slots;
+    h->mi.source_dir = source_dir;
+}
+
+static int check(const char *ref_name, const float *got, size_t n, double a, double r) {
+    size_t rn = 0;
+    double *ref = tt_f64(fx, ref_name, &rn);
+    int ok = ref && rn == n && tt_cmp(ref_name, got, ref, n, a, r, NULL);
+    if (ref && rn != n) printf("\n    %s: %zu elements, got %zu", ref_name, rn, n);
+    free(ref);
+    return ok;
+}
+
+static ork_status encode_with(const ork_model_info *mi, const ork_textcond_opts *o, size_t budget, ork_text_embed *e,
+                              ork_textcond_stats *st) {
+    ork_textcond *tc = NULL;
+    memset(e, 0, sizeof *e);
+    ork_status s = ork_textcond_open(reg, mi, o, &tc);
+    if (s == ORK_OK && !tc) s = ORK_E_INTERNAL;
+    if (s == ORK_OK) s = ork_textcond_encode(tc, ork_cpu_backend(), budget, K, CAPS, e);
+    if (s == ORK_OK && st) ork_textcond_last_stats(tc, st);
+    ork_textcond_close(tc);
+    return s;
+}
+
+static void test_encode(void) {
+    hand h;
+    hand_model(&h, dir_m, 16);
+    ork_textcond *tc = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tc);
+    int T, C, V;
+    ork_textcond_shape(tc, &T, &C, &V);
+    CU_ASSERT(T == 16 && C == 32 && V == 16);
+    ork_text_embed e;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, K, CAPS, &e), ORK_OK);
+    CU_ASSERT(e.n == K && e.T == 16 && e.ctx_dim == 32 && e.vec_dim == 16);
+    CU_ASSERT(check("ref.txt.T16", e.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    ork_text_embed_free(&e);
+    CU_ASSERT_PTR_NULL(e.txt);
+    /* no captions: an empty result */
+    CU_ASSERT_EQUAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, 0, NULL, &e), ORK_OK);
+    CU_ASSERT(e.n == 0 && !e.txt && !e.vec);
+    ork_textcond_close(tc);
+    /* attn_masking: T5 sees the padding mask */
+    ork_textcond_opts o = {0};
+    o.attn_mask = 1;
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, &o, 0, &e, NULL), ORK_OK);
+    CU_ASSERT(check("ref.txt_masked.T16", e.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    ork_text_embed_free(&e);
+    printf("\n  ");
+}
+
+/* Resident and layer-major, in chunks of 2 captions: the same bits. */
+static void test_layer_major(void) {
+    hand h;
+    hand_model(&h, dir_m, 16);
+    setenv("ORAKUL_TEXT_CHUNK", "2", 1);
+    ork_text_embed a, b, c, d;
+    ork_textcond_stats sa, sb, sc;
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, 0, &a, &sa), ORK_OK);
+    CU_ASSERT_EQUAL(sa.layer_major, 0);
+    CU_ASSERT_EQUAL(sa.chunk, 2);
+    /* a budget under the resident need but over one block's: layer-major */
+    ork_textcond *tc = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    tc_plan p;
+    CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], ORK_F32, 0, K, 1, &p), ORK_OK);
+    size_t budget = p.w_block_max + p.scratch + 2 * p.act_per_caption + 1;
+    CU_ASSERT_FATAL(budget < p.w_total + p.scratch + p.act_per_caption); /* the resident path does not fit */
+    tc_plan q;
+    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], ORK_F32, budget, K, 1, &q), ORK_OK);
+    CU_ASSERT(q.layer_major == 1 && q.chunk == 2);
+    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], ORK_F32, p.w_block_max, K, 1, &q), ORK_E_BUDGET); /* nothing fits */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    CU_ASSERT_EQUAL(ork_textcond_describe(tc, ork_cpu_backend(), budget, K, m), ORK_OK);
+    CU_ASSERT_EQUAL(ork_textcond_describe(tc, ork_cpu_backend(), 0, K, m), ORK_OK);
+    fclose(m);
+    printf("\n%s", buf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "layer-major"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "resident"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "predicted"));
+    free(buf);
+    ork_textcond_close(tc);
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, budget, &b, &sb), ORK_OK);
+    CU_ASSERT_EQUAL(sb.layer_major, 1);
+    CU_ASSERT(sb.peak_bytes <= budget);
+    CU_ASSERT(memcmp(a.txt, b.txt, (size_t)K * 16 * 32 * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(a.vec, b.vec, (size_t)K * 16 * sizeof(float)) == 0);
+    /* forced by the environment, no budget */
+    setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, 0, &c, &sc), ORK_OK);
+    unsetenv("ORAKUL_TEXT_LAYER_MAJOR");
+    CU_ASSERT_EQUAL(sc.layer_major, 1);
+    CU_ASSERT(memcmp(a.txt, c.txt, (size_t)K * 16 * 32 * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(a.vec, c.vec, (size_t)K * 16 * sizeof(float)) == 0);
+    /* every caption in one chunk: the same values (to rounding) */
+    unsetenv("ORAKUL_TEXT_CHUNK");
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, 0, &d, NULL), ORK_OK);
+    CU_ASSERT(check("ref.txt.T16", d.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.txt.T16", b.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    ork_text_embed_free(&a);
+    ork_text_embed_free(&b);
+    ork_text_embed_free(&c);
+    ork_text_embed_free(&d);
+    printf("\n  ");
+}
+
+/* model.quantize_te: T5's linear weights in fp8 (qfloat8), CLIP's not. */
+static void test_quantize(void) {
+    hand h;
+    hand_model(&h, dir_m, 16);
+    ork_textcond_opts o = {0};
+    o.quantize = 1;
+    ork_text_embed a, q;
+    ork_textcond_stats sa, sq;
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, 0, &a, &sa), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, &o, 0, &q, &sq), ORK_OK);
+    CU_ASSERT(sq.weight_bytes < sa.weight_bytes);
+    CU_ASSERT(memcmp(a.txt, q.txt, (size_t)K * 16 * 32 * sizeof(float)) != 0);
+    CU_ASSERT(memcmp(a.vec, q.vec, (size_t)K * 16 * sizeof(float)) == 0); /* CLIP is not quantized */
+    CU_ASSERT(check("ref.txt_fp8.T16", q.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    /* and layer-major quantizes the same way */
+    setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    ork_text_embed l;
+    CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, &o, 0, &l, NULL), ORK_OK);
+    unsetenv("ORAKUL_TEXT_LAYER_MAJOR");
+    CU_ASSERT(memcmp(l.txt, q.txt, (size_t)K * 16 * 32 * sizeof(float)) == 0);
+    ork_text_embed_free(&l);
+    /* an unknown quantizer is refused at open */
+    o.qtype = "qfloat3";
+    ork_textcond *tc = NULL;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, &o, &tc), ORK_E_CONFIG);
+    CU_ASSERT_PTR_NULL(tc);
+    ork_text_embed_free(&a);
+    ork_text_embed_free(&q);
+    printf("\n  ");
+}
+
+/* The FLUX plugin: a diffusers folder gives the slots and their folder. */
+static void test_flux(void) {
+    const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    const ork_model_vtable *vt = pc->c->vtable;
+    void *buf = calloc(1, pc->c->params_size), *self = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt->create(&pc->host, buf, &self), ORK_OK);
+    free(buf);
+    ork_model_info mi;
+    CU_ASSERT_EQUAL_FATAL(vt->open(self, dir_m, &mi), ORK_OK);
+    CU_ASSERT(ork_model_info_has_text(&mi));
+    CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 2);
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[0].encoder, "t5");
+    CU_ASSERT_EQUAL(mi.text_slots[0].feeds, ORK_TEXT_FEEDS_TXT);
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[0].subfolder, "text_encoder_2");
+    CU_ASSERT_EQUAL(mi.text_slots[0].max_length, mi.context_len);
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[1].encoder, "clip");
+    CU_ASSERT_EQUAL(mi.text_slots[1].feeds, ORK_TEXT_FEEDS_VEC);
+    CU_ASSERT_EQUAL(mi.text_slots[1].max_length, 77);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mi.source_dir);
+    CU_ASSERT_STRING_EQUAL(mi.source_dir, dir_m);
+    CU_ASSERT_EQUAL_FATAL(mi.context_len, 8); /* a custom size: 8 text tokens */
+    ork_textcond *tc = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tc);
+    ork_text_embed e;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, K, CAPS, &e), ORK_OK);
+    CU_ASSERT(check("ref.txt.T8", e.txt, (size_t)K * 8 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    ork_text_embed_free(&e);
+    ork_textcond_close(tc);
+    vt->destroy(self);
+    printf("\n  ");
+}
+
+static int has(const char *needle) {
+    int ok = strstr(last_line, needle) != NULL;
+    if (!ok) printf("\n    line lacks '%s': %s", needle, last_line);
+    return ok;
+}
+
+static void test_missing(void) {
+    hand h;
+    ork_textcond *tc = (ork_textcond *)&tc;
+    /* nothing there, nothing given: no conditioner, one warning */
+    hand_model(&h, dir_empty, 16);
+    last_line[0] = 0;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NULL(tc);
+    CU_ASSERT(has("zero text embeddings"));
+    hand_model(&h, NULL, 16); /* a single file or preset */
+    tc = (ork_textcond *)&tc;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NULL(tc);
+    h.mi.n_text_slots = 0; /* a model without text slots */
+    tc = (ork_textcond *)&tc;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NULL(tc);
+    /* T5 there, CLIP not: one line naming both missing CLIP pieces and where */
+    hand_model(&h, dir_partial, 16);
+    last_line[0] = 0;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT_PTR_NULL(tc);
+    CU_ASSERT(has("clip weights missing") && has("partial/text_encoder") && has("clip_path"));
+    CU_ASSERT(has("clip tokenizer missing") && has("partial/tokenizer") && has("clip_tokenizer_path"));
+    CU_ASSERT(strstr(last_line, "t5 ") == NULL);
+    /* an explicit path that is not there */
+    hand_model(&h, NULL, 16);
+    h.slots[0].path = "/nonexistent/t5xxl.safetensors";
+    last_line[0] = 0;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT(has("/nonexistent/t5xxl.safetensors") && has("t5_path") && has("t5 tokenizer missing"));
+    /* explicit paths next to a single-file transformer: found */
+    h.slots[0].path = TT_FIXTURES "/t5_tiny/model.safetensors";
+    h.slots[0].tokenizer_path = FX_COND "/tokenizer_2/tokenizer.json";
+    h.slots[1].path = FX_COND "/clip16";
+    h.slots[1].tokenizer_path = FX_COND "/tokenizer";
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    CU_ASSERT_PTR_NOT_NULL(tc);
+    ork_textcond_close(tc);
+    /* widths that do not match the model's */
+    hand_model(&h, dir_m, 16);
+    h.mi.context_dim = 64;
+    last_line[0] = 0;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT(has("hidden width 32") && has("64"));
+    hand_model(&h, dir_m, 16);
+    h.mi.vec_dim = 768;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT(has("pooled width 16"));
+    /* a tokenizer larger than the encoder's vocabulary (CLIP's for T5) */
+    hand_model(&h, dir_m, 16);
+    h.slots[0].tokenizer_path = FX_COND "/tokenizer"; /* 99 tokens, T5 takes 64 */
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT(has("99 tokens"));
+    /* an encoder no plugin provides */
+    hand_model(&h, dir_m, 16);
+    h.slots[0].encoder = "mistral";
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
+    CU_ASSERT(has("mistral"));
+}
+
+static char *identity_of(const ork_model_info *mi, const ork_textcond_opts *o) {
+    ork_textcond *tc = NULL;
+    if (ork_textcond_open(reg, mi, o, &tc) != ORK_OK || !tc) return NULL;
+    char *s = strdup(ork_textcond_identity(tc));
+    ork_textcond_close(tc);
+    return s;
+}
+
+static void test_identity(void) {
+    hand h;
+    hand_model(&h, dir_copy, 16);
+    char *a = identity_of(&h.mi, NULL), *b = identity_of(&h.mi, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a, "org.orakul.t5"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(a, "org.orakul.clip"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(a, "model.safetensors:"));
+    printf("\n    %s", a);
+    ork_textcond_opts o = {0};
+    o.attn_mask = 1;
+    char *c = identity_of(&h.mi, &o);
+    o.attn_mask = 0;
+    o.quantize = 1;
+    char *d = identity_of(&h.mi, &o);
+    hand h2;
+    hand_model(&h2, dir_copy, 12);
+    char *e = identity_of(&h2.mi, NULL);
+    /* the tokenizer file changes (its time) */
+    char p[600];
+    snprintf(p, sizeof p, "%s/tokenizer_2/tokenizer.json", dir_copy);
+    struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, p, ts, 0), 0);
+    char *f = identity_of(&h.mi, NULL);
+    CU_ASSERT(c && d && e && f);
+    if (c && d && e && f) {
+        CU_ASSERT_STRING_NOT_EQUAL(a, c);
+        CU_ASSERT_STRING_NOT_EQUAL(a, d);
+        CU_ASSERT_STRING_NOT_EQUAL(a, e);
+        CU_ASSERT_STRING_NOT_EQUAL(a, f);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    free(e);
+    free(f);
+    printf("\n  ");
+}
+
+static const ork_test_case cases[] = {
+    {"captions -> txt (T5) and vec (CLIP) vs transformers, with and without the mask", test_encode},
+    {"layer-major (budget or env) gives the resident path's bits; plan lines", test_layer_major},
+    {"quantize_te: T5 in fp8 (qfloat8), CLIP not; layer-major the same bits", test_quantize},
+    {"FLUX plugin: text slots and source folder of a diffusers layout, encoded", test_flux},
+    {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
+    {"identity: stable; changes with mask, quantizer, length, file times", test_identity},
+    {NULL, NULL},
+};
+
+ORK_TEST_MAIN("textcond", init, clean, cases)
