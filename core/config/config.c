@@ -605,6 +605,10 @@ static ork_status resolve(ork_config *c) {
         if (ork_config_where(c, "model.qtype", &l))
             warn_at(&l, "ignored: the accuracy recovery adapter in model.qtype (not implemented yet)");
     }
+    if (!from_file(c, "model.quantize_te")) { /* ai-toolkit: quantize_te defaults to quantize */
+        m->quantize_te = m->quantize;
+        derive(c, "model.quantize_te", "model.quantize", "model.quantize");
+    }
     if (!m->quantize) {
         if (from_file(c, "model.qtype") && ork_config_where(c, "model.qtype", &l))
             warn_at(&l, "ignored: model.qtype, because model.quantize is false");

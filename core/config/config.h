@@ -127,6 +127,10 @@ typedef struct ork_model_config {
     const char *stream_compression;     /* orakul: streamed frozen blocks travel losslessly coded
                                          * (stream/wcodec.h): "auto" (16-bit weights on CUDA),
                                          * "always", "never" */
+    int32_t quantize_te;       /* not given: model.quantize (ai-toolkit); quantizes the text
+                                * encoders a model marks (FLUX.1: T5), core/text/conditioner.h */
+    const char *qtype_te;      /* "qfloat8": a quant component name */
+    int32_t attn_masking;      /* 0: the txt encoder sees no padding mask (diffusers' FluxPipeline) */
     /* model_kwargs, quantize_kwargs: component keys */
 } ork_model_config;
 
