@@ -14,6 +14,8 @@
  * Owns: each slot's encoder instance and tokenizer, the identity string. */
 #include "text/cond_internal.h"
 
+#include "config/config.h"
+
 #include "stream/plan.h"
 #include "tensor/tensor.h"
 #include "text/tokenizer.h"
@@ -74,6 +76,17 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 static const char *slot_name(const ork_text_slot *s) { return s->encoder ? s->encoder : "?"; }
 
 ork_dtype ork_tc_act_dtype(const ork_backend *be) { return be && be->device == ORK_DEV_CUDA ? ORK_BF16 : ORK_F32; }
+
+void ork_textcond_opts_from_config(const ork_model_config *mc, const ork_model_info *mi, ork_textcond_opts *o) {
+    memset(o, 0, sizeof *o);
+    if (!mc) return;
+    o->quantize = mc->quantize_te;
+    o->qtype = mc->qtype_te;
+    int flux1 = mi && mi->family && !strcmp(mi->family, "flux") && mi->vec_dim > 0;
+    if (flux1 && mc->quantize && mc->qtype && strcmp(mc->qtype, "none") != 0) o->qtype = mc->qtype;
+    o->attn_mask = mc->attn_masking;
+    o->what = mc->name_or_path;
+}
 
 /* ---- open ----------------------------------------------------------------- */
 

@@ -60,6 +60,15 @@ typedef struct ork_textcond_opts {
     int device_index;      /* CUDA device of the encode */
 } ork_textcond_opts;
 
+struct ork_model_config;
+/* The options from the job's model section, with ai-toolkit's semantics:
+ * quantize = model.quantize_te (not given: model.quantize); qtype =
+ * model.qtype_te, except FLUX.1 (a flux model with a pooled vector), whose
+ * text encoder ai-toolkit quantizes with model.qtype when model.quantize is on
+ * (FORMATS.md); attn_mask = model.attn_masking. what = model.name_or_path. */
+void ork_textcond_opts_from_config(const struct ork_model_config *mc, const ork_model_info *mi,
+                                   ork_textcond_opts *o);
+
 /* Resolve and check the model's text slots; no weight is read.
  *  - ORK_OK, *out set: every slot's encoder, weights and tokenizer were found.
  *  - ORK_OK, *out NULL: the model has no text slots (an older plugin, FLUX.2
