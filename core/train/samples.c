@@ -2,7 +2,7 @@
 #include "train/samples.h"
 
 #include "io/safetensors.h"
-#include "io/png_writer.h"
+#include "train/pngw.h"
 #include "util/log.h"
 
 #include <errno.h>
