@@ -4,6 +4,10 @@
  * below so its static readers can be called; nothing else of that file runs).
  * The key, the channel count and the token grid the codec would give are
  * fixed (FZ_KEY, FZ_C, FZ_H x FZ_W); the seeds carry them.
+ * A cache loads only with its checksums right (io/st_check.h), which no
+ * mutation keeps, so every input that opens is also written again with fresh
+ * checksums (fz_rechecksum) and loaded a second time: the checks behind the
+ * checksum get fuzzed too.
  * Contract checked: a cache that loads gives a grid of at least one token per
  * side within the image limit, h x w x C readable, finite values; one that
  * does not load leaves the item empty (the caller re-encodes into it: anything
@@ -18,26 +22,26 @@
 #define FZ_H 4 /* the grid load_cached must find (the image's bucket in a run) */
 #define FZ_W 3
 
-static char g_cache[512];
+static char g_cache[512], g_cache2[512];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     fz_init("fuzz_latent_cache");
     fz_make_dir("fuzz-latent");
     snprintf(g_cache, sizeof g_cache, "%s/img_%016llx.safetensors", fz_dir, (unsigned long long)FZ_KEY);
+    snprintf(g_cache2, sizeof g_cache2, "%s/img2_%016llx.safetensors", fz_dir, (unsigned long long)FZ_KEY);
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!fz_write_file(g_cache, data, size)) return 0;
+static void load_one(const char *path) {
     item it;
     memset(&it, 0, sizeof it);
     char why[4096];
-    ork_status s = load_cached(g_cache, FZ_KEY, &it, FZ_C, FZ_H, FZ_W, why, sizeof why);
+    ork_status s = load_cached(path, FZ_KEY, &it, FZ_C, FZ_H, FZ_W, why, sizeof why);
     if (s != ORK_OK) {
         FZ_CHECK(!it.tokens && !it.txt && !it.vec, "a cache that did not load (%s) left data in the item",
                  ork_status_str(s));
-        return 0;
+        return;
     }
     FZ_CHECK(it.tokens != NULL, "loaded without tokens");
     FZ_CHECK(it.h_tok == FZ_H && it.w_tok == FZ_W, "loaded a %d x %d grid for a %d x %d image", it.h_tok, it.w_tok,
@@ -47,5 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     long bad = fz_first_nonfinite(it.tokens, (size_t)it.h_tok * it.w_tok * FZ_C);
     FZ_CHECK(bad < 0, "loaded a non-finite token value at %ld", bad);
     free(it.tokens);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!fz_write_file(g_cache, data, size)) return 0;
+    load_one(g_cache);
+    if (fz_rechecksum(g_cache, g_cache2)) load_one(g_cache2);
     return 0;
 }

@@ -6,6 +6,9 @@
 #ifndef ORK_FUZZ_TRAIN_COMMON_H
 #define ORK_FUZZ_TRAIN_COMMON_H
 
+#include "io/safetensors.h"
+#include "io/st_check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +43,39 @@ static inline int fz_write_file(const char *path, const uint8_t *data, size_t si
     if (!f) return 0;
     int ok = fwrite(data, 1, size, f) == size;
     return fclose(f) == 0 && ok;
+}
+
+/* The file at src written again at dst with fresh checksums (what orakul's
+ * own writer adds: ork_st_writer_checksum), every tensor and metadata entry
+ * kept but the old checksums. 1 when dst was written; 0 when src does not
+ * open or holds a tensor the writer cannot write. Lines logged here are not
+ * counted (fz_errors is restored). */
+static inline int fz_rechecksum(const char *src, const char *dst) {
+    int errors = fz_errors, ok = 0;
+    ork_st_file *f = NULL;
+    ork_st_writer *w = NULL;
+    ork_log_level lvl = ork_log_get_level();
+    ork_log_set_level((ork_log_level)(ORK_LOG_ERROR + 1));
+    if (ork_st_open(src, &f) == ORK_OK && ork_st_writer_new(&w) == ORK_OK) {
+        ok = 1;
+        for (size_t i = 0; ok && i < ork_st_count(f); i++) {
+            const ork_st_tensor *t = ork_st_at(f, i);
+            ok = t->dtype != ORK_ST_DTYPE_UNSUPPORTED &&
+                 ork_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, (size_t)t->nbytes) == ORK_OK;
+        }
+        const char *keys[64];
+        size_t nk = ork_st_meta_keys(f, keys, 64);
+        for (size_t i = 0; ok && i < nk && i < 64; i++)
+            if (strcmp(keys[i], ORK_ST_CRC_KEY) && strcmp(keys[i], ORK_ST_HEADER_CRC_KEY))
+                ok = ork_st_writer_meta(w, keys[i], ork_st_meta(f, keys[i])) == ORK_OK;
+        ork_st_writer_checksum(w, 1);
+        ok = ok && ork_st_writer_commit(w, dst) == ORK_OK;
+    }
+    ork_st_writer_free(w);
+    ork_st_close(f);
+    ork_log_set_level(lvl);
+    fz_errors = errors;
+    return ok;
 }
 
 /* Index of the first non-finite value of v[0 .. n), or -1 (always -1 with
