@@ -239,7 +239,9 @@ static ork_status build_dataset(job *j) {
                     ork_st_writer_free(w);
                 }
             }
-            s = load_text(j, it->path, it);
+            s = load_text(j, it->path, it); /* <image>.te.safetensors: an override of the encoded caption */
+            it->ds = (int)d;
+            if (s == ORK_OK) s = ork_train_text_item(j, (int)d, i, it); /* text_glue.c */
         }
         ork_dataset_free(&ds);
         if (s != ORK_OK) return s;
@@ -264,10 +266,21 @@ static ork_status build_dataset(job *j) {
                     if (!(dst->txt = malloc(nt))) return ORK_E_NOMEM;
                     memcpy(dst->txt, src->txt, nt);
                 }
+                if (src->vec && j->info.vec_dim > 0) {
+                    size_t nv = (size_t)j->info.vec_dim * sizeof(float);
+                    if (!(dst->vec = malloc(nv))) return ORK_E_NOMEM;
+                    memcpy(dst->vec, src->vec, nv);
+                }
             }
     }
-    if (j->have_te) ORK_INFO("text conditioning: embeddings from <image>.te.safetensors for %d of %d images (others: zeros)", j->have_te, j->n_items);
-    else ORK_INFO("text conditioning: no <image>.te.safetensors found; training with zero text embeddings (an empty-prompt stand-in; tools/encode_text.py writes real ones)");
+    if (j->text) /* text_glue.c said how many were encoded and read from the text cache */
+        ORK_INFO("text conditioning: the encoded caption for %d images, <image>.te.safetensors for %d", j->have_enc,
+                 j->have_te);
+    else if (j->have_te)
+        ORK_INFO("text conditioning: embeddings from <image>.te.safetensors for %d of %d images (others: zeros)", j->have_te, j->n_items);
+    else
+        ORK_INFO("text conditioning: zero text embeddings (an empty-prompt stand-in): the model's text encoders were "
+                 "not found (the warning above says where orakul looked)");
     return ORK_OK;
 }
 

@@ -12,6 +12,7 @@
  *   checkpoint.c     the training state, resume, the LoRA file
  *   prefetch.c       micro-batch inputs built ahead on a thread
  *   outputs.c        samples, progress, metrics, loss plot, streaming figures
+ *   text_glue.c      the captions' text embeddings (text cache, encoders), caption dropout
  *   train.c          setup and the training loop (train.h's two entry points)
  * [control-thread] */
 #ifndef ORK_TRAIN_JOB_H
@@ -50,7 +51,10 @@ typedef struct item {
     float *tokens;  /* (N, C) clean latent tokens x0 */
     float *txt;     /* (T, ctx) text embedding, or NULL: zeros */
     float *vec;     /* (vec_dim), or NULL: zeros */
+    int ds;         /* its datasets[] entry (caption dropout) */
 } item;
+
+typedef struct ork_train_text ork_train_text; /* text_glue.c */
 
 /* A micro-batch's inputs on the host (ork_train_inputs_build). */
 typedef struct step_inputs {
@@ -91,6 +95,8 @@ typedef struct job {
     int n_items;
     int T;                  /* text tokens */
     int have_te;            /* text embeddings found on disk */
+    ork_train_text *text;   /* the captions' embeddings (text_glue.c), NULL: no text encoder */
+    int have_enc;           /* items given an encoded caption's embedding */
     /* optimizer */
     int n_params;
     ork_tensor **pt;        /* [n_params] LoRA tensors (down, up alternating) */
@@ -175,6 +181,18 @@ ork_status ork_train_encode_dataset(job *j);
 int ork_train_batch_of(const job *j);
 int64_t ork_train_accum_of(const job *j);
 ork_status ork_train_shard_items(job *j, int64_t k, int B, int *idx, int *slot, int *nb);
+
+/* text_glue.c: the captions and sample prompts encoded (or read from the text
+ * cache) before the plan; caption dropout */
+ork_status ork_train_encode_text(job *j);
+void ork_train_text_free(job *j);
+/* item i of datasets[ds] gets its caption's embedding (copied) unless it has one */
+ork_status ork_train_text_item(job *j, int ds, size_t i, item *it);
+/* Does micro-batch k's slot drop its caption at rate? Pure in (seed, k, slot). */
+int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate);
+/* 1 when it's caption is dropped at micro-batch k, slot: *txt, *vec the dropout
+ * caption's embedding (NULL: zeros); 0: unchanged. */
+int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec);
 
 /* dist_glue.c: data parallelism (dist NULL: one process, each a no-op) */
 ork_status ork_train_dist_device(job *j, int *index);

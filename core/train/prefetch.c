@@ -70,8 +70,10 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
             si->xt[o] = (1.0f - t) * x + t * e;
             si->tg[o] = e - x;
         }
-        if (it->txt) memcpy(si->txt + (size_t)b * T * ctx, it->txt, (size_t)T * ctx * sizeof *si->txt);
-        if (si->vec && it->vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, it->vec, (size_t)j->info.vec_dim * sizeof *si->vec);
+        const float *txt = it->txt, *vec = it->vec;
+        (void)ork_train_text_drop(j, k, slot[b], it, &txt, &vec); /* caption dropout (text_glue.c): NULL is zeros */
+        if (txt) memcpy(si->txt + (size_t)b * T * ctx, txt, (size_t)T * ctx * sizeof *si->txt);
+        if (si->vec && vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, vec, (size_t)j->info.vec_dim * sizeof *si->vec);
     }
     si->k = k;
     return ORK_OK;

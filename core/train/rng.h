@@ -15,7 +15,8 @@ typedef struct ork_rng {
     int avail;
 } ork_rng;
 
-enum { ORK_RNG_NOISE = 1, ORK_RNG_TIMESTEP = 2, ORK_RNG_DATA = 3, ORK_RNG_INIT = 4, ORK_RNG_DROPOUT = 5 };
+enum { ORK_RNG_NOISE = 1, ORK_RNG_TIMESTEP = 2, ORK_RNG_DATA = 3, ORK_RNG_INIT = 4, ORK_RNG_DROPOUT = 5,
+       ORK_RNG_CAPTION = 6 /* caption dropout (train/text_glue.c) */ };
 
 void ork_rng_init(ork_rng *r, uint64_t seed, uint32_t stream);
 uint32_t ork_rng_u32(ork_rng *r);

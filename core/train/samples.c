@@ -1,6 +1,7 @@
 /* train/samples.c — see samples.h. */
 #include "train/samples.h"
 
+#include "data/dataset.h" /* ork_caption_inject_trigger */
 #include "io/safetensors.h"
 #include "train/pngw.h"
 #include "util/log.h"
@@ -17,6 +18,7 @@
 typedef struct cond {
     float *txt; /* (T, ctx) or NULL: zeros */
     float *vec; /* (vec_dim) or NULL */
+    const char *text; /* text to encode (ork_samples_text_*), NULL: a file or empty */
 } cond;
 
 typedef struct entry {
@@ -42,25 +44,15 @@ struct ork_samples {
     int swept;           /* stale temporary files removed */
 };
 
-/* "[trigger]" -> trigger word (ai-toolkit's replacement). */
+/* ai-toolkit's sample prompt: with a trigger word, "[trigger]" and "[name]"
+ * replaced by it (never prepended); without one, as written. */
 static char *replace_trigger(const char *s, const char *trigger) {
-    static const char tag[] = "[trigger]";
-    const char *tw = trigger ? trigger : "";
-    size_t n = strlen(s) + 1, k = 0;
-    for (const char *p = strstr(s, tag); p; p = strstr(p + 1, tag)) k++;
-    char *out = malloc(n + k * strlen(tw) + 1);
-    if (!out) return NULL;
-    char *o = out;
-    for (const char *p = s; *p;) {
-        if (!strncmp(p, tag, sizeof tag - 1)) {
-            o += sprintf(o, "%s", tw);
-            p += sizeof tag - 1;
-        } else {
-            *o++ = *p++;
-        }
-    }
-    *o = 0;
-    return out;
+    if (!trigger) return strdup(s);
+    char *out = NULL;
+    ork_log_demote(1);
+    ork_status st = ork_caption_inject_trigger(s, trigger, 0, &out);
+    ork_log_demote(-1);
+    return st == ORK_OK ? out : NULL;
 }
 
 static int is_embedding_path(const char *s) {
@@ -102,6 +94,7 @@ static ork_status resolve_cond(const char *text, const ork_model_info *info, int
     memset(c, 0, sizeof *c);
     if (!text || !*text || !strcmp(text, "false")) return ORK_OK;
     if (is_embedding_path(text)) return load_cond(text, info, T, key, c);
+    c->text = text;
     (*n_text)++;
     return ORK_OK;
 }
@@ -194,11 +187,44 @@ ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info,
              info->has_guidance ? "guidance" : s->cfg_on ? "classifier-free guidance scale" : "no guidance,",
              info->has_guidance || s->cfg_on ? (double)s->e[0].guidance : 0.0, (long long)sc->sample_every,
              (long long)sc->sample_start_step, s->dir);
-    if (n_text)
-        ORK_INFO("sample: %d of %d prompts are text; orakul does not encode text yet, so they sample with empty (zero) "
-                 "conditioning. A prompt that is a path to a .te.safetensors file (tools/encode_text.py format) "
-                 "gives real text conditioning", n_text, s->n);
+    if (n_text + n_neg_text)
+        ORK_DEBUG("sample: %d of %d prompts (and %d negative prompts) are text: encoded at the start of a run by the "
+                  "model's text encoders (empty, zero conditioning without them)", n_text, s->n, n_neg_text);
     *out = s;
+    return ORK_OK;
+}
+
+/* The i-th text cond (positive before negative, in entry order), or NULL. */
+static cond *text_cond(const ork_samples *s, int i) {
+    for (int k = 0; s && k < s->n; k++) {
+        cond *c[2] = {&s->e[k].pos, &s->e[k].neg};
+        for (int q = 0; q < 2; q++)
+            if (c[q]->text && i-- == 0) return c[q];
+    }
+    return NULL;
+}
+
+int ork_samples_text_count(const ork_samples *s) {
+    int n = 0;
+    for (int k = 0; s && k < s->n; k++) n += (s->e[k].pos.text != NULL) + (s->e[k].neg.text != NULL);
+    return n;
+}
+
+const char *ork_samples_text_at(const ork_samples *s, int i) {
+    const cond *c = text_cond(s, i);
+    return c ? c->text : NULL;
+}
+
+ork_status ork_samples_text_set(ork_samples *s, int i, const float *txt, const float *vec) {
+    cond *c = text_cond(s, i);
+    if (!c) return ORK_FAIL(ORK_E_INVALID, "sample: no text prompt %d", i);
+    size_t nt = (size_t)s->T * s->info->context_dim, nv = s->info->vec_dim > 0 && vec ? (size_t)s->info->vec_dim : 0;
+    free(c->txt), free(c->vec);
+    c->txt = malloc(nt * sizeof *c->txt);
+    c->vec = nv ? malloc(nv * sizeof *c->vec) : NULL;
+    if (!c->txt || (nv && !c->vec)) return ORK_FAIL(ORK_E_NOMEM, "sample: no memory for a prompt's embedding");
+    memcpy(c->txt, txt, nt * sizeof *c->txt);
+    if (nv) memcpy(c->vec, vec, nv * sizeof *c->vec);
     return ORK_OK;
 }
 

@@ -10,13 +10,18 @@
  * What: each entry of sample.prompts / sample.samples at its width x height
  * (rounded to whole tokens), seed (seed + index with walk_seed),
  * guidance_scale, sample_steps (not given: 4 for the distilled schnell/klein,
- * else 20), "[trigger]" replaced by the trigger word. A prompt that names a
+ * else 20). A prompt is text, encoded at the run's start with the captions
+ * (train/text_glue.c: ork_samples_text_* below); with a trigger_word its
+ * "[trigger]" and "[name]" are replaced by it, never prepended (ai-toolkit's
+ * inject_trigger_into_prompt(prompt, trigger_word, add_if_not_present=False);
+ * without one the prompt is left as written). A prompt that names a
  * .safetensors file is its text embedding (the <image>.te.safetensors format
- * of the training data: txt (T, context_dim), optional vec); orakul does not
- * encode text yet, so any other prompt samples with empty (zero)
- * conditioning, like training images without embeddings. neg: the same, used
- * only for classifier-free guidance (models without a guidance input and
- * guidance_scale > 1; not flux1-schnell).
+ * of the training data: txt (T, context_dim), optional vec), still accepted.
+ * Text that is not encoded (the model's text encoders were not found) samples
+ * with empty (zero) conditioning, like training images without embeddings.
+ * neg: the same (no trigger replacement), used only for classifier-free
+ * guidance (models without a guidance input and guidance_scale > 1; not
+ * flux1-schnell).
  * Each ork_samples_run works in a graph of its own on the job's allocator
  * (the budget applies) and the training graph's stream, with its weight
  * lookup, destroyed afterwards: a large sample's activations never stay
@@ -38,6 +43,14 @@ typedef struct ork_samples ork_samples;
 ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info, int T, const char *out_dir,
                               const char *name, ork_samples **out);
 void ork_samples_destroy(ork_samples *s);
+
+/* The prompts (and, with classifier-free guidance, negative prompts) that are
+ * text, in entry order, positive before negative: how many, the i-th's text
+ * (after the trigger replacement), and its embedding set (copied): txt
+ * (T, context_dim), vec (vec_dim) or NULL. s NULL: 0. */
+int ork_samples_text_count(const ork_samples *s);
+const char *ork_samples_text_at(const ork_samples *s, int i);
+ork_status ork_samples_text_set(ork_samples *s, int i, const float *txt, const float *vec);
 
 /* Is a sample due after `step` (step == start: before the first step of a run
  * that starts at start)? */

@@ -33,6 +33,7 @@ static void job_free(job *j) {
     ork_progress_destroy(j->progress);
     ork_metrics_close(j->metrics);
     ork_samples_destroy(j->samples);
+    ork_train_text_free(j);
     ork_gsync_destroy(j->gsync); /* gives the LoRA tensors their grads back */
     ork_dist_destroy(j->dist, j->failed); /* before the allocator: its scratch lives there */
     if (j->runner) ork_runner_destroy(j->runner);
@@ -258,6 +259,11 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_train_dist_start(j));
     if (j->quant) ORK_TRY(ork_graph_set_fp8_gemm(j->g, ork_train_fp8_gemm(j), "model.quantize_kwargs.fp8_gemm"));
     ORK_TRY(ork_train_open_model(j));
+    /* the captions and sample prompts: the text cache, else the text encoders, whose memory is given back
+     * before the denoiser's plan (text_glue.c); rank 0 first, the others then read its cache */
+    ORK_TRY(ork_train_dist_dataset_turn(j, 0));
+    ORK_TRY(ork_train_encode_text(j));
+    ORK_TRY(ork_train_dist_dataset_turn(j, 1));
     ork_dtype store = j->be->device == ORK_DEV_CPU ? ORK_F32 : ORK_BF16;
     ORK_TRY(ork_train_preflight_status(ork_train_make_plan(j, j->be->device)));
     ORK_TRY(ork_train_preflight_status(ork_train_check_host(j)));

@@ -1,0 +1,55 @@
+/* train/text_cache.h — the text cache (issue #28 point 5): each caption's
+ * embeddings written once and read back by later runs, so an unchanged
+ * caption is never encoded twice and a changed caption or encoder is.
+ *
+ * Where: <dataset folder>/_text_cache/<key>.safetensors for the dataset's
+ * captions (and its dropout caption), <training_folder>/<name>/_text_cache/
+ * for the sample prompts; key = 16 hex digits of FNV-1a 64 over
+ * "orakul-te/1\0<identity>\0<T>\0<caption>" (identity: ork_textcond_identity,
+ * T: the txt encoder's max length). Keyed by the caption text, not by the
+ * image, so two images with one caption share a file.
+ *
+ * Format: the orakul-te/1 tensors of <image>.te.safetensors (txt F32 (T,
+ * ctx_dim), vec F32 (vec_dim) when the model takes one) with __metadata__
+ * format "orakul-te/1", encoder = the identity, max_length = T, caption = the
+ * text, and the per-tensor CRC-32 checksums of io/st_check.h. Written
+ * atomically (temp + fsync + rename, ork_st_writer_commit).
+ *
+ * Load checks, in order: readable safetensors; checksums present and
+ * matching; format, encoder, max_length and caption equal to what was asked
+ * (a 64-bit key collision reads as a miss); txt (T, ctx_dim) and vec
+ * (vec_dim) F32; every value finite. Any failure is a miss: the caller
+ * re-encodes and rewrites (one warning when the file existed).
+ * [any-thread] */
+#ifndef ORK_TRAIN_TEXT_CACHE_H
+#define ORK_TRAIN_TEXT_CACHE_H
+
+#include <orakul/abi.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORK_TEXT_CACHE_DIR "_text_cache"
+#define ORK_TEXT_CACHE_FORMAT "orakul-te/1"
+
+/* The cache key of caption under an encoder identity and max length T. */
+uint64_t ork_text_cache_key(const char *identity, int T, const char *caption);
+
+/* "<dir>/<key as 16 hex digits>.safetensors" into out (n bytes). */
+void ork_text_cache_path(const char *dir, uint64_t key, char *out, size_t n);
+
+/* Read the entry at path into txt (T·ctx_dim floats) and vec (vec_dim floats;
+ * NULL or vec_dim 0: none). ORK_OK: a valid entry for exactly this caption,
+ * identity and shape. ORK_E_IO: no file (nothing logged). Anything else: the
+ * file exists but cannot be used, with one line naming it and why (logged at
+ * the caller's level: callers demote it to a warning). txt and vec are
+ * unspecified after a failure. */
+ork_status ork_text_cache_load(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                               const char *caption, float *txt /* (T, ctx_dim) */, float *vec /* (vec_dim) */);
+
+/* Write one entry (atomically, with checksums). txt (T, ctx_dim), vec
+ * (vec_dim) or NULL. Failure: one line (the writer's) and its status. */
+ork_status ork_text_cache_write(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                                const char *caption, const float *txt, const float *vec);
+
+#endif

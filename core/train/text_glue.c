@@ -1,0 +1,382 @@
+/* train/text_glue.c — the run's text conditioning (issue #28 points 5, 6):
+ * before the denoiser's plan, every caption the run needs — each image's
+ * (after default_caption and the trigger word), each dataset's dropout
+ * caption when caption_dropout_rate > 0, the sample prompts that are text —
+ * is read from the text cache (text_cache.h) or, when missing or unusable,
+ * encoded by the model's text encoders (text/conditioner.h) in ONE call (one
+ * pass of the encoders' weights; their memory is given back before it
+ * returns) and written to the cache. An image with a <stem>.te.safetensors
+ * beside it keeps that file (an override: its caption is not encoded).
+ * Without the model's text encoders (the conditioner's warning says so) the
+ * run keeps the older behaviour: those files, else zero embeddings.
+ *
+ * Caption dropout: micro-batch k's slot s drops its caption when uniform
+ * draw (seed, ORK_RNG_CAPTION, counter k·2^16 + s) < the item's dataset's
+ * caption_dropout_rate — a pure function of the run's seed and the
+ * micro-batch, so a resumed run draws what the uninterrupted one drew. A
+ * dropped caption trains on the dataset's dropout caption's embedding
+ * (ai-toolkit's: "" , or the trigger word for a non-reg dataset with one),
+ * zeros without text encoders.
+ *
+ * Owns: the ork_train_text table (embeddings, per-image indices) of a job.
+ * [control-thread; ork_train_text_drop also on prefetch.c's builder thread] */
+#include "train/job.h"
+
+#include "data/dataset.h"
+#include "text/conditioner.h"
+#include "train/rng.h"
+#include "train/text_cache.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ork_train_text {
+    int T, ctx, vdim;
+    int n, cap;           /* embeddings */
+    float **txt, **vec;   /* [n]: (T, ctx) and (vdim) or NULL */
+    int n_ds;
+    size_t *n_img;        /* [n_ds] */
+    int **img;            /* [n_ds][n_img]: embedding of image i, -1: none (an override file, or no encoder) */
+    int *drop;            /* [n_ds]: the dropout caption's embedding, -1: zeros */
+    int *uses;            /* [n]: images and dropout captions still to take embedding e: the last image's
+                           * ork_train_text_item takes the arrays themselves (one copy of each on the host) */
+};
+
+void ork_train_text_free(job *j) {
+    ork_train_text *t = j->text;
+    if (!t) return;
+    for (int i = 0; i < t->n; i++) free(t->txt[i]), free(t->vec[i]);
+    for (int d = 0; d < t->n_ds; d++) free(t->img[d]);
+    free(t->txt), free(t->vec), free(t->img), free(t->n_img), free(t->drop), free(t->uses);
+    free(t);
+    j->text = NULL;
+}
+
+/* ---- what to encode ------------------------------------------------------- */
+
+typedef struct want {
+    char *caption;   /* owned */
+    int dir;         /* index into dirs */
+    uint64_t key;
+    int emb;         /* embedding index */
+} want;
+
+typedef struct wants {
+    want *v;
+    int n, cap;
+    int *hash;       /* open addressing over (key, dir): want index + 1, 0 empty */
+    int hcap;
+    char **dirs;     /* cache folders; NULL entries: not writable */
+    int *dir_ok;
+    int n_dirs;
+} wants;
+
+static void wants_free(wants *w) {
+    for (int i = 0; i < w->n; i++) free(w->v[i].caption);
+    for (int i = 0; i < w->n_dirs; i++) free(w->dirs[i]);
+    free(w->v), free(w->hash), free(w->dirs), free(w->dir_ok);
+    memset(w, 0, sizeof *w);
+}
+
+static int add_dir(wants *w, const char *dir) {
+    char **d = realloc(w->dirs, (size_t)(w->n_dirs + 1) * sizeof *d);
+    if (!d) return -1;
+    w->dirs = d;
+    int *ok = realloc(w->dir_ok, (size_t)(w->n_dirs + 1) * sizeof *ok);
+    if (!ok) return -1;
+    w->dir_ok = ok;
+    if (!(w->dirs[w->n_dirs] = strdup(dir))) return -1;
+    /* the cache is an optimisation: a folder that cannot be made is a warning */
+    w->dir_ok[w->n_dirs] = ork_train_mkdir_p(dir) == 0;
+    if (!w->dir_ok[w->n_dirs])
+        ORK_WARN("cannot create %s (%s): text embeddings are not cached on disk", dir, strerror(errno));
+    return w->n_dirs++;
+}
+
+/* The want index of (caption, dir), added when new; -1: no memory. */
+static int add_want(wants *w, const char *identity, int T, const char *caption, int dir) {
+    uint64_t key = ork_text_cache_key(identity, T, caption);
+    if (2 * (w->n + 1) > w->hcap) { /* grow and rehash */
+        int hcap = w->hcap ? w->hcap * 2 : 256;
+        int *h = calloc((size_t)hcap, sizeof *h);
+        if (!h) return -1;
+        for (int i = 0; i < w->n; i++) {
+            uint64_t q = (w->v[i].key ^ (uint64_t)w->v[i].dir * 0x9e3779b97f4a7c15ULL) & (uint64_t)(hcap - 1);
+            while (h[q]) q = (q + 1) & (uint64_t)(hcap - 1);
+            h[q] = i + 1;
+        }
+        free(w->hash);
+        w->hash = h;
+        w->hcap = hcap;
+    }
+    uint64_t q = (key ^ (uint64_t)dir * 0x9e3779b97f4a7c15ULL) & (uint64_t)(w->hcap - 1);
+    for (; w->hash[q]; q = (q + 1) & (uint64_t)(w->hcap - 1)) {
+        const want *o = &w->v[w->hash[q] - 1];
+        if (o->key == key && o->dir == dir && !strcmp(o->caption, caption)) return w->hash[q] - 1;
+    }
+    if (w->n == w->cap) {
+        int cap = w->cap ? w->cap * 2 : 64;
+        want *v = realloc(w->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        w->v = v;
+        w->cap = cap;
+    }
+    want *x = &w->v[w->n];
+    if (!(x->caption = strdup(caption))) return -1;
+    x->dir = dir;
+    x->key = key;
+    x->emb = -1;
+    w->hash[q] = w->n + 1;
+    return w->n++;
+}
+
+/* "<dir>/<stem>.te.safetensors" beside an image (preflight.c reads it). */
+static int has_override(const char *img_path) {
+    char te[1200];
+    const char *slash = strrchr(img_path, '/'), *base = slash ? slash + 1 : img_path;
+    const char *dot = strrchr(base, '.');
+    int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    int dlen = slash ? (int)(slash - img_path) : 1;
+    snprintf(te, sizeof te, "%.*s/%.*s.te.safetensors", dlen, slash ? img_path : ".", stem, base);
+    return access(te, F_OK) == 0;
+}
+
+static ork_status nomem(void) { return ORK_FAIL(ORK_E_NOMEM, "text conditioning: no memory"); }
+
+/* Every caption of every dataset into w; per-image want indices into t. */
+static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_train_text *t, int **img_want,
+                                  int *drop_want) {
+    const ork_process_config *p = j->p;
+    for (size_t d = 0; d < p->datasets.n; d++) {
+        const ork_dataset_config *dc = &p->datasets.v[d];
+        ork_dataset ds;
+        ork_dataset_opts o = {.folder_path = dc->folder_path, .caption_ext = dc->caption_ext,
+                              .default_caption = dc->default_caption, .trigger_word = p->trigger_word,
+                              .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
+        ORK_TRY(ork_dataset_scan(&o, &ds));
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", ds.folder, ORK_TEXT_CACHE_DIR);
+        int di = add_dir(w, dir);
+        ork_status s = di < 0 ? nomem() : ORK_OK;
+        t->n_img[d] = ds.n;
+        if (s == ORK_OK && !(img_want[d] = malloc((ds.n ? ds.n : 1) * sizeof **img_want))) s = nomem();
+        for (size_t i = 0; s == ORK_OK && i < ds.n; i++) {
+            img_want[d][i] = -1; /* an override file: its caption is not encoded */
+            if (!has_override(ds.items[i].path) && (img_want[d][i] = add_want(w, identity, t->T, ds.items[i].caption, di)) < 0)
+                s = nomem();
+        }
+        drop_want[d] = -1;
+        if (s == ORK_OK && dc->caption_dropout_rate > 0) {
+            char *dcap = NULL;
+            s = ork_dataset_dropout_caption(&ds, &dcap);
+            if (s == ORK_OK && (drop_want[d] = add_want(w, identity, t->T, dcap, di)) < 0) s = nomem();
+            free(dcap);
+        }
+        ork_dataset_free(&ds);
+        ORK_TRY(s);
+    }
+    return ORK_OK;
+}
+
+/* ---- the encode ------------------------------------------------------------ */
+
+static ork_status add_emb(ork_train_text *t, int *out) {
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 64;
+        float **a = realloc(t->txt, (size_t)cap * sizeof *a);
+        if (!a) return nomem();
+        t->txt = a;
+        float **b = realloc(t->vec, (size_t)cap * sizeof *b);
+        if (!b) return nomem();
+        t->vec = b;
+        t->cap = cap;
+    }
+    float *x = malloc((size_t)t->T * t->ctx * sizeof *x), *v = t->vdim ? malloc((size_t)t->vdim * sizeof *v) : NULL;
+    if (!x || (t->vdim && !v)) {
+        free(x), free(v);
+        return nomem();
+    }
+    t->txt[t->n] = x;
+    t->vec[t->n] = v;
+    *out = t->n++;
+    return ORK_OK;
+}
+
+/* Read what the cache holds, encode the rest in one call, write it. */
+static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w, ork_train_text *t) {
+    int *miss = malloc(((size_t)w->n + 1) * sizeof *miss), n_miss = 0, bad = 0;
+    if (!miss) return nomem();
+    ork_status s = ORK_OK;
+    for (int i = 0; s == ORK_OK && i < w->n; i++) {
+        want *x = &w->v[i];
+        if ((s = add_emb(t, &x->emb)) != ORK_OK) break;
+        char path[1300], why[1024];
+        ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
+        ork_log_hold_begin(); /* a cache entry that does not load is encoded again: a warning, not an error */
+        ork_status ls = ork_text_cache_load(path, identity, t->T, t->ctx, t->vdim, x->caption, t->txt[x->emb],
+                                            t->vec[x->emb]);
+        ork_log_hold_end(why, sizeof why);
+        if (ls == ORK_E_NOMEM) s = nomem();
+        else if (ls != ORK_OK) {
+            if (ls != ORK_E_IO || access(path, F_OK) == 0) {
+                ORK_WARN("%s: encoding its caption again (the text cache entry cannot be used: %s)", path,
+                         why[0] ? why : ork_status_str(ls));
+                bad++;
+            }
+            miss[n_miss++] = i;
+        }
+    }
+    double secs = 0;
+    if (s == ORK_OK && n_miss > 0) {
+        const char **caps = malloc((size_t)n_miss * sizeof *caps);
+        if (!caps) s = nomem();
+        for (int m = 0; s == ORK_OK && m < n_miss; m++) caps[m] = w->v[miss[m]].caption;
+        ork_text_embed e = {0};
+        size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
+        if (s == ORK_OK) s = ork_textcond_encode(tc, j->be, budget, n_miss, caps, &e);
+        free(caps);
+        if (s == ORK_OK) {
+            ork_textcond_stats st;
+            ork_textcond_last_stats(tc, &st);
+            secs = st.seconds;
+            int warned = 0;
+            for (int m = 0; m < n_miss; m++) {
+                const want *x = &w->v[miss[m]];
+                memcpy(t->txt[x->emb], e.txt + (size_t)m * t->T * t->ctx, (size_t)t->T * t->ctx * sizeof(float));
+                if (t->vdim) memcpy(t->vec[x->emb], e.vec + (size_t)m * t->vdim, (size_t)t->vdim * sizeof(float));
+                if (!w->dir_ok[x->dir]) continue;
+                char path[1300];
+                ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
+                ork_log_demote(1); /* the writer's line says why; a warning */
+                ork_status ws = ork_text_cache_write(path, identity, t->T, t->ctx, t->vdim, x->caption,
+                                                     t->txt[x->emb], t->vdim ? t->vec[x->emb] : NULL);
+                ork_log_demote(-1);
+                if (ws != ORK_OK) {
+                    w->dir_ok[x->dir] = 0;
+                    if (!warned++) ORK_WARN("could not write the text cache in %s: text embeddings are not cached "
+                                            "on disk", w->dirs[x->dir]);
+                }
+            }
+        }
+        ork_text_embed_free(&e);
+    }
+    free(miss);
+    if (s == ORK_OK)
+        ORK_INFO("text: %d captions: %d encoded (%.1f s), %d from the text cache%s", w->n, n_miss, secs,
+                 w->n - n_miss, bad ? " (the unusable entries were encoded again: see above)" : "");
+    return s;
+}
+
+/* ---- the sample prompts ---------------------------------------------------- */
+
+static ork_status gather_samples(job *j, const char *identity, wants *w, int **want_of, int *n) {
+    *want_of = NULL;
+    *n = j->samples ? ork_samples_text_count(j->samples) : 0;
+    if (*n == 0) return ORK_OK;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/%s", j->out_dir, ORK_TEXT_CACHE_DIR);
+    int di = add_dir(w, dir);
+    if (di < 0 || !(*want_of = malloc((size_t)*n * sizeof **want_of))) return nomem();
+    for (int i = 0; i < *n; i++)
+        if (((*want_of)[i] = add_want(w, identity, j->T, ork_samples_text_at(j->samples, i), di)) < 0) return nomem();
+    return ORK_OK;
+}
+
+ork_status ork_train_encode_text(job *j) {
+    j->T = ork_train_text_len(j);
+    /* the sample prompts are made here (preflight keeps them) so that their text is encoded with the captions */
+    if (!j->samples) ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
+    ork_textcond_opts o = {.what = NULL, .device_index = j->device_index};
+    ork_textcond *tc = NULL;
+    ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc));
+    if (!tc) return ORK_OK; /* no text encoders: the conditioner said so; .te.safetensors files or zeros */
+    ork_train_text *t = calloc(1, sizeof *t);
+    wants w = {0};
+    int *samp = NULL, n_samp = 0, **img_want = NULL, *drop_want = NULL;
+    ork_status s = t ? ORK_OK : nomem();
+    const char *identity = ork_textcond_identity(tc);
+    if (s == ORK_OK) {
+        j->text = t;
+        ork_textcond_shape(tc, &t->T, &t->ctx, &t->vdim);
+        if (t->T != j->T || t->ctx != j->info.context_dim || (j->info.vec_dim > 0 && t->vdim != j->info.vec_dim))
+            s = ORK_FAIL(ORK_E_CONFIG, "%s: the text encoders give txt (%d, %d) and vec (%d); the model takes (%d, %d) "
+                         "and (%d)", ork_config_file(j->cfg), t->T, t->ctx, t->vdim, j->T, j->info.context_dim,
+                         j->info.vec_dim);
+        if (j->info.vec_dim <= 0) t->vdim = 0;
+    }
+    size_t nd = j->p->datasets.n;
+    if (s == ORK_OK) {
+        t->n_ds = (int)nd;
+        t->n_img = calloc(nd ? nd : 1, sizeof *t->n_img);
+        t->img = calloc(nd ? nd : 1, sizeof *t->img);
+        t->drop = calloc(nd ? nd : 1, sizeof *t->drop);
+        img_want = calloc(nd ? nd : 1, sizeof *img_want);
+        drop_want = calloc(nd ? nd : 1, sizeof *drop_want);
+        if (!t->n_img || !t->img || !t->drop || !img_want || !drop_want) s = nomem();
+    }
+    if (s == ORK_OK) s = gather_datasets(j, identity, &w, t, img_want, drop_want);
+    if (s == ORK_OK) s = gather_samples(j, identity, &w, &samp, &n_samp);
+    if (s == ORK_OK) s = fill(j, tc, identity, &w, t);
+    if (s == ORK_OK && !(t->uses = calloc((size_t)t->n + 1, sizeof *t->uses))) s = nomem();
+    for (size_t d = 0; s == ORK_OK && d < nd; d++) { /* want indices -> embedding indices */
+        if (!(t->img[d] = malloc((t->n_img[d] ? t->n_img[d] : 1) * sizeof **t->img))) { s = nomem(); break; }
+        for (size_t i = 0; i < t->n_img[d]; i++) {
+            t->img[d][i] = img_want[d][i] < 0 ? -1 : w.v[img_want[d][i]].emb;
+            if (t->img[d][i] >= 0) t->uses[t->img[d][i]]++;
+        }
+        t->drop[d] = drop_want[d] < 0 ? -1 : w.v[drop_want[d]].emb;
+        if (t->drop[d] >= 0) t->uses[t->drop[d]]++; /* kept for the whole run */
+    }
+    for (int i = 0; s == ORK_OK && i < n_samp; i++) {
+        int e = w.v[samp[i]].emb;
+        s = ork_samples_text_set(j->samples, i, t->txt[e], t->vdim ? t->vec[e] : NULL);
+    }
+    for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
+    free(img_want), free(drop_want), free(samp);
+    wants_free(&w);
+    ork_textcond_close(tc);
+    return s;
+}
+
+/* ---- use ------------------------------------------------------------------- */
+
+ork_status ork_train_text_item(job *j, int ds, size_t i, item *it) {
+    const ork_train_text *t = j->text;
+    if (!t || it->txt || ds >= t->n_ds || i >= t->n_img[ds] || t->img[ds][i] < 0 || !t->txt[t->img[ds][i]])
+        return ORK_OK;
+    int e = t->img[ds][i];
+    j->have_enc++;
+    if (--t->uses[e] == 0) { /* the last image of this caption takes the arrays */
+        it->txt = t->txt[e], it->vec = t->vec[e];
+        t->txt[e] = t->vec[e] = NULL;
+        return ORK_OK;
+    }
+    if (!(it->txt = malloc((size_t)t->T * t->ctx * sizeof *it->txt))) return nomem();
+    memcpy(it->txt, t->txt[e], (size_t)t->T * t->ctx * sizeof *it->txt);
+    if (t->vdim && t->vec[e]) {
+        if (!(it->vec = malloc((size_t)t->vdim * sizeof *it->vec))) return nomem();
+        memcpy(it->vec, t->vec[e], (size_t)t->vdim * sizeof *it->vec);
+    }
+    return ORK_OK;
+}
+
+int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate) {
+    if (!(rate > 0)) return 0;
+    ork_rng r;
+    ork_rng_init(&r, seed, ORK_RNG_CAPTION);
+    ork_rng_seek(&r, ((uint64_t)k << 16) + (uint64_t)slot);
+    return ork_rng_uniform(&r) < rate;
+}
+
+int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec) {
+    double rate = it->ds >= 0 && (size_t)it->ds < j->p->datasets.n ? j->p->datasets.v[it->ds].caption_dropout_rate : 0;
+    if (!ork_train_caption_dropped(j->seed, k, slot, rate)) return 0;
+    const ork_train_text *t = j->text;
+    int e = t && it->ds < t->n_ds ? t->drop[it->ds] : -1;
+    *txt = e >= 0 ? t->txt[e] : NULL;
+    *vec = e >= 0 && t->vdim ? t->vec[e] : NULL;
+    return 1;
+}
