@@ -10,7 +10,7 @@
 # Still to run (thirteenth session's end): `bash bench/run_open_gpu.sh tests` FIRST on a fresh
 # machine — test_cuda_ops runs the conv forward in pieces (e375ccc, not yet run on a GPU) and
 # the encode's drops (45b43dc) run in every TAEF1/VAE test; then the A/B that found the encode
-# bug (call 5: all runs stopped before step 1 on an uncached 1024² dataset): zero.c's write-back
+# bug (call 5: all runs stopped before step 1 on an uncached 1024² dataset): trainable_stream.c's write-back
 # chunks (32 a slot) cost ~33 us a copy beyond their bytes, most where records are small
 # (FLUX.1 r128: ~5 MiB chunks) — `HANDOVER="32 6 32 6" HANDOVER_CASE=f1:12 bash
 # bench/run_open_gpu.sh handover` (its first run encodes the dataset: the fix's check).

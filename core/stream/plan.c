@@ -2,7 +2,7 @@
 #include "stream/plan.h"
 
 #include "stream/streamer.h"
-#include "stream/zero.h"
+#include "stream/trainable_stream.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -114,14 +114,14 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->param_bytes = pb;
     p->opt_bytes_per_param = ob;
     p->lora_params = lora_all;
-    /* zero.c: BF16 activations and F32 params -> a BF16 shadow per param for the forward visits */
+    /* trainable_stream.c: BF16 activations and F32 params -> a BF16 shadow per param for the forward visits */
     p->lora_shadow = (in->act_bytes > 0 ? in->act_bytes : 2) == 2 && pb == 4;
     /* trainable streaming: the params of the blocks in the ring, grads and
      * optimizer state of the block being stepped and the next one */
     int64_t on_dev = p->trainable_streamed ? lora_max * p->n_slots : lora_all;
     int64_t g_dev = p->trainable_streamed ? 2 * lora_max : lora_all;
     p->lora = (size_t)on_dev * (size_t)pb;
-    /* a zero.c slot also holds the block's BF16 shadows (written after its step) */
+    /* a trainable_stream.c slot also holds the block's BF16 shadows (written after its step) */
     p->lora_shadow_dev = p->trainable_streamed && p->lora_shadow ? (size_t)on_dev * 2 : 0;
     p->lora += p->lora_shadow_dev;
     p->grads = (size_t)g_dev * 4;
@@ -227,14 +227,14 @@ static void predict(ork_stream_plan *p) {
     /* the compute lane busy without a break in [c_from, c_end) so far; the decodes' SM time per pass */
     double c_from = 0, c_end = 0, steal_sum[2] = {0, 0};
     int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
-    /* zero.c's slots: free of compute, and the last write-back out of each; a
-     * load into a slot follows that write-back chunk by chunk (ORK_ZERO_CHUNKS_DEFAULT pieces) */
+    /* trainable_stream.c's slots: free of compute, and the last write-back out of each; a
+     * load into a slot follows that write-back chunk by chunk (ORK_TSTREAM_CHUNKS_DEFAULT pieces) */
     double *t_free = calloc((size_t)K, sizeof *t_free), *t_wb0 = calloc((size_t)K, sizeof *t_wb0),
            *t_wb1 = calloc((size_t)K, sizeof *t_wb1);
     double rec_max = 0, rec_b = pb + ob + (p->lora_shadow ? 2 : 0);
     for (int b = 0; b < n; b++)
         if ((double)p->block_lora[b] * rec_b > rec_max) rec_max = (double)p->block_lora[b] * rec_b;
-    double chunk = rec_max / ORK_ZERO_CHUNKS_DEFAULT;
+    double chunk = rec_max / ORK_TSTREAM_CHUNKS_DEFAULT;
     double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* a forward visit's record bytes: the BF16 shadow, or the params */
     int tv = -1;
     /* lending (streamer.h): the forward's loads go through the LoRA gradients'
@@ -255,11 +255,11 @@ static void predict(ork_stream_plan *p) {
         /* a new visit loads the block's streamed frozen weights and, when the
          * trainable state streams, its LoRA record — every trainable block's,
          * resident frozen weights or not: the BF16 shadows (or the params) for
-         * the forward, params + optimizer state for the visit that steps it (zero.c) */
+         * the forward, params + optimizer state for the visit that steps it (trainable_stream.c) */
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
         double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
         /* the forward's first two records are the backward's last two stepped:
-         * still in zero.c's two slots, not loaded */
+         * still in trainable_stream.c's two slots, not loaded */
         if (tbytes > 0 && !stepping && tv < 1) {
             tbytes = 0;
             tv++;

@@ -143,7 +143,7 @@ typedef struct ork_stream_plan {
     double opt_bytes_per_param;  /* the inputs' (0: 8), for the step prediction */
     int64_t lora_params;         /* all blocks' trainable parameters */
     int lora_shadow;             /* streamed F32 LoRA params keep BF16 shadows for the forward (BF16 activations) */
-    size_t lora_shadow_dev;      /* of `lora`: the shadows' bytes in zero.c's device slots */
+    size_t lora_shadow_dev;      /* of `lora`: the shadows' bytes in trainable_stream.c's device slots */
     uint8_t *streamed;           /* [n_blocks] */
     uint8_t *transformer;        /* [n_blocks] */
     size_t *block_bytes;         /* [n_blocks] frozen bytes (packed) */

@@ -308,7 +308,7 @@ typedef struct ork_backend {
      * instead. M == 0: only asks whether the device has the native path at all. */
     ork_status (*linear_fp8)(const ork_kctx *k, const ork_fp8_linear_desc *d);
 
-    /* ---- appended: the streamed trainable state's guard (stream/zero.c) ---- */
+    /* ---- appended: the streamed trainable state's guard (stream/trainable_stream.c) ---- */
     /* [stream-ordered] If Σ sums[0..n) (F32, device) is not finite: copy `bytes`
      * from src over dst and set *flag (int32, device) to 1; otherwise touch
      * neither. src is host memory the device reads directly (pinned, under

@@ -210,7 +210,7 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
     if (s == ORK_OK) s = cfg_save(j, w);
     if (s == ORK_OK && j->zero) { /* the previous step's norm: the clip factor of the next step */
-        snprintf(v, sizeof v, "%.17g", ork_zero_prev_norm(j->zero));
+        snprintf(v, sizeof v, "%.17g", ork_tstream_prev_norm(j->zero));
         s = ork_st_writer_meta(w, "prev_norm", v);
     }
     char path[1200];
@@ -445,7 +445,7 @@ ork_status ork_train_save_lora(job *j, int64_t step) {
     const char *meta[] = {"ss_network_dim", rank, "ss_network_alpha", alpha, "ss_network_module", "networks.lora",
                           "orakul_base_model", j->p->model.name_or_path, "orakul_variant", j->info.variant,
                           "training_info.step", st, "orakul_version", ORAKUL_VERSION, NULL, NULL};
-    if (j->zero) ORK_TRY(ork_zero_sync(j->zero)); /* the LoRA values are read from the host records */
+    if (j->zero) ORK_TRY(ork_tstream_sync(j->zero)); /* the LoRA values are read from the host records */
     ORK_TRY(ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta));
     ORK_INFO("saved %s", path);
     /* keep the newest max_step_saves_to_keep step files */

@@ -8,7 +8,7 @@
  *   plan_glue.c      the residency plan, host memory, the gradients lent to the streamer
  *   preflight.c      the checks before the weights load, shared by plan and run
  *   optimizer.c      the optimizer's state and step, the gradient norm
- *   state_stream.c   the trainable state streamed per block (stream/zero.h)
+ *   state_stream.c   the trainable state streamed per block (stream/trainable_stream.h)
  *   checkpoint.c     the training state, resume, the LoRA file
  *   prefetch.c       micro-batch inputs built ahead on a thread
  *   outputs.c        samples, progress, metrics, loss plot, streaming figures
@@ -30,7 +30,7 @@
 #include "stream/copy_engine.h"
 #include "stream/plan.h"
 #include "stream/streamer.h"
-#include "stream/zero.h"
+#include "stream/trainable_stream.h"
 #include "tensor/ops.h"
 #include "tensor/tape.h"
 #include "train/lora.h"
@@ -117,7 +117,7 @@ typedef struct job {
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
     /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
-    ork_zero *zero;         /* NULL: the LoRA tensors and their state are resident */
+    ork_tstream *zero;         /* NULL: the LoRA tensors and their state are resident */
     ork_block_hooks ws_hooks; /* the weight store's, called before the runtime's */
     int *zp_first, *zp_list; /* params of block b: zp_list[zp_first[b] .. zp_first[b + 1]) */
     int64_t cur_step;       /* optimizer step number and lr for the per-block step */
@@ -130,7 +130,7 @@ typedef struct job {
     double ss_wait[2][2];       /* [mark][0 compute lane for loads, 1 H2D lane for free slots] seconds */
     FILE *ss_trace;             /* ORAKUL_STREAM_TRACE=path: the lanes' timeline (ork_ce_set_trace) */
     uint64_t ss_loads[2][5];    /* [mark] the streamer's loads, of them lent, visits reused, loads copied ahead;
-                                 * zero.c's visits that found their record in its slot */
+                                 * trainable_stream.c's visits that found their record in its slot */
     int64_t ss_steps[2];
     /* data-parallel (core/dist, docs/multigpu.md): dist NULL for one process */
     ork_dist_env denv;
@@ -160,7 +160,7 @@ typedef struct job {
 /* Skipped steps in a row (non-finite loss or gradients) that stop a run. */
 enum { ORK_TRAIN_SKIP_LIMIT = 20 };
 
-/* device slots of the streamed trainable state (stream/zero.h) */
+/* device slots of the streamed trainable state (stream/trainable_stream.h) */
 enum { ORK_TRAIN_STATE_SLOTS = 2 };
 
 /* train.c */
@@ -185,6 +185,9 @@ ork_status ork_train_shard_items(job *j, int64_t k, int B, int *idx, int *slot, 
 /* text_glue.c: the captions and sample prompts encoded (or read from the text
  * cache) before the plan; caption dropout */
 ork_status ork_train_encode_text(job *j);
+/* `orakul plan`: the text encoders resolved as run resolves them (the same refusals),
+ * how many captions the cache holds, and the encode's plan for the rest */
+ork_status ork_train_plan_text(job *j, FILE *out);
 void ork_train_text_free(job *j);
 /* item i of datasets[ds] gets its caption's embedding (copied) unless it has one */
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it);

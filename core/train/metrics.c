@@ -2,7 +2,7 @@
  * as %.9g, non-finite as null) and read back with jansson. */
 #include "train/metrics.h"
 
-#include "train/pngw.h"
+#include "io/png_writer.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_open */
 

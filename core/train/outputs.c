@@ -30,7 +30,7 @@ void ork_train_stream_stats_mark(job *j, int64_t step, int64_t start, int64_t la
         j->ss_loads[e][2] = ss.reused;
         j->ss_loads[e][3] = ss.early_loads;
     }
-    if (j->zero) j->ss_loads[e][4] = ork_zero_reused(j->zero);
+    if (j->zero) j->ss_loads[e][4] = ork_tstream_reused(j->zero);
     static const ork_lane busy_lane[3] = {ORK_LANE_H2D, ORK_LANE_D2H, ORK_LANE_DEC};
     for (int l = 0; j->ss_timing && l < 3; l++) {
         double c = 0, d = 0;

@@ -3,7 +3,7 @@
  * use, drawn at 2x. */
 #include "train/plot.h"
 
-#include "train/pngw.h"
+#include "io/png_writer.h"
 #include "util/log.h"
 
 #include <math.h>

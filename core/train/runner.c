@@ -28,7 +28,7 @@ struct ork_runner {
     buf *ckpt;            /* [(n_blocks + 1) * ORK_CARRY_MAX]: carry at each block boundary */
     int *ckpt_n;          /* [(n_blocks + 1)]: carry.n at each boundary */
     buf dgrad[2][ORK_CARRY_MAX];
-    ork_block_hooks hk;
+    ork_block_hooks hooks;
     int *order;           /* [2 * n_blocks] the pass's block order */
     ork_tensor *pool;     /* the checkpoints as one allocation, boundary by boundary (ork_runner_pool_checkpoints) */
     size_t *pool_off;     /* [n_blocks + 2] boundary i's first byte in it; [n_blocks + 1]: its size */
@@ -132,25 +132,25 @@ int ork_runner_checkpoint_pool(const ork_runner *r, void **dev, const size_t **o
 }
 
 void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h) {
-    if (h) r->hk = *h;
-    else memset(&r->hk, 0, sizeof r->hk);
+    if (h) r->hooks = *h;
+    else memset(&r->hooks, 0, sizeof r->hooks);
 }
 
-static ork_status hk_pass_begin(ork_runner *r, int n) {
-    return r->hk.pass_begin ? r->hk.pass_begin(r->hk.ctx, r->order, n) : ORK_OK;
+static ork_status hook_pass_begin(ork_runner *r, int n) {
+    return r->hooks.pass_begin ? r->hooks.pass_begin(r->hooks.ctx, r->order, n) : ORK_OK;
 }
-static ork_status hk_enter(ork_runner *r, int i) { return r->hk.enter ? r->hk.enter(r->hk.ctx, i) : ORK_OK; }
-static ork_status hk_leave(ork_runner *r, int i) { return r->hk.leave ? r->hk.leave(r->hk.ctx, i) : ORK_OK; }
-static ork_status hk_pass_end(ork_runner *r) { return r->hk.pass_end ? r->hk.pass_end(r->hk.ctx) : ORK_OK; }
-static ork_status hk_grads_ready(ork_runner *r, int i) {
-    return r->hk.grads_ready ? r->hk.grads_ready(r->hk.ctx, i) : ORK_OK;
+static ork_status hook_enter(ork_runner *r, int i) { return r->hooks.enter ? r->hooks.enter(r->hooks.ctx, i) : ORK_OK; }
+static ork_status hook_leave(ork_runner *r, int i) { return r->hooks.leave ? r->hooks.leave(r->hooks.ctx, i) : ORK_OK; }
+static ork_status hook_pass_end(ork_runner *r) { return r->hooks.pass_end ? r->hooks.pass_end(r->hooks.ctx) : ORK_OK; }
+static ork_status hook_grads_ready(ork_runner *r, int i) {
+    return r->hooks.grads_ready ? r->hooks.grads_ready(r->hooks.ctx, i) : ORK_OK;
 }
 
 /* Block i's forward inside enter/leave. */
 static ork_status run_block(ork_runner *r, int i, ork_carry *c) {
-    ORK_TRY(hk_enter(r, i));
+    ORK_TRY(hook_enter(r, i));
     ork_status s = r->vt->block(r->model, r->g, i, c);
-    ork_status s2 = hk_leave(r, i);
+    ork_status s2 = hook_leave(r, i);
     return s != ORK_OK ? s : s2;
 }
 
@@ -209,10 +209,10 @@ ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_ten
     ork_carry c;
     const int n = r->info->n_blocks;
     for (int i = 0; i < n; i++) r->order[i] = i;
-    ork_status s = hk_pass_begin(r, n);
+    ork_status s = hook_pass_begin(r, n);
     if (s == ORK_OK) s = r->vt->begin(r->model, r->g, in, &c);
     for (int i = 0; s == ORK_OK && i < n; i++) s = run_block(r, i, &c);
-    if (s == ORK_OK) s = hk_pass_end(r);
+    if (s == ORK_OK) s = hook_pass_end(r);
     ork_graph_set_grad(r->g, prev);
     if (s == ORK_OK) *pred = c.t[0];
     return s;
@@ -246,14 +246,14 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     ork_carry c;
     ork_tensor *loss;
     if (!checkpointing) {
-        if (r->hk.streaming)
+        if (r->hooks.streaming)
             return ORK_FAIL(ORK_E_CONFIG, "layer offloading streams blocks and needs train.gradient_checkpointing: true");
         int prev = ork_graph_set_grad(g, 1);
         ork_status s = r->vt->begin(r->model, g, in, &c);
         for (int i = 0; s == ORK_OK && i < n; i++) s = r->vt->block(r->model, g, i, &c);
         if (s == ORK_OK) s = run_loss(r, c.t[0], loss_fn, loss_ctx, &loss, loss_out);
         if (s == ORK_OK) s = ork_backward(g, loss);
-        for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) s = hk_grads_ready(r, i);
+        for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) s = hook_grads_ready(r, i);
         ork_graph_set_grad(g, prev);
         return s;
     }
@@ -261,7 +261,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     int no = 0;
     for (int i = 0; i < n; i++) r->order[no++] = i;
     for (int i = n - 1; i >= r->first_trainable; i--) r->order[no++] = i;
-    ork_status s = hk_pass_begin(r, no);
+    ork_status s = hook_pass_begin(r, no);
     if (s != ORK_OK) return s;
     /* forward, grad off, keeping the carry at every block boundary */
     int prev = ork_graph_set_grad(g, 0);
@@ -269,7 +269,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     if (s == ORK_OK) s = keep_carry(r, 0, &c);
     for (int i = 0; s == ORK_OK && i < n; i++) {
         ork_region reg = ork_graph_region_begin(g);
-        s = hk_enter(r, i);
+        s = hook_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, 0, &c);
         double tp = prof_t(r);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &c);
@@ -278,7 +278,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         if (s == ORK_OK) s = keep_carry(r, i + 1, &c);
         prof_end(r, "keep carry", tp);
         ork_graph_region_end(g, reg);
-        if (s == ORK_OK) s = hk_leave(r, i);
+        if (s == ORK_OK) s = hook_leave(r, i);
     }
     if (s != ORK_OK) { ork_graph_set_grad(g, prev); return s; }
     ork_graph_set_grad(g, 1);
@@ -305,7 +305,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         ork_region reg = ork_graph_region_begin(g);
         ork_carry cin, cout;
         int need_in = i > r->first_trainable;
-        s = hk_enter(r, i);
+        s = hook_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, need_in, &cin);
         cout = cin;
         double tp = prof_t(r);
@@ -321,12 +321,12 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
             if (s == ORK_OK) s = ork_graph_copy_to(g, cin.t[j]->grad, ndc[j]);
         }
         ork_graph_region_end(g, reg);
-        if (s == ORK_OK) s = hk_leave(r, i);
-        if (s == ORK_OK) s = hk_grads_ready(r, i);
+        if (s == ORK_OK) s = hook_leave(r, i);
+        if (s == ORK_OK) s = hook_grads_ready(r, i);
         memcpy(dc, ndc, sizeof dc);
         cur = !cur;
     }
-    if (s == ORK_OK) s = hk_pass_end(r);
+    if (s == ORK_OK) s = hook_pass_end(r);
     ork_graph_set_grad(g, prev);
     return s;
 }

@@ -3,7 +3,7 @@
 
 #include "data/dataset.h" /* ork_caption_inject_trigger */
 #include "io/safetensors.h"
-#include "train/pngw.h"
+#include "io/png_writer.h"
 #include "util/log.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* train/state_stream.c — the trainable state streamed per block
  * (plan->trainable_streamed, docs/streaming.md §4; the runtime is
- * stream/zero.h): the LoRA tensors and their optimizer state live in pinned
+ * stream/trainable_stream.h): the LoRA tensors and their optimizer state live in pinned
  * host records, a block's tensors point at a device slot while the block is in
  * use (the runner's hooks here, after the weight store's), the optimizer steps
  * each block right after its backward, and the records are what the
@@ -23,7 +23,7 @@ static ork_status state_step_cb(void *ctx, int block, ork_opt_param *ps, const i
     return n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
 }
 
-/* The streamed trainable state clips step s with step s-1's norm (zero.h): when
+/* The streamed trainable state clips step s with step s-1's norm (trainable_stream.h): when
  * that factor is not the one exact clipping gives for step s's own norm, say so
  * once and count it (the run's end reports how often). */
 void ork_train_streamed_clip_check(job *j, int64_t step, double norm, float applied) {
@@ -42,11 +42,11 @@ static void state_point(job *j, int b, int on) {
     for (int q = j->zp_first[b]; q < j->zp_first[b + 1]; q++) {
         int i = j->zp_list[q];
         ork_tensor *t = j->pt[i];
-        t->base = on ? ork_zero_data(j->zero, i) : NULL;
+        t->base = on ? ork_tstream_data(j->zero, i) : NULL;
         t->offset = 0;
-        /* a forward visit may read the parameter's BF16 shadow (zero.h) */
-        t->dtype = on ? ork_zero_data_dtype(j->zero, i) : ork_zero_get_layout(j->zero)->params[i].dtype;
-        t->grad->base = on ? (void *)ork_zero_grad(j->zero, i) : NULL;
+        /* a forward visit may read the parameter's BF16 shadow (trainable_stream.h) */
+        t->dtype = on ? ork_tstream_data_dtype(j->zero, i) : ork_tstream_get_layout(j->zero)->params[i].dtype;
+        t->grad->base = on ? (void *)ork_tstream_grad(j->zero, i) : NULL;
         t->grad->offset = 0;
     }
 }
@@ -55,12 +55,12 @@ static void state_point(job *j, int b, int on) {
 static ork_status state_pass_begin(void *ctx, const int *order, int n) {
     job *j = ctx;
     if (j->ws_hooks.pass_begin) ORK_TRY(j->ws_hooks.pass_begin(j->ws_hooks.ctx, order, n));
-    return ork_zero_pass_begin(j->zero, order, n);
+    return ork_tstream_pass_begin(j->zero, order, n);
 }
 static ork_status state_enter(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.enter) ORK_TRY(j->ws_hooks.enter(j->ws_hooks.ctx, b));
-    ORK_TRY(ork_zero_enter(j->zero, b));
+    ORK_TRY(ork_tstream_enter(j->zero, b));
     state_point(j, b, 1);
     return ORK_OK;
 }
@@ -68,17 +68,17 @@ static ork_status state_leave(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.leave) ORK_TRY(j->ws_hooks.leave(j->ws_hooks.ctx, b));
     state_point(j, b, 0);
-    return ork_zero_leave(j->zero, b);
+    return ork_tstream_leave(j->zero, b);
 }
 static ork_status state_pass_end(void *ctx) {
     job *j = ctx;
     if (j->ws_hooks.pass_end) ORK_TRY(j->ws_hooks.pass_end(j->ws_hooks.ctx));
-    return ork_zero_pass_end(j->zero);
+    return ork_tstream_pass_end(j->zero);
 }
 static ork_status state_grads_ready(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.grads_ready) ORK_TRY(j->ws_hooks.grads_ready(j->ws_hooks.ctx, b));
-    return ork_zero_grads_ready(j->zero, b);
+    return ork_tstream_grads_ready(j->zero, b);
 }
 
 /* The runner's hooks when the trainable state streams (the sampler's too). */
@@ -91,11 +91,11 @@ ork_block_hooks ork_train_streamed_hooks(job *j) {
 /* ork_lora_save's reader: parameter values from the host records. */
 static ork_status state_reader(void *ctx, const ork_tensor *t, float *host) {
     job *j = ctx;
-    const ork_zero_layout *L = ork_zero_get_layout(j->zero);
+    const ork_tstream_layout *L = ork_tstream_get_layout(j->zero);
     for (int i = 0; i < j->n_params; i++) {
         if (j->pt[i] != t) continue;
-        const ork_zero_param *p = &L->params[i];
-        const char *src = (const char *)ork_zero_host(j->zero, p->block) + p->data_offset;
+        const ork_tstream_param *p = &L->params[i];
+        const char *src = (const char *)ork_tstream_host(j->zero, p->block) + p->data_offset;
         if (p->dtype == ORK_F32) memcpy(host, src, p->data_bytes);
         else ork_bf16_to_f32_n((const uint16_t *)src, (size_t)p->numel, host);
         return ORK_OK;
@@ -108,8 +108,8 @@ static ork_status state_reader(void *ctx, const ork_tensor *t, float *host) {
  * rounding as the resident upload, so both runs start bit-identical). */
 static ork_status state_init_cb(void *ctx, int i, ork_tensor *t, const float *host) {
     job *j = ctx;
-    const ork_zero_param *p = &ork_zero_get_layout(j->zero)->params[i];
-    char *dst = ork_zero_host(j->zero, p->block) + p->data_offset;
+    const ork_tstream_param *p = &ork_tstream_get_layout(j->zero)->params[i];
+    char *dst = ork_tstream_host(j->zero, p->block) + p->data_offset;
     size_t n = (size_t)ork_tensor_numel(t);
     if (t->dtype == ORK_F32) memcpy(dst, host, n * sizeof *host);
     else ork_bf16_from_f32(host, n, (uint16_t *)dst);
@@ -139,18 +139,18 @@ ork_status ork_train_streamed_setup(job *j) {
     const char *chunks = getenv("ORAKUL_ZERO_CHUNKS");
     /* BF16 activations: forward visits read BF16 shadows of the F32 masters
      * (what the linear op would cast them to; half the bytes over PCIe) */
-    ork_zero_opts o = {nb, np, blk, dt, numel, sb, ORK_TRAIN_STATE_SLOTS, j->plan->n_streamed > 0 ? ork_streamer_n_events(j->plan->n_slots) : 0,
+    ork_tstream_opts o = {nb, np, blk, dt, numel, sb, ORK_TRAIN_STATE_SLOTS, j->plan->n_streamed > 0 ? ork_streamer_n_events(j->plan->n_slots) : 0,
                        j->p->train.max_grad_norm, state_step_cb, j,
                        j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0,
                        chunks ? atoi(chunks) : 0};
-    if (s == ORK_OK) s = ork_zero_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
+    if (s == ORK_OK) s = ork_tstream_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
     free(blk); free(dt); free(numel); free(sb);
     ORK_TRY(s);
-    if (ork_train_env_zero("ORAKUL_ZERO_AHEAD")) ork_zero_set_ahead(j->zero, 0); /* bench A/B: the first loads at pass_begin */
-    const ork_zero_layout *L = ork_zero_get_layout(j->zero);
+    if (ork_train_env_zero("ORAKUL_ZERO_AHEAD")) ork_tstream_set_ahead(j->zero, 0); /* bench A/B: the first loads at pass_begin */
+    const ork_tstream_layout *L = ork_tstream_get_layout(j->zero);
     for (int i = 0; i < np; i++) {
         ork_tensor *t = j->pt[i];
-        const ork_zero_param *p = &L->params[i];
+        const ork_tstream_param *p = &L->params[i];
         ork_tensor *gr;
         ORK_TRY(ork_tensor_wrap(j->be->device, ORK_F32, t->ndim, t->shape, NULL, NULL, &gr));
         if (t->grad && t->grad->owner == ORK_OWN_ALLOC) ork_tensor_free(t->grad);
@@ -158,7 +158,7 @@ ork_status ork_train_streamed_setup(job *j) {
         j->zp_first[p->block + 1]++;
     }
     ORK_TRY(ork_lora_init(j->lora, state_init_cb, j)); /* initial values straight into the host records */
-    ork_zero_refresh_shadows(j->zero);
+    ork_tstream_refresh_shadows(j->zero);
     for (int b = 0; b < nb; b++) j->zp_first[b + 1] += j->zp_first[b];
     int *fill = calloc((size_t)nb + 1, sizeof *fill);
     if (!fill) return ORK_E_NOMEM;
@@ -181,18 +181,18 @@ ork_status ork_train_streamed_setup(job *j) {
 /* ---- the records in the training state (checkpoint.c) --------------------- */
 
 /* Streamed: parameter i's data and optimizer state in its block's host record
- * (read or written between passes only: after ork_zero_sync). */
+ * (read or written between passes only: after ork_tstream_sync). */
 static char *state_part(job *j, int i, int state, size_t *nbytes) {
-    const ork_zero_param *p = &ork_zero_get_layout(j->zero)->params[i];
+    const ork_tstream_param *p = &ork_tstream_get_layout(j->zero)->params[i];
     *nbytes = state ? p->state_bytes : p->data_bytes;
-    return (char *)ork_zero_host(j->zero, p->block) + (state ? p->state_offset : p->data_offset);
+    return (char *)ork_tstream_host(j->zero, p->block) + (state ? p->state_offset : p->data_offset);
 }
 
 /* The same tensors as the resident state (lora.i in its dtype, opt.i as U8 of
  * at least one byte), from the host records. */
 ork_status ork_train_streamed_save(job *j, ork_st_writer *w) {
     static const uint8_t pad = 0;
-    ORK_TRY(ork_zero_sync(j->zero));
+    ORK_TRY(ork_tstream_sync(j->zero));
     for (int i = 0; i < j->n_params; i++) {
         size_t nd, ns;
         char *d = state_part(j, i, 0, &nd), *st = state_part(j, i, 1, &ns), key[64];
@@ -206,7 +206,7 @@ ork_status ork_train_streamed_save(job *j, ork_st_writer *w) {
 }
 
 ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path) {
-    ORK_TRY(ork_zero_sync(j->zero));
+    ORK_TRY(ork_tstream_sync(j->zero));
     for (int i = 0; i < j->n_params; i++)
         for (int q = 0; q < 2; q++) {
             size_t nb;
@@ -218,8 +218,8 @@ ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path) {
                 return ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, key);
             memcpy(h, t->data, nb);
         }
-    ork_zero_refresh_shadows(j->zero);
+    ork_tstream_refresh_shadows(j->zero);
     const char *pn = ork_st_meta(f, "prev_norm");
-    ork_zero_set_prev_norm(j->zero, pn ? strtod(pn, NULL) : 0.0);
+    ork_tstream_set_prev_norm(j->zero, pn ? strtod(pn, NULL) : 0.0);
     return ORK_OK;
 }

@@ -43,7 +43,7 @@ static void job_free(job *j) {
             j->pt[i]->grad = NULL;
             j->pt[i]->base = NULL;
         }
-        ork_zero_destroy(j->zero);
+        ork_tstream_destroy(j->zero);
     }
     for (int i = 0; j->grad_pool && i < j->n_params; i++) { /* headers over the pool (ork_graph_set_grad_pool) */
         ork_tensor *gr = j->pt[i]->grad;
@@ -269,7 +269,7 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_train_preflight_status(ork_train_check_host(j)));
     ORK_TRY(ork_train_preflight(j)); /* what plan checks too: codec, streaming, loss, optimizer, samples */
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
-    int zero_events = j->plan->trainable_streamed ? ork_zero_n_events(ORK_TRAIN_STATE_SLOTS) : 0;
+    int zero_events = j->plan->trainable_streamed ? ork_tstream_n_events(ORK_TRAIN_STATE_SLOTS) : 0;
     if (j->plan->n_streamed > 0) {
         ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, ork_streamer_n_events(j->plan->n_slots) + zero_events, &j->ce));
         const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
@@ -383,7 +383,7 @@ static ork_status train_loop(job *j) {
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
         int zskip = 0;
         float applied = 1.0f;
-        if (j->zero) ORK_TRY(ork_zero_step_end(j->zero, &norm, &applied, &zskip)); /* stepped already, per block */
+        if (j->zero) ORK_TRY(ork_tstream_step_end(j->zero, &norm, &applied, &zskip)); /* stepped already, per block */
         else ORK_TRY(ork_train_grad_norm(j, &norm));
         if (j->zero && !zskip && !bad && isfinite(norm)) ork_train_streamed_clip_check(j, step, norm, applied);
         if (ork_prof_enabled()) ork_prof_add("phase", "gradient norm", ork_prof_now() - tp);
@@ -499,6 +499,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
             ork_dataset_free(&ds);
         }
     }
+    if (s == ORK_OK) s = ork_train_plan_text(&j, out); /* the captions' encode, before the plan as in run (text_glue.c) */
     if (s == ORK_OK) {
         int64_t bytes = 0, lin = 0;
         for (int i = 0; i < j.info.n_weights; i++) {

@@ -544,12 +544,12 @@ static ork_status weight_fn(void *ctx, ork_graph *g, const char *name, ork_tenso
     return ORK_OK;
 }
 
-static ork_status hk_pass_begin(void *ctx, const int *order, int n) {
+static ork_status store_pass_begin(void *ctx, const int *order, int n) {
     ork_wstore *w = ctx;
     return w->st ? ork_streamer_pass_begin(w->st, order, n) : ORK_OK;
 }
 
-static ork_status hk_enter(void *ctx, int b) {
+static ork_status store_enter(void *ctx, int b) {
     ork_wstore *w = ctx;
     if (!w->st) return ORK_OK;
     void *dev;
@@ -565,7 +565,7 @@ static ork_status hk_enter(void *ctx, int b) {
     return ORK_OK;
 }
 
-static ork_status hk_leave(void *ctx, int b) {
+static ork_status store_leave(void *ctx, int b) {
     ork_wstore *w = ctx;
     if (!w->st || !ork_streamer_is_streamed(w->st, b)) return ORK_OK;
     ORK_TRY(ork_streamer_leave(w->st, b));
@@ -575,7 +575,7 @@ static ork_status hk_leave(void *ctx, int b) {
     return ORK_OK;
 }
 
-static ork_status hk_pass_end(void *ctx) {
+static ork_status store_pass_end(void *ctx) {
     ork_wstore *w = ctx;
     return w->st ? ork_streamer_pass_end(w->st) : ORK_OK;
 }
@@ -584,10 +584,10 @@ void ork_wstore_hooks(ork_wstore *w, ork_block_hooks *out) {
     memset(out, 0, sizeof *out);
     out->ctx = w;
     out->streaming = w->st != NULL;
-    out->pass_begin = hk_pass_begin;
-    out->enter = hk_enter;
-    out->leave = hk_leave;
-    out->pass_end = hk_pass_end;
+    out->pass_begin = store_pass_begin;
+    out->enter = store_enter;
+    out->leave = store_leave;
+    out->pass_end = store_pass_end;
 }
 
 ork_streamer *ork_wstore_streamer(ork_wstore *w) { return w->st; }

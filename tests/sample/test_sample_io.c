@@ -26,7 +26,7 @@
 #include "data/image.h"
 #include "train/metrics.h"
 #include "train/plot.h"
-#include "train/pngw.h"
+#include "io/png_writer.h"
 #include "train/progress.h"
 #include "train/samples.h"
 

@@ -122,7 +122,7 @@ static void test_flops_and_split(void) {
  * final layer between them) and, with 2 slots, the one before it (still in its
  * slot when the backward returns to it: streamer.c). */
 /* The LoRA params of the forward's first two trainable blocks: the backward's
- * last two stepped, their records still in zero.c's two slots (not loaded). */
+ * last two stepped, their records still in trainable_stream.c's two slots (not loaded). */
 static double first_two_lora(const ork_stream_plan *p) {
     double n = 0;
     for (int b = 0, k = 0; b < p->n_blocks && k < 2; b++)
@@ -504,7 +504,7 @@ static void test_refusals(void) {
         CU_ASSERT(p->t_step > p1->t_step);
         ork_stream_plan_free(p1);
     }
-    /* what zero.c moves: every trainable block's record, streamed frozen
+    /* what trainable_stream.c moves: every trainable block's record, streamed frozen
      * weights or not — BF16 shadows in the forward pass, parameters + state for
      * the visit that steps the block, all three back after it (H200-measured for
      * the seed's run: H2D 130.2 GB before the forward loaded the state too) */
@@ -516,7 +516,7 @@ static void test_refusals(void) {
         CU_ASSERT(fabs(p->d2h_bytes - np * (4 + ob + sh)) < 1e-6 * p->d2h_bytes);
         double h2d = np * (fw + 4 + ob) + frozen_h2d(p);
         double last_lora = (double)p->block_lora[p->n_blocks - 1] * fw; /* its forward and backward visits merge */
-        last_lora += first_two_lora(p) * fw; /* still in zero.c's slots from the backward */
+        last_lora += first_two_lora(p) * fw; /* still in trainable_stream.c's slots from the backward */
         CU_ASSERT(fabs(p->h2d_bytes - (h2d - last_lora)) < 1e-6 * p->h2d_bytes);
         if (fabs(p->h2d_bytes - (h2d - last_lora)) >= 1e-6 * p->h2d_bytes)
             printf("\n    h2d %.6g, expected %.6g\n", p->h2d_bytes, h2d - last_lora);

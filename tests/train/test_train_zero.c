@@ -1,5 +1,5 @@
 /* test_train_zero.c — `orakul run` with the trainable state streamed per block
- * (docs/streaming.md §4, stream/zero.h wired into train.c) on the CPU with the
+ * (docs/streaming.md §4, stream/trainable_stream.h wired into train.c) on the CPU with the
  * quickstart's model; ORAKUL_STREAM_TRAINABLES=1 makes a plan that fits
  * stream the trainable state anyway (the test-only switch):
  *  - streamed_equals_resident: max_grad_norm 0, 4 steps: the printed losses
@@ -14,7 +14,7 @@
  * shadows of the F32 LoRA parameters — bit-identical to the resident run is
  * the check that the shadows round as the linear op's own cast. */
 #include "train_test_util.h"
-#include "train/pngw.h"
+#include "io/png_writer.h"
 
 /* The template's config with max_grad_norm and gradient_accumulation_steps set,
  * and `model_keys` (lines, each "key: value\n") added to the model section when
@@ -71,7 +71,7 @@ static int run_c(const char *cfg, const char *log, int streamed, int bf16_params
         return -1;
     }
 #ifdef TT_GPU
-    /* BF16 activations: the forward visits read BF16 shadows (stream/zero.h) */
+    /* BF16 activations: the forward visits read BF16 shadows (stream/trainable_stream.h) */
     if (rc == 0 && streamed && (!bf16_params) != (tt_file_has(e, "BF16 shadows for the forward") != 0)) {
         printf("  %s: streamed %s BF16 shadows on CUDA\n", log, bf16_params ? "with" : "without");
         return -1;

@@ -36,7 +36,7 @@ typedef struct ork_opt_step {
     /* ABI 1.1: [n] each parameter's index among all trainable tensors (stable
      * for the run), so randomness keyed per parameter is the same whether the
      * core steps every parameter in one call or one streamed block's at a time
-     * (stream/zero.h); NULL: 0..n-1. */
+     * (stream/trainable_stream.h); NULL: 0..n-1. */
     const int32_t *param_ids;
 } ork_opt_step;
 

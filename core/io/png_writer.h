@@ -1,11 +1,11 @@
-/* train/pngw.h — writes 8-bit RGB images as PNG files (libpng) for the
+/* io/png_writer.h — writes 8-bit RGB images as PNG files (libpng) for the
  * samples and plots a training run leaves in its output folder. The file is
  * written next to its destination under a temporary name ("<path>.tmp.<pid>")
  * and renamed into place, so a reader never sees half an image; the temporary
  * files a killed writer left behind are swept by ork_tmp_sweep.
  * Owns nothing beyond the call. [control-thread] */
-#ifndef ORK_TRAIN_PNGW_H
-#define ORK_TRAIN_PNGW_H
+#ifndef ORK_IO_PNG_WRITER_H
+#define ORK_IO_PNG_WRITER_H
 
 #include <orakul/abi.h>
 #include <stdint.h>

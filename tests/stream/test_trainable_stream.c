@@ -1,5 +1,5 @@
-/* tests/stream/test_zero.c — the trainable-state streaming runtime
- * (stream/zero.h) on the CPU backend with both CPU copy modes: a 5-block
+/* tests/stream/test_trainable_stream.c — the trainable-state streaming runtime
+ * (stream/trainable_stream.h) on the CPU backend with both CPU copy modes: a 5-block
  * pass (block 0 without parameters) trained N steps with a momentum-SGD step
  * callback, against the same training with every parameter resident:
  * bitwise equal without clipping; with clipping, equal to the resident run
@@ -10,7 +10,7 @@
 
 #include "numerics/half.h"
 #include "stream/streamer.h"
-#include "stream/zero.h"
+#include "stream/trainable_stream.h"
 #include "tensor/backend.h"
 
 enum { NB = 5, NP = 8, STEPS = 4 };
@@ -73,40 +73,40 @@ static void resident(sim *r, int steps, double max_norm, int rule, double *prev)
     }
 }
 
-static int g_chunks; /* write-back chunks per slot (0: ORK_ZERO_CHUNKS_DEFAULT) */
-static int g_no_ahead; /* ork_zero_set_ahead(z, 0): the next pass's first loads at its pass_begin */
-static ork_zero *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
+static int g_chunks; /* write-back chunks per slot (0: ORK_TSTREAM_CHUNKS_DEFAULT) */
+static int g_no_ahead; /* ork_tstream_set_ahead(z, 0): the next pass's first loads at its pass_begin */
+static ork_tstream *mk(ork_copy_engine **ce, ork_ce_cpu_mode mode, ork_alloc **a, double max_norm, int slots,
                     ork_dtype shadow) {
     const ork_backend *be = ork_cpu_backend();
     static ork_kctx k;
     memset(&k, 0, sizeof k);
     CU_ASSERT_EQUAL(ork_alloc_create(be, 0, a), ORK_OK);
-    CU_ASSERT_EQUAL(ork_copy_engine_create_cpu(mode, ork_zero_n_events(slots), ce), ORK_OK);
+    CU_ASSERT_EQUAL(ork_copy_engine_create_cpu(mode, ork_tstream_n_events(slots), ce), ORK_OK);
     ork_dtype dt[NP];
     size_t sb[NP];
     for (int i = 0; i < NP; i++) { dt[i] = ORK_F32; sb[i] = (size_t)p_numel[i] * 4; }
-    ork_zero_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL, shadow, g_chunks};
-    ork_zero *z = NULL;
-    CU_ASSERT_EQUAL(ork_zero_create(*ce, *a, be, &k, &o, &z), ORK_OK);
+    ork_tstream_opts o = {NB, NP, p_block, dt, p_numel, sb, slots, 0, max_norm, step_cb, NULL, shadow, g_chunks};
+    ork_tstream *z = NULL;
+    CU_ASSERT_EQUAL(ork_tstream_create(*ce, *a, be, &k, &o, &z), ORK_OK);
     /* slots of >= 4 aligned units: the chunked hand-over has several chunks */
-    if (z) CU_ASSERT(ork_zero_get_layout(z)->max_block_bytes >= 4 * ORK_STREAM_ALIGN);
-    if (z) ork_zero_set_ahead(z, !g_no_ahead);
+    if (z) CU_ASSERT(ork_tstream_get_layout(z)->max_block_bytes >= 4 * ORK_STREAM_ALIGN);
+    if (z) ork_tstream_set_ahead(z, !g_no_ahead);
     return z;
 }
 
-static void put(ork_zero *z, const sim *r) {
-    const ork_zero_layout *L = ork_zero_get_layout(z);
+static void put(ork_tstream *z, const sim *r) {
+    const ork_tstream_layout *L = ork_tstream_get_layout(z);
     for (int i = 0; i < NP; i++) {
-        char *h = ork_zero_host(z, L->params[i].block);
+        char *h = ork_tstream_host(z, L->params[i].block);
         memcpy(h + L->params[i].data_offset, r->data[i], L->params[i].data_bytes);
         memcpy(h + L->params[i].state_offset, r->mom[i], L->params[i].state_bytes);
     }
 }
-static void get(ork_zero *z, sim *r) {
-    CU_ASSERT_EQUAL(ork_zero_sync(z), ORK_OK);
-    const ork_zero_layout *L = ork_zero_get_layout(z);
+static void get(ork_tstream *z, sim *r) {
+    CU_ASSERT_EQUAL(ork_tstream_sync(z), ORK_OK);
+    const ork_tstream_layout *L = ork_tstream_get_layout(z);
     for (int i = 0; i < NP; i++) {
-        char *h = ork_zero_host(z, L->params[i].block);
+        char *h = ork_tstream_host(z, L->params[i].block);
         memcpy(r->data[i], h + L->params[i].data_offset, L->params[i].data_bytes);
         memcpy(r->mom[i], h + L->params[i].state_offset, L->params[i].state_bytes);
     }
@@ -114,53 +114,53 @@ static void get(ork_zero *z, sim *r) {
 
 /* A forward visit of block b with shadows: each F32 parameter reads as BF16,
  * and its bytes are the host record's current values rounded to nearest even
- * (the initial shadows from ork_zero_refresh_shadows, later ones from the
+ * (the initial shadows from ork_tstream_refresh_shadows, later ones from the
  * device's cast after each step, written back with the record). Block 4's
  * forward is its stepping visit (merged): F32. */
-static void check_shadows(ork_zero *z, int b) {
-    const ork_zero_layout *L = ork_zero_get_layout(z);
+static void check_shadows(ork_tstream *z, int b) {
+    const ork_tstream_layout *L = ork_tstream_get_layout(z);
     /* the host records as they will be once every queued copy is done: a load
      * that ran ahead of its block's write-back holds older shadows than these */
-    CU_ASSERT_EQUAL(ork_zero_sync(z), ORK_OK);
+    CU_ASSERT_EQUAL(ork_tstream_sync(z), ORK_OK);
     for (int i = 0; i < NP; i++) {
         if (p_block[i] != b) continue;
-        if (b == NB - 1) { CU_ASSERT_EQUAL(ork_zero_data_dtype(z, i), ORK_F32); continue; }
-        CU_ASSERT_EQUAL_FATAL(ork_zero_data_dtype(z, i), ORK_BF16);
-        const float *host = (const float *)((const char *)ork_zero_host(z, b) + L->params[i].data_offset);
+        if (b == NB - 1) { CU_ASSERT_EQUAL(ork_tstream_data_dtype(z, i), ORK_F32); continue; }
+        CU_ASSERT_EQUAL_FATAL(ork_tstream_data_dtype(z, i), ORK_BF16);
+        const float *host = (const float *)((const char *)ork_tstream_host(z, b) + L->params[i].data_offset);
         uint16_t want[64];
         CU_ASSERT_FATAL(p_numel[i] <= 64);
         ork_bf16_from_f32(host, (size_t)p_numel[i], want);
-        CU_ASSERT_EQUAL(memcmp(ork_zero_data(z, i), want, (size_t)p_numel[i] * 2), 0);
+        CU_ASSERT_EQUAL(memcmp(ork_tstream_data(z, i), want, (size_t)p_numel[i] * 2), 0);
     }
 }
 
 /* one training pass: forward 0..4, backward 4..1 (the runner's order) */
-static void streamed(ork_zero *z, sim *r, int steps, float *applied, int shadows) {
+static void streamed(ork_tstream *z, sim *r, int steps, float *applied, int shadows) {
     int order[] = {0, 1, 2, 3, 4, 4, 3, 2, 1};
     for (int s = 1; s <= steps; s++) {
         r->step++;
-        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, order, 9), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_tstream_pass_begin(z, order, 9), ORK_OK);
         for (int b = 0; b < NB; b++) {
-            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_enter(z, b), ORK_OK);
             if (shadows) check_shadows(z, b);
-            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_leave(z, b), ORK_OK);
         }
         for (int b = NB - 1; b >= 1; b--) {
-            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_enter(z, b), ORK_OK);
             for (int i = 0; i < NP; i++) {
                 if (p_block[i] != b) continue;
-                float *w = ork_zero_data(z, i), *g = ork_zero_grad(z, i);
+                float *w = ork_tstream_data(z, i), *g = ork_tstream_grad(z, i);
                 CU_ASSERT_PTR_NOT_NULL_FATAL(w);
                 for (int e = 0; e < p_numel[i]; e++)
                     g[e] += (b == r->nan_block && r->step == r->nan_step) ? NAN : grad_of(i, e, w[e], r->step);
             }
-            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, b), ORK_OK);
-            CU_ASSERT_EQUAL_FATAL(ork_zero_grads_ready(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_leave(z, b), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_grads_ready(z, b), ORK_OK);
         }
-        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_end(z), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_tstream_pass_end(z), ORK_OK);
         double nm;
         int sk;
-        CU_ASSERT_EQUAL(ork_zero_step_end(z, &nm, &applied[s - 1], &sk), ORK_OK);
+        CU_ASSERT_EQUAL(ork_tstream_step_end(z, &nm, &applied[s - 1], &sk), ORK_OK);
         /* the non-finite block is named and counted on its step only (the flags reset) */
         CU_ASSERT_EQUAL(sk, r->nan_block >= 1 && r->step == r->nan_step ? 1 : 0);
     }
@@ -179,8 +179,8 @@ static int same(const sim *a, const sim *b) {
 }
 
 /* Bytes a visit of block b loads: a forward-only one (fwd), the stepping one (step). */
-static void visit_bytes(ork_zero *z, int shadows, size_t *fwd, size_t *step) {
-    const ork_zero_layout *L = ork_zero_get_layout(z);
+static void visit_bytes(ork_tstream *z, int shadows, size_t *fwd, size_t *step) {
+    const ork_tstream_layout *L = ork_tstream_get_layout(z);
     for (int b = 0; b < NB; b++) {
         size_t data0 = SIZE_MAX, state0 = SIZE_MAX;
         for (int i = 0; i < NP; i++)
@@ -198,12 +198,12 @@ static void visit_bytes(ork_zero *z, int shadows, size_t *fwd, size_t *step) {
 
 static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *out, float *applied, int shadows) {
     ork_copy_engine *ce; ork_alloc *a;
-    ork_zero *z = mk(&ce, mode, &a, max_norm, slots, shadows ? ORK_BF16 : 0);
+    ork_tstream *z = mk(&ce, mode, &a, max_norm, slots, shadows ? ORK_BF16 : 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(z);
     sim r;
     init(&r);
     put(z, &r);
-    ork_zero_refresh_shadows(z);
+    ork_tstream_refresh_shadows(z);
     streamed(z, &r, STEPS, applied, shadows);
     /* bytes in: a visit that does not step its block (the forward pass, blocks
      * 0..3) loads the shadows, or without them the parameter part, never the
@@ -222,10 +222,10 @@ static void run_pair_sh(double max_norm, ork_ce_cpu_mode mode, int slots, sim *o
     int nr = slots < NB - 2 ? slots : NB - 2;
     size_t found = 0;
     for (int b = 1; b <= nr; b++) found += fwd[b];
-    CU_ASSERT_EQUAL(ork_zero_reused(z), (uint64_t)(STEPS - 1 + !g_no_ahead) * (uint64_t)nr);
+    CU_ASSERT_EQUAL(ork_tstream_reused(z), (uint64_t)(STEPS - 1 + !g_no_ahead) * (uint64_t)nr);
     CU_ASSERT_EQUAL(ork_ce_bytes(ce, ORK_LANE_H2D), (uint64_t)STEPS * want + ahead - (uint64_t)(STEPS - 1 + !g_no_ahead) * found);
     get(z, out);
-    ork_zero_destroy(z);
+    ork_tstream_destroy(z);
     ork_copy_engine_destroy(ce);
     ork_alloc_destroy(a);
 }
@@ -238,7 +238,7 @@ static void bitwise_vs_resident(int shadows) {
         for (int mode = 0; mode < 2; mode++)
             for (int slots = 2; slots <= 4; slots++)
                 for (int c = 0; c < 3; c++) { /* whole records, an uneven split, the most chunks */
-                    g_chunks = c == 0 ? 1 : c == 1 ? 7 : ORK_ZERO_CHUNKS;
+                    g_chunks = c == 0 ? 1 : c == 1 ? 7 : ORK_TSTREAM_CHUNKS;
                     g_no_ahead = ah;
                     sim s, ref;
                     float ap[STEPS];
@@ -273,7 +273,7 @@ static void clip_previous_norm(void) {
     CU_ASSERT(ap[1] < 1.0f);          /* later steps: scaled by the previous norm */
 }
 
-/* The loads issued ahead at a pass's end: dropped by ork_zero_sync (the host
+/* The loads issued ahead at a pass's end: dropped by ork_tstream_sync (the host
  * may write the records next) and issued again at pass_begin; not taken by a
  * pass that starts otherwise (a forward pass over blocks 2..4), which loads
  * its own or finds them in their slots; the parameters as the resident run's
@@ -281,12 +281,12 @@ static void clip_previous_norm(void) {
 static void ahead_dropped_or_replaced(void) {
     for (int mode = 0; mode < 2; mode++) {
         ork_copy_engine *ce; ork_alloc *a;
-        ork_zero *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, 0);
+        ork_tstream *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(z);
         sim r, out, ref;
         init(&r);
         put(z, &r);
-        ork_zero_refresh_shadows(z);
+        ork_tstream_refresh_shadows(z);
         size_t fwd[NB], step[NB];
         visit_bytes(z, 0, fwd, step);
         float ap[3];
@@ -296,27 +296,27 @@ static void ahead_dropped_or_replaced(void) {
         uint64_t b2 = ork_ce_bytes(ce, ORK_LANE_H2D);
         /* step 1: all its loads, then 1 and 2 ahead; step 2 took those: the same less them */
         CU_ASSERT_EQUAL(b1 - (b2 - b1), fwd[1] + fwd[2]);
-        CU_ASSERT_EQUAL(ork_zero_sync(z), ORK_OK); /* drops the new ones */
+        CU_ASSERT_EQUAL(ork_tstream_sync(z), ORK_OK); /* drops the new ones */
         streamed(z, &r, 1, ap + 2, 0);          /* loads 1 and 2 again at its pass_begin */
         uint64_t b3 = ork_ce_bytes(ce, ORK_LANE_H2D);
         CU_ASSERT_EQUAL(b3 - b2, b1);
         int fo[3] = {2, 3, 4};
-        CU_ASSERT_EQUAL_FATAL(ork_zero_pass_begin(z, fo, 3), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_tstream_pass_begin(z, fo, 3), ORK_OK);
         uint64_t b4 = ork_ce_bytes(ce, ORK_LANE_H2D);
         /* not the 1 and 2 issued ahead: its own two, of which block 2 is still in
          * its slot from the backward (found, not loaded) */
         CU_ASSERT_EQUAL(b4 - b3, fwd[3]);
         for (int q = 0; q < 3; q++) {
-            CU_ASSERT_EQUAL_FATAL(ork_zero_enter(z, fo[q]), ORK_OK);
-            CU_ASSERT_EQUAL_FATAL(ork_zero_leave(z, fo[q]), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_enter(z, fo[q]), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(ork_tstream_leave(z, fo[q]), ORK_OK);
         }
-        CU_ASSERT_EQUAL(ork_zero_pass_end(z), ORK_OK);
+        CU_ASSERT_EQUAL(ork_tstream_pass_end(z), ORK_OK);
         get(z, &out);
         init(&ref);
         double prev = 0;
         resident(&ref, 3, 0, 0, &prev);
         CU_ASSERT(same(&out, &ref)); /* the forward pass steps nothing */
-        ork_zero_destroy(z);
+        ork_tstream_destroy(z);
         ork_copy_engine_destroy(ce);
         ork_alloc_destroy(a);
     }
@@ -328,53 +328,53 @@ static void resume(void) {
     float ap[STEPS];
     run_pair(1.0, ORK_CE_EAGER, 2, &full, ap);
     ork_copy_engine *ce; ork_alloc *a;
-    ork_zero *z = mk(&ce, ORK_CE_EAGER, &a, 1.0, 2, 0);
+    ork_tstream *z = mk(&ce, ORK_CE_EAGER, &a, 1.0, 2, 0);
     sim r, saved;
     init(&r);
     put(z, &r);
     streamed(z, &r, 2, ap, 0);
     get(z, &saved);
-    double pn = ork_zero_prev_norm(z);
-    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+    double pn = ork_tstream_prev_norm(z);
+    ork_tstream_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
     z = mk(&ce, ORK_CE_DEFERRED, &a, 1.0, 3, 0);
     put(z, &saved);
-    ork_zero_set_prev_norm(z, pn);
+    ork_tstream_set_prev_norm(z, pn);
     saved.step = 2;
     saved.nan_block = -1;
     streamed(z, &saved, 2, ap, 0);
     sim out;
     get(z, &out);
     CU_ASSERT(same(&out, &full));
-    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+    ork_tstream_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
 }
 
 /* The next pass's first forward visits find the backward's last stepped blocks
  * (1 and 2) in their slots, their shadows current (check_shadows) — until the
- * host writes the records between passes (after ork_zero_sync): then the slots
+ * host writes the records between passes (after ork_tstream_sync): then the slots
  * are loaded again and read the new values. Both copy-engine modes. */
 static void found_until_host_writes(void) {
     for (int mode = 0; mode < 2; mode++) {
         ork_copy_engine *ce; ork_alloc *a;
-        ork_zero *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, ORK_BF16);
+        ork_tstream *z = mk(&ce, (ork_ce_cpu_mode)mode, &a, 0, 2, ORK_BF16);
         CU_ASSERT_PTR_NOT_NULL_FATAL(z);
         sim r;
         float ap[2];
         init(&r);
         put(z, &r);
-        ork_zero_refresh_shadows(z);
+        ork_tstream_refresh_shadows(z);
         streamed(z, &r, 1, ap, 1);
-        uint64_t n0 = ork_zero_reused(z);
+        uint64_t n0 = ork_tstream_reused(z);
         streamed(z, &r, 1, ap, 1); /* blocks 1 and 2 found (issued ahead at the last pass's end) */
-        CU_ASSERT_EQUAL(ork_zero_reused(z), n0 + 2);
+        CU_ASSERT_EQUAL(ork_tstream_reused(z), n0 + 2);
         get(z, &r);
         for (int i = 0; i < NP; i++)
             for (int e = 0; e < p_numel[i]; e++) r.data[i][e] += 0.375f;
         put(z, &r);
-        ork_zero_refresh_shadows(z);
-        uint64_t n1 = ork_zero_reused(z);
+        ork_tstream_refresh_shadows(z);
+        uint64_t n1 = ork_tstream_reused(z);
         streamed(z, &r, 1, ap + 1, 1); /* check_shadows: the new values, loaded */
-        CU_ASSERT_EQUAL(ork_zero_reused(z), n1 + 2); /* only at its end, for the next pass */
-        ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+        CU_ASSERT_EQUAL(ork_tstream_reused(z), n1 + 2); /* only at its end, for the next pass */
+        ork_tstream_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
     }
 }
 
@@ -387,14 +387,14 @@ static void nonfinite_block_mode(ork_ce_cpu_mode mode, int nan_step) {
     sim before, after, r;
     init(&before);
     if (nan_step > 1) {
-        ork_zero *z0 = mk(&ce, mode, &a, 0, 2, 0);
+        ork_tstream *z0 = mk(&ce, mode, &a, 0, 2, 0);
         put(z0, &before);
         float ap0[4];
         streamed(z0, &before, nan_step - 1, ap0, 0);
         get(z0, &before);
-        ork_zero_destroy(z0); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+        ork_tstream_destroy(z0); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
     }
-    ork_zero *z = mk(&ce, mode, &a, 0, 2, 0);
+    ork_tstream *z = mk(&ce, mode, &a, 0, 2, 0);
     init(&r);
     put(z, &r);
     r.nan_block = 3;
@@ -406,7 +406,7 @@ static void nonfinite_block_mode(ork_ce_cpu_mode mode, int nan_step) {
         int eq = !memcmp(after.data[i], before.data[i], (size_t)p_numel[i] * 4);
         CU_ASSERT(p_block[i] == 3 ? eq : !eq);
     }
-    ork_zero_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
+    ork_tstream_destroy(z); ork_copy_engine_destroy(ce); ork_alloc_destroy(a);
 }
 static void nonfinite_block(void) {
     for (int nan_step = 1; nan_step <= 2; nan_step++) {

@@ -1,7 +1,7 @@
-/* train/pngw.c — see pngw.h. libpng reports errors by longjmp out of our
+/* io/png_writer.c — see png_writer.h. libpng reports errors by longjmp out of our
  * error callback; everything that must be released afterwards is volatile or
  * set before setjmp. */
-#include "train/pngw.h"
+#include "io/png_writer.h"
 
 #include "util/log.h"
 

@@ -1,5 +1,5 @@
-/* stream/zero.c — see zero.h. */
-#include "stream/zero.h"
+/* stream/trainable_stream.c — see trainable_stream.h. */
+#include "stream/trainable_stream.h"
 
 #include "cpu/cpu.h"
 #include "numerics/half.h"
@@ -15,13 +15,13 @@ typedef struct zvisit {
     int block, uses, stepped;
 } zvisit;
 
-struct ork_zero {
+struct ork_tstream {
     ork_copy_engine *ce;
     ork_alloc *a;
     const ork_backend *be;
     const ork_kctx *k;
-    ork_zero_opts o;
-    ork_zero_layout L;
+    ork_tstream_opts o;
+    ork_tstream_layout L;
     int *first;          /* [n_blocks + 1] first parameter of block b (params sorted by block) */
     int *order_p;        /* [n_params] parameter indices sorted by block */
     uint8_t **host;      /* [n_blocks] */
@@ -57,7 +57,7 @@ struct ork_zero {
     /* the next pass's first K loads, issued at this pass's end as this pass's
      * first visits predict them (the link idles from the last write-back through
      * the step's tail otherwise); kept at pass_begin while they match */
-    int ahead;           /* ork_zero_set_ahead (default on) */
+    int ahead;           /* ork_tstream_set_ahead (default on) */
     int pre_n;           /* loads issued ahead */
     zvisit *pre;         /* [K] their visits */
     /* the block whose current record a slot holds (-1: none): a stepped block's
@@ -72,15 +72,15 @@ struct ork_zero {
     int *pre_slot;       /* [K] the permutation the loads ahead went to */
 };
 
-static int zslot(const ork_zero *z, int x) { return z->vslot[x]; }
+static int zslot(const ork_tstream *z, int x) { return z->vslot[x]; }
 
 /* The host may write the records: no slot's copy counts as current. */
-static void forget_slots(ork_zero *z) {
+static void forget_slots(ork_tstream *z) {
     for (int s = 0; s < z->K; s++) z->content[s] = -1;
 }
 
 /* Visit x + K takes visit x's slot (freed at its leave), after the first K. */
-static void repeat_slots(ork_zero *z) {
+static void repeat_slots(ork_tstream *z) {
     for (int x = z->K; x < z->nv; x++) z->vslot[x] = z->vslot[x - z->K];
 }
 
@@ -88,7 +88,7 @@ static void repeat_slots(ork_zero *z) {
  * takes the slot still holding that block's record (the backward ends on the
  * blocks the forward starts with, in reverse: no rotation finds them all),
  * the others the slots left, in order. */
-static void assign_slots(ork_zero *z) {
+static void assign_slots(ork_tstream *z) {
     int K = z->K;
     for (int x = 0; x < K; x++) z->vslot[x] = -1;
     for (int x = 0; x < K && x < z->nv; x++)
@@ -121,21 +121,21 @@ static void shadow_range(void *ctx, int64_t lo, int64_t hi) {
 }
 /* Events, per slot s: READY (its load is in), FREE (compute is done with it),
  * WB (its whole write-back is out) and one per write-back chunk; then STEPPED. */
-enum { EV_PER_SLOT = 3 + ORK_ZERO_CHUNKS };
-static int ev_ready(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s; }
-static int ev_free(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s + 1; }
-static int ev_wb(const ork_zero *z, int s) { return z->ev0 + EV_PER_SLOT * s + 2; }
-static int ev_chunk(const ork_zero *z, int s, int c) { return z->ev0 + EV_PER_SLOT * s + 3 + c; }
-static int ev_stepped(const ork_zero *z) { return z->ev0 + EV_PER_SLOT * z->K; }
-static int ev_norm(const ork_zero *z) { return z->ev0 + EV_PER_SLOT * z->K + 1; }
+enum { EV_PER_SLOT = 3 + ORK_TSTREAM_CHUNKS };
+static int ev_ready(const ork_tstream *z, int s) { return z->ev0 + EV_PER_SLOT * s; }
+static int ev_free(const ork_tstream *z, int s) { return z->ev0 + EV_PER_SLOT * s + 1; }
+static int ev_wb(const ork_tstream *z, int s) { return z->ev0 + EV_PER_SLOT * s + 2; }
+static int ev_chunk(const ork_tstream *z, int s, int c) { return z->ev0 + EV_PER_SLOT * s + 3 + c; }
+static int ev_stepped(const ork_tstream *z) { return z->ev0 + EV_PER_SLOT * z->K; }
+static int ev_norm(const ork_tstream *z) { return z->ev0 + EV_PER_SLOT * z->K + 1; }
 
-ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
-                           const ork_zero_opts *o, ork_zero **out) {
+ork_status ork_tstream_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend *be, const ork_kctx *k,
+                           const ork_tstream_opts *o, ork_tstream **out) {
     if (o->n_slots < 2) return ORK_FAIL(ORK_E_INVALID, "zero: a ring needs at least 2 slots, got %d", o->n_slots);
-    if (o->event_base < 0 || o->event_base + ork_zero_n_events(o->n_slots) > ork_ce_n_events(ce))
+    if (o->event_base < 0 || o->event_base + ork_tstream_n_events(o->n_slots) > ork_ce_n_events(ce))
         return ORK_FAIL(ORK_E_INVALID, "zero: %d slots need events %d..%d but the copy engine has %d", o->n_slots,
-                        o->event_base, o->event_base + ork_zero_n_events(o->n_slots) - 1, ork_ce_n_events(ce));
-    ork_zero *z = calloc(1, sizeof *z);
+                        o->event_base, o->event_base + ork_tstream_n_events(o->n_slots) - 1, ork_ce_n_events(ce));
+    ork_tstream *z = calloc(1, sizeof *z);
     if (!z) return ORK_E_NOMEM;
     z->ce = ce; z->a = a; z->be = be; z->k = k; z->o = *o; z->K = o->n_slots; z->ev0 = o->event_base;
     z->clip = 1.0f;
@@ -180,7 +180,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
             if (o->block[i] == b) {
                 if (o->dtype[i] != ORK_F32 && o->dtype[i] != ORK_BF16)
                     st = ORK_FAIL(ORK_E_INVALID, "zero: parameter %d must be F32 or BF16", i);
-                ork_zero_param *p = &z->L.params[i];
+                ork_tstream_param *p = &z->L.params[i];
                 p->block = b;
                 p->dtype = o->dtype[i];
                 p->numel = o->numel[i];
@@ -193,7 +193,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
             }
         z->step_start[b] = up(sz);
         for (int t = z->first[b]; t < q; t++) {
-            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            ork_tstream_param *p = &z->L.params[z->order_p[t]];
             p->data_offset = up(sz);
             p->data_bytes = (size_t)p->numel * ork_dtype_size(p->dtype);
             sz = p->data_offset + p->data_bytes;
@@ -206,14 +206,14 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         if (!all_shadowed) z->step_start[b] = 0;
         z->fwd_end[b] = all_shadowed && z->step_start[b] ? z->step_start[b] : up(sz);
         for (int t = z->first[b]; t < q; t++) {
-            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            ork_tstream_param *p = &z->L.params[z->order_p[t]];
             p->state_offset = up(sz);
             p->state_bytes = o->state_bytes[z->order_p[t]];
             sz = p->state_offset + p->state_bytes;
         }
         size_t rec = q > z->first[b] ? up(sz) : 0, need = rec;
         for (int t = z->first[b]; t < q; t++) {
-            ork_zero_param *p = &z->L.params[z->order_p[t]];
+            ork_tstream_param *p = &z->L.params[z->order_p[t]];
             p->grad_offset = up(need);
             need = p->grad_offset + (size_t)p->numel * 4;
         }
@@ -227,7 +227,7 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
         }
     }
     z->first[nb] = q;
-    size_t nch = o->chunks > 0 && o->chunks <= ORK_ZERO_CHUNKS ? (size_t)o->chunks : ORK_ZERO_CHUNKS_DEFAULT;
+    size_t nch = o->chunks > 0 && o->chunks <= ORK_TSTREAM_CHUNKS ? (size_t)o->chunks : ORK_TSTREAM_CHUNKS_DEFAULT;
     z->chunk = up((z->L.max_block_bytes + nch - 1) / nch);
     if (!z->chunk) z->chunk = ORK_STREAM_ALIGN;
     if (st == ORK_OK && q != np) st = ORK_FAIL(ORK_E_INVALID, "zero: %d parameters have a block outside 0..%d", np - q, nb - 1);
@@ -237,12 +237,12 @@ ork_status ork_zero_create(ork_copy_engine *ce, ork_alloc *a, const ork_backend 
     if (st == ORK_OK) st = be->fill(k, np + 1, 0.0f, z->sums, ORK_F32);
     if (st == ORK_OK) st = ork_alloc_get(a, ((size_t)nb + 1) * 4, "workspace", (void **)&z->bad);
     if (st == ORK_OK) st = be->fill(k, nb + 1, 0.0f, z->bad, ORK_F32); /* 0.0f: all-zero bytes, int32 0 */
-    if (st != ORK_OK) { ork_zero_destroy(z); return st; }
+    if (st != ORK_OK) { ork_tstream_destroy(z); return st; }
     *out = z;
     return ORK_OK;
 }
 
-void ork_zero_destroy(ork_zero *z) {
+void ork_tstream_destroy(ork_tstream *z) {
     if (!z) return;
     if (z->ce) (void)ork_ce_sync(z->ce);
     for (int s = 0; z->slot && s < z->K; s++)
@@ -261,31 +261,31 @@ void ork_zero_destroy(ork_zero *z) {
     free(z);
 }
 
-const ork_zero_layout *ork_zero_get_layout(const ork_zero *z) { return &z->L; }
-void *ork_zero_host(ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks ? z->host[b] : NULL; }
+const ork_tstream_layout *ork_tstream_get_layout(const ork_tstream *z) { return &z->L; }
+void *ork_tstream_host(ork_tstream *z, int b) { return b >= 0 && b < z->o.n_blocks ? z->host[b] : NULL; }
 /* The host may write the records next: loads issued ahead carry the old
  * bytes, and so may the slots. */
-ork_status ork_zero_sync(ork_zero *z) {
+ork_status ork_tstream_sync(ork_tstream *z) {
     z->pre_n = 0;
     forget_slots(z);
     return ork_ce_sync(z->ce);
 }
-uint64_t ork_zero_reused(const ork_zero *z) { return z->reused; }
+uint64_t ork_tstream_reused(const ork_tstream *z) { return z->reused; }
 
-void ork_zero_set_ahead(ork_zero *z, int on) {
+void ork_tstream_set_ahead(ork_tstream *z, int on) {
     z->ahead = on != 0;
     if (!z->ahead) z->pre_n = 0;
 }
-double ork_zero_prev_norm(const ork_zero *z) { return z->prev_norm; }
-void ork_zero_set_prev_norm(ork_zero *z, double norm) {
+double ork_tstream_prev_norm(const ork_tstream *z) { return z->prev_norm; }
+void ork_tstream_set_prev_norm(ork_tstream *z, double norm) {
     z->prev_norm = norm;
     z->clip = ork_clip_factor(z->o.max_grad_norm, norm);
 }
 
-static int has(const ork_zero *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }
+static int has(const ork_tstream *z, int b) { return b >= 0 && b < z->o.n_blocks && z->host[b]; }
 
 /* The H2D lane waits for slot s's last write-back, and so for every earlier one. */
-static ork_status wait_wb(ork_zero *z, int s) {
+static ork_status wait_wb(ork_tstream *z, int s) {
     ORK_TRY(ork_ce_wait(z->ce, ORK_LANE_H2D, ev_wb(z, s)));
     if (z->slot_seq[s] > z->h2d_seen) z->h2d_seen = z->slot_seq[s];
     return ORK_OK;
@@ -296,7 +296,7 @@ static ork_status wait_wb(ork_zero *z, int s) {
  * several chunks the two directions run together instead of one after the
  * other; READY waits for the whole write-back, since the block's gradients may
  * lie where the old record is still going out. */
-static ork_status issue(ork_zero *z) {
+static ork_status issue(ork_tstream *z) {
     int x = z->issued, s = zslot(z, x), b = z->vis[x].block;
     if (!z->vis[x].stepped && z->content[s] == b) {
         /* a forward visit, the block's record still in the slot: nothing to copy
@@ -325,7 +325,7 @@ static ork_status issue(ork_zero *z) {
     return ORK_OK;
 }
 
-ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
+ork_status ork_tstream_pass_begin(ork_tstream *z, const int *order, int n) {
     if (n > z->cap) {
         zvisit *v = realloc(z->vis, (size_t)n * sizeof *v);
         if (!v) return ORK_E_NOMEM;
@@ -366,7 +366,7 @@ ork_status ork_zero_pass_begin(ork_zero *z, const int *order, int n) {
     return ORK_OK;
 }
 
-ork_status ork_zero_enter(ork_zero *z, int b) {
+ork_status ork_tstream_enter(ork_tstream *z, int b) {
     if (!has(z, b)) return ORK_OK;
     if (!z->active) return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d entered outside a pass", b);
     if (z->v >= 0 && z->left > 0 && z->vis[z->v].block == b) return ORK_OK; /* merged repeat */
@@ -388,39 +388,39 @@ ork_status ork_zero_enter(ork_zero *z, int b) {
 }
 
 /* Does parameter i's current visit read its shadow? */
-static int on_shadow(const ork_zero *z, int i) {
-    const ork_zero_param *p = &z->L.params[i];
+static int on_shadow(const ork_tstream *z, int i) {
+    const ork_tstream_param *p = &z->L.params[i];
     int b = p->block;
     return p->shadow_bytes && z->slot_of[b] >= 0 && z->v >= 0 && z->vis[z->v].block == b && !z->vis[z->v].stepped &&
            z->step_start[b] > 0;
 }
 
-void *ork_zero_data(ork_zero *z, int i) {
-    const ork_zero_param *p = &z->L.params[i];
+void *ork_tstream_data(ork_tstream *z, int i) {
+    const ork_tstream_param *p = &z->L.params[i];
     int s = z->slot_of[p->block];
     if (s < 0) return NULL;
     return (char *)z->slot[s] + (on_shadow(z, i) ? p->shadow_offset : p->data_offset);
 }
-ork_dtype ork_zero_data_dtype(const ork_zero *z, int i) {
+ork_dtype ork_tstream_data_dtype(const ork_tstream *z, int i) {
     return on_shadow(z, i) ? ORK_BF16 : z->L.params[i].dtype;
 }
 
-void ork_zero_refresh_shadows(ork_zero *z) {
+void ork_tstream_refresh_shadows(ork_tstream *z) {
     forget_slots(z); /* the host records change */
     for (int i = 0; i < z->o.n_params; i++) {
-        const ork_zero_param *p = &z->L.params[i];
+        const ork_tstream_param *p = &z->L.params[i];
         if (!p->shadow_bytes || !z->host[p->block]) continue;
         shadow_job j = {(const float *)(z->host[p->block] + p->data_offset),
                         (uint16_t *)(z->host[p->block] + p->shadow_offset)};
         ork_par_for(ork_numerics_threads(), p->numel, (int64_t)1 << 22, shadow_range, &j);
     }
 }
-float *ork_zero_grad(ork_zero *z, int i) {
+float *ork_tstream_grad(ork_tstream *z, int i) {
     int b = z->L.params[i].block, s = z->slot_of[b];
     return s < 0 ? NULL : (float *)((char *)z->slot[s] + z->L.params[i].grad_offset);
 }
 
-static ork_status release(ork_zero *z, int lane) {
+static ork_status release(ork_tstream *z, int lane) {
     int s = zslot(z, z->v);
     z->slot_of[z->vis[z->v].block] = -1;
     ORK_TRY(ork_ce_record(z->ce, lane, ev_free(z, s)));
@@ -428,7 +428,7 @@ static ork_status release(ork_zero *z, int lane) {
     return ORK_OK;
 }
 
-ork_status ork_zero_leave(ork_zero *z, int b) {
+ork_status ork_tstream_leave(ork_tstream *z, int b) {
     if (!has(z, b)) return ORK_OK;
     if (!z->active || z->v < 0 || z->vis[z->v].block != b || z->left <= 0)
         return ORK_FAIL(ORK_E_INTERNAL, "zero: block %d left without being entered", b);
@@ -437,7 +437,7 @@ ork_status ork_zero_leave(ork_zero *z, int b) {
     return release(z, ORK_LANE_COMPUTE);
 }
 
-ork_status ork_zero_grads_ready(ork_zero *z, int b) {
+ork_status ork_tstream_grads_ready(ork_tstream *z, int b) {
     if (!has(z, b)) return ORK_OK;
     if (!z->active || z->v < 0 || z->vis[z->v].block != b || z->left != 0 || !z->vis[z->v].stepped)
         return ORK_FAIL(ORK_E_INTERNAL, "zero: gradients of block %d reported outside its last visit", b);
@@ -461,7 +461,7 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     ork_status st = ORK_OK;
     for (int t = f; t < l && st == ORK_OK; t++) {
         int i = z->order_p[t];
-        const ork_zero_param *p = &z->L.params[i];
+        const ork_tstream_param *p = &z->L.params[i];
         float *g = (float *)(slot + p->grad_offset);
         if (z->clip != 1.0f) st = z->be->axpby(z->k, p->numel, z->clip, g, ORK_F32, 0.0f, g, ORK_F32);
         pp[t - f] = (ork_opt_param){"", p->dtype, p->numel, slot + p->data_offset, g, slot + p->state_offset};
@@ -479,7 +479,7 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     ORK_TRY(z->be->restore_if_nonfinite(z->k, z->sums + f, l - f, z->host[b], slot, z->L.block_bytes[b], z->bad + b));
     /* 3b. the shadows of the new values, cast as the linear op casts them */
     for (int t = f; t < l; t++) {
-        const ork_zero_param *p = &z->L.params[z->order_p[t]];
+        const ork_tstream_param *p = &z->L.params[z->order_p[t]];
         if (p->shadow_bytes)
             ORK_TRY(z->be->axpby(z->k, p->numel, 1.0f, slot + p->data_offset, ORK_F32, 0.0f, slot + p->shadow_offset,
                                  ORK_BF16));
@@ -514,7 +514,7 @@ ork_status ork_zero_grads_ready(ork_zero *z, int b) {
     return release(z, ORK_LANE_COMPUTE);
 }
 
-ork_status ork_zero_pass_end(ork_zero *z) {
+ork_status ork_tstream_pass_end(ork_tstream *z) {
     int ok = !z->active || (z->v == z->nv - 1 && z->left == 0);
     int v = z->v, nv = z->nv;
     z->active = 0;
@@ -534,7 +534,7 @@ ork_status ork_zero_pass_end(ork_zero *z) {
     return ORK_OK;
 }
 
-ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *skipped_blocks) {
+ork_status ork_tstream_step_end(ork_tstream *z, double *norm, float *applied, int *skipped_blocks) {
     int np = z->o.n_params, nb = z->o.n_blocks, skipped = 0;
     if (z->norm_out) { /* sent up at the last step (grads_ready) */
         z->norm_out = 0;
@@ -557,6 +557,6 @@ ork_status ork_zero_step_end(ork_zero *z, double *norm, float *applied, int *ski
     if (skipped_blocks) *skipped_blocks = skipped;
     ORK_TRY(z->be->fill(z->k, np, 0.0f, z->sums, ORK_F32));
     if (skipped) ORK_TRY(z->be->fill(z->k, nb, 0.0f, z->bad, ORK_F32)); /* zero bytes */
-    if (isfinite(nm)) ork_zero_set_prev_norm(z, nm);
+    if (isfinite(nm)) ork_tstream_set_prev_norm(z, nm);
     return ORK_OK;
 }
