@@ -185,6 +185,9 @@ ork_status ork_train_shard_items(job *j, int64_t k, int B, int *idx, int *slot, 
 /* text_glue.c: the captions and sample prompts encoded (or read from the text
  * cache) before the plan; caption dropout */
 ork_status ork_train_encode_text(job *j);
+/* `orakul plan`: the text encoders resolved as run resolves them (the same refusals),
+ * how many captions the cache holds, and the encode's plan for the rest */
+ork_status ork_train_plan_text(job *j, FILE *out);
 void ork_train_text_free(job *j);
 /* item i of datasets[ds] gets its caption's embedding (copied) unless it has one */
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it);

@@ -75,7 +75,7 @@ ork_status ork_train_open_text(const job *j, const char *img_path, char *te, siz
         int64_t bad = chk[q] ? ork_first_nonfinite(chk[q]->dtype, chk[q]->data, ork_st_nelements(chk[q])) : -1;
         if (bad >= 0)
             s = ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' element %lld is %s: the text embedding is not finite; encode "
-                         "the caption again (tools/encode_text.py) or delete the file", te, chk[q]->name, (long long)bad,
+                         "the caption again (tests/reference/encode_text.py) or delete the file (orakul then encodes the caption)", te, chk[q]->name, (long long)bad,
                          ork_nonfinite_kind(chk[q]->dtype, chk[q]->data, (uint64_t)bad));
     }
     if (s != ORK_OK) {

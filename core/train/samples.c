@@ -188,8 +188,8 @@ ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info,
              info->has_guidance || s->cfg_on ? (double)s->e[0].guidance : 0.0, (long long)sc->sample_every,
              (long long)sc->sample_start_step, s->dir);
     if (n_text + n_neg_text)
-        ORK_DEBUG("sample: %d of %d prompts (and %d negative prompts) are text: encoded at the start of a run by the "
-                  "model's text encoders (empty, zero conditioning without them)", n_text, s->n, n_neg_text);
+        ORK_INFO("sample: %d of %d prompts are text (and %d negative prompts): encoded with the captions at the start "
+                 "of a run (empty, zero conditioning without the model's text encoders)", n_text, s->n, n_neg_text);
     *out = s;
     return ORK_OK;
 }

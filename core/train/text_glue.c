@@ -72,6 +72,7 @@ typedef struct wants {
     char **dirs;     /* cache folders; NULL entries: not writable */
     int *dir_ok;
     int n_dirs;
+    int plan;        /* `orakul plan`: nothing is created */
 } wants;
 
 static void wants_free(wants *w) {
@@ -90,8 +91,8 @@ static int add_dir(wants *w, const char *dir) {
     w->dir_ok = ok;
     if (!(w->dirs[w->n_dirs] = strdup(dir))) return -1;
     /* the cache is an optimisation: a folder that cannot be made is a warning */
-    w->dir_ok[w->n_dirs] = ork_train_mkdir_p(dir) == 0;
-    if (!w->dir_ok[w->n_dirs])
+    w->dir_ok[w->n_dirs] = w->plan ? access(dir, W_OK) == 0 : ork_train_mkdir_p(dir) == 0;
+    if (!w->dir_ok[w->n_dirs] && !w->plan)
         ORK_WARN("cannot create %s (%s): text embeddings are not cached on disk", dir, strerror(errno));
     return w->n_dirs++;
 }
@@ -289,7 +290,9 @@ ork_status ork_train_encode_text(job *j) {
     j->T = ork_train_text_len(j);
     /* the sample prompts are made here (preflight keeps them) so that their text is encoded with the captions */
     if (!j->samples) ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
-    ork_textcond_opts o = {.what = NULL, .device_index = j->device_index};
+    ork_textcond_opts o;
+    ork_textcond_opts_from_config(&j->p->model, &j->info, &o); /* quantize_te, qtype_te, attn_masking */
+    o.device_index = j->device_index;
     ork_textcond *tc = NULL;
     ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc));
     if (!tc) return ORK_OK; /* no text encoders: the conditioner said so; .te.safetensors files or zeros */
@@ -379,4 +382,47 @@ int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const
     *txt = e >= 0 ? t->txt[e] : NULL;
     *vec = e >= 0 && t->vdim ? t->vec[e] : NULL;
     return 1;
+}
+
+/* ---- plan ------------------------------------------------------------------ */
+
+ork_status ork_train_plan_text(job *j, FILE *out) {
+    j->T = ork_train_text_len(j);
+    if (!j->samples) ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));
+    ork_textcond_opts o;
+    ork_textcond_opts_from_config(&j->p->model, &j->info, &o);
+    ork_textcond *tc = NULL;
+    ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc)); /* the pieces plan and run refuse alike */
+    if (!tc) return ork_textcond_describe(NULL, NULL, 0, 0, out);
+    ork_train_text t = {0};
+    wants w = {.plan = 1};
+    size_t nd = j->p->datasets.n;
+    int **img_want = calloc(nd ? nd : 1, sizeof *img_want), *drop_want = calloc(nd ? nd : 1, sizeof *drop_want);
+    int *samp = NULL, n_samp = 0;
+    t.n_img = calloc(nd ? nd : 1, sizeof *t.n_img);
+    ork_textcond_shape(tc, &t.T, &t.ctx, &t.vdim);
+    const char *identity = ork_textcond_identity(tc);
+    ork_status s = img_want && drop_want && t.n_img ? ORK_OK : nomem();
+    if (s == ORK_OK) s = gather_datasets(j, identity, &w, &t, img_want, drop_want);
+    if (s == ORK_OK) s = gather_samples(j, identity, &w, &samp, &n_samp);
+    int cached = 0;
+    for (int i = 0; s == ORK_OK && i < w.n; i++) { /* present; run checks each entry as it reads it */
+        char path[1300];
+        ork_text_cache_path(w.dirs[w.v[i].dir], w.v[i].key, path, sizeof path);
+        cached += access(path, R_OK) == 0;
+    }
+    if (s == ORK_OK) {
+        fprintf(out, "text: %d captions (images, dropout captions, sample prompts): %d in the text cache, %d to encode\n",
+                w.n, cached, w.n - cached);
+        const char *dev = j->p->device ? j->p->device : "cuda:0";
+        ork_backend pb = *ork_cpu_backend(); /* describe reads the device kind only */
+        if (strncmp(dev, "cpu", 3)) pb.device = ORK_DEV_CUDA, pb.name = "cuda";
+        size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
+        if (w.n > cached) s = ork_textcond_describe(tc, &pb, budget, w.n - cached, out);
+    }
+    for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
+    free(img_want), free(drop_want), free(samp), free(t.n_img);
+    wants_free(&w);
+    ork_textcond_close(tc);
+    return s;
 }

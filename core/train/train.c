@@ -499,6 +499,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
             ork_dataset_free(&ds);
         }
     }
+    if (s == ORK_OK) s = ork_train_plan_text(&j, out); /* the captions' encode, before the plan as in run (text_glue.c) */
     if (s == ORK_OK) {
         int64_t bytes = 0, lin = 0;
         for (int i = 0; i < j.info.n_weights; i++) {

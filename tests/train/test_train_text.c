@@ -14,7 +14,9 @@
  *  - 4 steps straight and 2 + 2 resumed give the same LoRA bytes with caption
  *    dropout on, and dropout changes the LoRA (it is applied);
  *  - an image's <stem>.te.safetensors stays an override (its caption is not
- *    encoded). */
+ *    encoded);
+ *  - `orakul plan` says how many captions the cache holds and plans the rest,
+ *    writing nothing; CLIP missing beside T5: plan and run exit 2 naming it. */
 #include "train_test_util.h"
 
 #include "io/safetensors.h"
@@ -50,6 +52,7 @@ static int init(void) {
     return e != 0;
 }
 static int clean(void) {
+    if (getenv("ORK_TEST_KEEP")) return 0; /* to read the runs' logs */
     tt_rm_rf(root);
     return 0;
 }
@@ -104,6 +107,22 @@ static int run_counts(const char *cfg, const char *log, int *n, int *enc) {
     return rc;
 }
 
+/* `orakul plan cfg` with stdout/stderr into <log>.out/.err; the exit code. */
+static int plan(const char *cfg, const char *log) {
+    char o[1200], e[1200];
+    tt_fmt(o, sizeof o, "%s.out", log);
+    tt_fmt(e, sizeof e, "%s.err", log);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    char *argv[] = {(char *)ORK_ORAKUL_EXE, (char *)"plan", (char *)cfg, NULL};
+    pid_t pid;
+    int r = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return r == 0 ? tt_wait(pid, 120) : -1;
+}
+
 static int log_has(const char *log, const char *what) {
     char p[1200], q[1200];
     tt_fmt(p, sizeof p, "%s.err", log);
@@ -144,6 +163,13 @@ static void test_cache(void) {
     tt_fmt(cfg, sizeof cfg, "%s/c.yaml", root);
     tt_fmt(out, sizeof out, "%s/out_cache", root);
     write_cfg(cfg, out, 2, 2, 0.5);
+    /* plan: what run will encode, nothing written */
+    tt_fmt(log, sizeof log, "%s/plan1", root);
+    CU_ASSERT(plan(cfg, log) == 0);
+    CU_ASSERT(log_has(log, "text: 5 captions (images, dropout captions, sample prompts): 0 in the text cache, 5 to encode"));
+    CU_ASSERT(log_has(log, "text encode: 5 captions, txt (8, 32), vec (16)"));
+    tt_fmt(p, sizeof p, "%s/_text_cache", data);
+    CU_ASSERT(!tt_exists(p));
     /* first run: 3 captions + the dropout caption + the prompt */
     tt_fmt(log, sizeof log, "%s/run1", root);
     CU_ASSERT_FATAL(run_counts(cfg, log, &n, &enc) == 0);
@@ -163,6 +189,9 @@ static void test_cache(void) {
     CU_ASSERT(run_counts(cfg, log, &n, &enc) == 0);
     CU_ASSERT_EQUAL(n, 5);
     CU_ASSERT_EQUAL(enc, 0);
+    tt_fmt(log, sizeof log, "%s/plan2", root);
+    CU_ASSERT(plan(cfg, log) == 0);
+    CU_ASSERT(log_has(log, ": 5 in the text cache, 0 to encode"));
     /* a changed caption: only that one */
     tt_fmt(p, sizeof p, "%s/chelsea.txt", data);
     CU_ASSERT_FATAL(tt_write_all(p, "a tabby cat asleep on a sofa") == 0);
@@ -260,9 +289,37 @@ static void test_resume(void) {
     CU_ASSERT(!tt_same_bytes(p, q)); /* and dropout took effect */
 }
 
+/* CLIP and its tokenizer missing beside T5: plan and run refuse with the same one line */
+static void test_missing_piece(void) {
+    char m2[800], p[1000], cfg[800], out[800], lp[800], lr[800];
+    tt_fmt(m2, sizeof m2, "%s/m_t5only", root);
+    CU_ASSERT_FATAL(mkdir(m2, 0755) == 0);
+    tt_fmt(p, sizeof p, "%s/transformer", m2);
+    CU_ASSERT_FATAL(mkdir(p, 0755) == 0);
+    CU_ASSERT_FATAL(lnk(FX "/flux1_small_diffusers.safetensors", p, "diffusion_pytorch_model.safetensors") == 0);
+    CU_ASSERT_FATAL(lnk(FX "/text/t5_tiny", m2, "text_encoder_2") == 0);
+    CU_ASSERT_FATAL(lnk(FX "/text/cond/tokenizer_2", m2, "tokenizer_2") == 0);
+    tt_fmt(cfg, sizeof cfg, "%s/m.yaml", root);
+    tt_fmt(out, sizeof out, "%s/out_missing", root);
+    write_cfg(cfg, out, 1, 1, 0.0);
+    char *y = tt_read_all(cfg, NULL), *at = y ? strstr(y, model) : NULL;
+    CU_ASSERT_FATAL(at != NULL);
+    char fixed[4096];
+    tt_fmt(fixed, sizeof fixed, "%.*s%s%s", (int)(at - y), y, m2, at + strlen(model));
+    free(y);
+    CU_ASSERT_FATAL(tt_write_all(cfg, fixed) == 0);
+    tt_fmt(lp, sizeof lp, "%s/missing_plan", root);
+    tt_fmt(lr, sizeof lr, "%s/missing_run", root);
+    CU_ASSERT_EQUAL(plan(cfg, lp), 2);
+    CU_ASSERT_EQUAL(tt_run_q(cfg, lr, 120, 1), 2);
+    CU_ASSERT(log_has(lp, "text_encoder"));
+    CU_ASSERT(log_has(lr, "text_encoder"));
+}
+
 static const ork_test_case cases[] = {
     {"text cache: encoded once, read back, changed/corrupt/NaN entries and identity", test_cache},
     {"caption dropout: resumed == straight, and it changes training", test_resume},
+    {"a missing text encoder: plan and run refuse alike", test_missing_piece},
     {NULL, NULL},
 };
 ORK_TEST_MAIN("train_text", init, clean, cases)

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""encode_text.py — write the text embeddings orakul trains with, until orakul
-encodes text itself. For every image in a dataset folder it reads the caption
-(<stem><caption_ext>, the same rules as the trainer: [trigger] replaced, the
-trigger word prepended when missing) and writes <stem>.te.safetensors next to
-the image:
+"""encode_text.py — the PyTorch reference for orakul's text embeddings.
+orakul reads captions itself (issue #28: core/text tokenizers, the T5/CLIP
+text_encoder components, train/text_glue.c and its text cache); this script is
+what it was checked against, and the way to give FLUX.2 real text conditioning
+until orakul encodes Mistral / Qwen3. For every image in a dataset folder it
+reads the caption (<stem><caption_ext>, the same rules as the trainer:
+[trigger] replaced, the trigger word prepended when missing) and writes
+<stem>.te.safetensors next to the image, which the trainer takes as an
+override of the encoded caption:
 
     txt  F32 (T, context_dim)   the DiT's text tokens
     vec  F32 (vec_dim)          FLUX.1 only: CLIP-L pooled output
@@ -17,11 +21,11 @@ the feature axis (3 x 5120 = 15360), max_length 512. FLUX.2 klein: Qwen3
 
 Usage (models from the local Hugging Face cache or a path; needs torch and
 transformers):
-  python3 tools/encode_text.py --family flux1 --folder data/my_set \
+  python3 tests/reference/encode_text.py --family flux1 --folder data/my_set \
       [--t5 google/t5-v1_1-xxl] [--clip openai/clip-vit-large-patch14] [--trigger sks]
-  python3 tools/encode_text.py --family flux2 --folder data/my_set --llm mistralai/Mistral-Small-3.1-24B-Instruct-2503
-  python3 tools/encode_text.py --family klein --folder data/my_set --llm Qwen/Qwen3-4B
-The trainer logs at start whether it found these files.
+  python3 tests/reference/encode_text.py --family flux2 --folder data/my_set --llm mistralai/Mistral-Small-3.1-24B-Instruct-2503
+  python3 tests/reference/encode_text.py --family klein --folder data/my_set --llm Qwen/Qwen3-4B
+The trainer logs at start how many images took these files.
 """
 import argparse
 import os
