@@ -51,6 +51,8 @@ typedef struct tc_plan {
     int chunk;             /* captions per chunk */
     size_t peak;           /* predicted device peak */
     double flops_per_caption;
+    size_t carry_per_caption; /* layer-major: one caption's carry between blocks (estimate) */
+    size_t carry_shared;      /* ... and what every caption shares (T5's position bias) */
 } tc_plan;
 
 /* Stored bytes of weight d under slot t's storage (act dtype of be, quantizer). */

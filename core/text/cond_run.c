@@ -169,16 +169,20 @@ static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mas
     return ORK_OK;
 }
 
-/* ---- layer-major: carries on the host ------------------------------------- */
+/* ---- layer-major: every chunk's carry kept between blocks ----------------- */
 
+/* A carry slot of one chunk between blocks: on the device (keep, an
+ * allocation of the encode's allocator, tag "text carry") or on the host
+ * (data). owner 0: the storage is chunk 0's (a slot every chunk shares). */
 typedef struct hslot {
     ork_dtype dt;
     int ndim;
     int64_t shape[ORK_MAX_DIMS];
-    void *data;      /* NULL: the slot is empty */
     size_t bytes;
-    int owner;       /* 0: data belongs to chunk 0's slot (the same bytes) */
-    ork_tensor *dev; /* restored tensor of the current chunk (graph's or persistent) */
+    void *data;
+    ork_tensor *keep;
+    int owner;
+    ork_tensor *dev; /* the tensor the chunk's carry used for it this block */
 } hslot;
 
 typedef struct hcarry {
@@ -188,14 +192,41 @@ typedef struct hcarry {
 
 static void hcarry_free(hcarry *h) {
     for (int i = 0; i < ORK_CARRY_MAX; i++)
-        if (h->s[i].owner) free(h->s[i].data);
+        if (h->s[i].owner) {
+            free(h->s[i].data);
+            if (h->s[i].keep) ork_tensor_free(h->s[i].keep);
+        }
     memset(h, 0, sizeof *h);
 }
 
-/* Save carry c of chunk ci into nw[ci]; slots that are still the tensors
- * restored from old[ci] move their host bytes over instead of copying back.
- * Chunks go in order: nw[0] is complete when chunk ci > 0 is saved. */
-static ork_status save_carry(runner *r, const ork_carry *c, hcarry *old, hcarry *nw, int ci) {
+static int slot_set(const hslot *s) { return s->data || s->keep; }
+static int same_shape(const hslot *a, const hslot *b) {
+    return a->dt == b->dt && a->bytes == b->bytes && a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof a->shape);
+}
+
+typedef struct lm_state {
+    int on_device;                 /* carries on the device (else the host) */
+    int share[ORK_CARRY_MAX];      /* this block: -1 not yet known, 1 a batch-1 slot equal across chunks, 0 not */
+} lm_state;
+
+/* Is device tensor x (a batch-1 slot of chunk ci > 0) the same bytes as chunk
+ * 0's z? Decided once per slot and block, on the host. */
+static ork_status same_bytes(runner *r, ork_tensor *x, const hslot *z, int *eq) {
+    void *a = malloc(z->bytes ? z->bytes : 1), *b = malloc(z->bytes ? z->bytes : 1);
+    ork_status st = a && b ? ORK_OK : ORK_E_NOMEM;
+    if (st == ORK_OK) st = r->ta->to_host(r->g, x, z->dt, a);
+    if (st == ORK_OK) st = r->ta->to_host(r->g, z->keep, z->dt, b);
+    *eq = st == ORK_OK && !memcmp(a, b, z->bytes);
+    free(a);
+    free(b);
+    return st;
+}
+
+/* Save carry c of chunk ci (B captions) into nw[ci]. A slot the block left as
+ * it was takes old[ci]'s storage over; a slot equal to chunk 0's shares it
+ * (host: the bytes compared; device: a slot of batch 1 in a chunk of B > 1,
+ * compared once per block). Chunks go in order: nw[0] is complete first. */
+static ork_status save_carry(runner *r, lm_state *ls, const ork_carry *c, hcarry *old, hcarry *nw, int ci, int B) {
     hcarry *h = &nw[ci];
     h->n = c->n;
     for (int i = 0; i < c->n && i < ORK_CARRY_MAX; i++) {
@@ -203,30 +234,43 @@ static ork_status save_carry(runner *r, const ork_carry *c, hcarry *old, hcarry 
         hslot *s = &h->s[i];
         if (!x) continue;
         hslot *o = old ? &old[ci].s[i] : NULL;
-        if (o && o->data && o->dev == x) { /* unchanged by the block */
-            if (o->owner) {                 /* take the bytes over */
+        if (o && slot_set(o) && o->dev == x) { /* unchanged by the block */
+            if (o->owner) {
                 *s = *o;
                 o->owner = 0;
                 s->dev = NULL;
                 continue;
             }
-            if (nw[0].s[i].data && nw[0].s[i].data == old[0].s[i].data) { /* chunk 0's bytes, moved already */
+            const hslot *z0 = &nw[0].s[i], *o0 = &old[0].s[i];
+            if (slot_set(z0) && z0->data == o0->data && z0->keep == o0->keep) { /* chunk 0's, moved already */
                 *s = *o;
                 s->dev = NULL;
                 continue;
             }
         }
+        memset(s, 0, sizeof *s);
         s->dt = r->ta->dtype(x);
         s->ndim = r->ta->ndim(x);
         for (int d = 0; d < s->ndim; d++) s->shape[d] = r->ta->dim(x, d);
         s->bytes = (size_t)r->ta->numel(x) * ork_dtype_size(s->dt);
+        const hslot *z = &nw[0].s[i];
+        if (ls->on_device) {
+            if (ci > 0 && z->keep && same_shape(z, s) && s->ndim > 0 && s->shape[0] == 1 && B > 1) {
+                if (ls->share[i] < 0) ORK_TRY(same_bytes(r, x, z, &ls->share[i]));
+                if (ls->share[i] == 1) {
+                    s->keep = z->keep;
+                    continue;
+                }
+            }
+            ORK_TRY(ork_tensor_new(r->a, "text carry", s->dt, s->ndim, s->shape, 0, &s->keep));
+            s->owner = 1;
+            ORK_TRY(r->be->memcpy_d2d(&r->g->k, ork_tensor_data(s->keep), ork_tensor_data(x), s->bytes));
+            continue;
+        }
         if (!(s->data = malloc(s->bytes ? s->bytes : 1))) return ORK_E_NOMEM;
         s->owner = 1;
-        s->dev = NULL;
         ORK_TRY(r->ta->to_host(r->g, x, s->dt, s->data));
-        const hslot *z = &nw[0].s[i];
-        if (ci > 0 && z->data && z->dt == s->dt && z->bytes == s->bytes && z->ndim == s->ndim &&
-            !memcmp(z->shape, s->shape, sizeof s->shape) && !memcmp(z->data, s->data, s->bytes)) {
+        if (ci > 0 && z->data && same_shape(z, s) && !memcmp(z->data, s->data, s->bytes)) {
             free(s->data); /* the same bytes as chunk 0's (a bias shared by every caption) */
             s->data = z->data;
             s->owner = 0;
@@ -235,14 +279,19 @@ static ork_status save_carry(runner *r, const ork_carry *c, hcarry *old, hcarry 
     return ORK_OK;
 }
 
-/* The carry of chunk ci (h = &old[ci]) on the device. A slot whose bytes are
- * chunk 0's uses shared[i] (uploaded once per block) when there is one. */
+/* The carry of chunk ci (h = &old[ci]) for the next block. Device slots are
+ * used as they are; host slots are uploaded, those shared with chunk 0 once
+ * per block (shared[i], a persistent tensor). */
 static ork_status restore_carry(runner *r, hcarry *h, int ci, ork_tensor **shared, ork_carry *c) {
     memset(c, 0, sizeof *c);
     c->n = h->n;
     for (int i = 0; i < h->n && i < ORK_CARRY_MAX; i++) {
         hslot *s = &h->s[i];
         s->dev = NULL;
+        if (s->keep) {
+            c->t[i] = s->dev = s->keep;
+            continue;
+        }
         if (!s->data) continue;
         if (shared[i] && (ci == 0 || !s->owner)) {
             c->t[i] = s->dev = shared[i];
@@ -254,17 +303,19 @@ static ork_status restore_carry(runner *r, hcarry *h, int ci, ork_tensor **share
     return ORK_OK;
 }
 
-static ork_status run_layer_major(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
-                                  ork_text_embed *out) {
+static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, const int32_t *mask, int n,
+                                  int chunk, ork_text_embed *out) {
     tc_slot *t = r->t;
     int nb = t->info.n_blocks, nch = (n + chunk - 1) / chunk;
     hcarry *old = calloc((size_t)nch, sizeof *old), *nw = calloc((size_t)nch, sizeof *nw);
     ork_tensor *shared[ORK_CARRY_MAX] = {0};
+    lm_state ls = {on_device, {0}};
     ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
     for (int k = 0; k < nb && st == ORK_OK; k++) {
+        for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
         st = store_load(r, k);
-        /* the slots every chunk shares: one persistent upload for this block */
-        for (int i = 0; i < ORK_CARRY_MAX && st == ORK_OK && k > 0; i++) {
+        /* host carries every chunk shares: one persistent upload for this block */
+        for (int i = 0; i < ORK_CARRY_MAX && st == ORK_OK && k > 0 && !on_device; i++) {
             int any = 0;
             for (int ci = 1; ci < nch && !any; ci++) any = old[ci].s[i].data && !old[ci].s[i].owner;
             if (any && ork_tensor_api_has_persistent(r->ta)) {
@@ -290,7 +341,7 @@ static ork_status run_layer_major(runner *r, const int32_t *ids, const int32_t *
                 st = t->vt->end(t->self, r->g, &c, &o);
                 if (st == ORK_OK) st = copy_out(r, &o, c0, B, out);
             } else if (st == ORK_OK) {
-                st = save_carry(r, &c, k > 0 ? old : NULL, nw, ci);
+                st = save_carry(r, &ls, &c, k > 0 ? old : NULL, nw, ci, B);
             }
         }
         if (st == ORK_OK) st = ork_graph_reset(r->g);
@@ -327,6 +378,33 @@ static ork_status tokenize(const tc_slot *t, int n, const char *const *captions,
     return ORK_OK;
 }
 
+/* Layer-major: where the carries wait between blocks, and how many captions
+ * share one pass of the weights. On the device when a group of at least one
+ * chunk fits beside the block and the chunk (budget 0: up to 16 GiB of
+ * carries); else on the host, up to ORAKUL_TEXT_HOST_GIB (8) per group.
+ * ORAKUL_TEXT_CARRY=host|device forces the place (tests). */
+static void lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int *group) {
+    size_t per = p->carry_per_caption ? p->carry_per_caption : 1, fit;
+    const char *force = getenv("ORAKUL_TEXT_CARRY");
+    size_t avail = !budget ? (size_t)16 << 30
+                 : budget > p->peak + p->carry_shared ? budget - p->peak - p->carry_shared : 0;
+    fit = avail / per;
+    *on_device = fit >= (size_t)p->chunk;
+    if (force && !strcmp(force, "host")) *on_device = 0;
+    if (force && !strcmp(force, "device")) {
+        *on_device = 1;
+        if (fit < (size_t)p->chunk) fit = (size_t)p->chunk;
+    }
+    if (!*on_device) {
+        double gib = 8;
+        const char *hg = getenv("ORAKUL_TEXT_HOST_GIB");
+        if (hg && atof(hg) > 0) gib = atof(hg);
+        fit = (size_t)(gib * 1073741824.0) / per;
+        if (fit < (size_t)p->chunk) fit = (size_t)p->chunk;
+    }
+    *group = (size_t)n > fit ? (int)(fit / (size_t)p->chunk * (size_t)p->chunk) : n;
+}
+
 static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, int n,
                            const char *const *captions, ork_text_embed *out, ork_textcond_stats *stats) {
     double t0 = now_s();
@@ -360,24 +438,17 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             r.wq = (ork_wstore_quant){r.qvt, r.q, t->qpc->c->id};
         }
     }
+    int on_device = 0;
     if (st == ORK_OK) {
         int group = n;
-        if (p.layer_major) { /* every caption's carry lives on the host between blocks */
-            double gib = 8;
-            const char *hg = getenv("ORAKUL_TEXT_HOST_GIB");
-            if (hg && atof(hg) > 0) gib = atof(hg);
-            size_t per = (size_t)t->L * (size_t)t->info.hidden_dim * ork_dtype_size(r.act) + (size_t)t->L * 16;
-            size_t fit = (size_t)(gib * 1073741824.0) / (per ? per : 1);
-            if (fit < (size_t)p.chunk) fit = (size_t)p.chunk;
-            if ((size_t)group > fit) group = (int)(fit / (size_t)p.chunk * (size_t)p.chunk);
-        }
+        if (p.layer_major) lm_group(&p, budget, n, &on_device, &group);
         for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
             int gn = n - g0 < group ? n - g0 : group;
             ork_text_embed part = *out; /* the group's rows of out */
             part.txt = out->txt ? out->txt + (size_t)g0 * out->T * out->ctx_dim : NULL;
             part.vec = out->vec ? out->vec + (size_t)g0 * out->vec_dim : NULL;
             const int32_t *gi = ids + (size_t)g0 * t->L, *gm = mask + (size_t)g0 * t->L;
-            st = p.layer_major ? run_layer_major(&r, gi, gm, gn, p.chunk, &part)
+            st = p.layer_major ? run_layer_major(&r, on_device, gi, gm, gn, p.chunk, &part)
                                : run_resident(&r, gi, gm, gn, p.chunk, &part);
         }
     }
@@ -397,7 +468,8 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     stats->weight_bytes += p.w_total;
     ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s), %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
              t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0,
-             p.layer_major ? "layer-major" : "resident", p.chunk, peak / 1073741824.0,
+             !p.layer_major ? "resident" : on_device ? "layer-major (carries on the device)"
+                                                    : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
              t->qpc ? ", quantized" : "");
     return ORK_OK;
 }

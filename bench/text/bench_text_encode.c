@@ -1,0 +1,156 @@
+/* bench/text/bench_text_encode.c — captions per second of the text conditioner
+ * (core/text/conditioner.h): FLUX.1's T5 -> txt and CLIP -> vec, through the
+ * t5clip plugin (ORK_PLUGIN_DIR) and the quant plugin for --quantize, on CUDA
+ * (BF16) when built with it, else on the CPU (F32). The model is a stand-in
+ * ork_model_info with FLUX.1's two text slots; its widths are the encoders'.
+ *
+ * Usage: bench_text_encode --t5 DIR --t5-tok PATH --clip DIR --clip-tok PATH
+ *            --captions FILE [--n N] [--T 512] [--quantize] [--qtype qfloat8]
+ *            [--budget-gb G] [--layer-major] [--repeat R] [--cpu] [--tag S]
+ *   captions: one per line (repeated when there are fewer than N).
+ * Prints one JSON line per repeat on stdout: impl "orakul", device, dtype
+ * ("bf16"/"f32", or the quantizer's id for T5), captions, T, seconds (the
+ * whole call: tokenize, load and quantize the weights, run, copy back),
+ * captions_per_s, peak_gib (the allocator's high-water mark: weights +
+ * activations; the CUDA context and cuBLAS workspace are not in it),
+ * weight_gib, layer_major, chunk. Not a test. */
+#include "plugin/registry.h"
+#include "tensor/backend.h"
+#include "text/conditioner.h"
+#include "train/services.h"
+#include "util/log.h"
+
+#include <orakul/orakul.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ctx.h"
+#endif
+
+static const char *arg(int argc, char **argv, const char *key, const char *dflt) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], key)) return argv[i + 1];
+    return dflt;
+}
+static int flag(int argc, char **argv, const char *key) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], key)) return 1;
+    return 0;
+}
+
+/* n captions from path, cycling through its lines. */
+static char **read_captions(const char *path, int n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char **lines = NULL, *line = NULL;
+    size_t cap = 0, nl = 0, lcap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &lcap, f)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
+        if (nl == cap) {
+            cap = cap ? 2 * cap : 1024;
+            char **nlines = realloc(lines, cap * sizeof *nlines);
+            if (!nlines) break;
+            lines = nlines;
+        }
+        lines[nl++] = strdup(line);
+    }
+    free(line);
+    fclose(f);
+    if (!nl) {
+        free(lines);
+        return NULL;
+    }
+    char **out = calloc((size_t)n, sizeof *out);
+    for (int i = 0; out && i < n; i++) out[i] = strdup(lines[(size_t)i % nl]);
+    for (size_t i = 0; i < nl; i++) free(lines[i]);
+    free(lines);
+    return out;
+}
+
+int main(int argc, char **argv) {
+    const char *t5 = arg(argc, argv, "--t5", NULL), *t5tok = arg(argc, argv, "--t5-tok", NULL);
+    const char *clip = arg(argc, argv, "--clip", NULL), *cliptok = arg(argc, argv, "--clip-tok", NULL);
+    const char *capf = arg(argc, argv, "--captions", NULL), *tag = arg(argc, argv, "--tag", "");
+    int n = atoi(arg(argc, argv, "--n", "256")), T = atoi(arg(argc, argv, "--T", "512"));
+    int repeat = atoi(arg(argc, argv, "--repeat", "1"));
+    double budget_gb = atof(arg(argc, argv, "--budget-gb", "0"));
+    if (!t5 || !t5tok || !clip || !cliptok || !capf || n < 1 || T < 1) {
+        fprintf(stderr, "usage: %s --t5 DIR --t5-tok PATH --clip DIR --clip-tok PATH --captions FILE [--n N] [--T 512] "
+                "[--quantize] [--qtype Q] [--budget-gb G] [--layer-major] [--repeat R] [--cpu] [--tag S]\n", argv[0]);
+        return 2;
+    }
+    if (flag(argc, argv, "--layer-major")) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    const ork_backend *be = ork_cpu_backend();
+#ifdef ORAKUL_HAVE_CUDA
+    if (!flag(argc, argv, "--cpu") && ork_cuda_device_count() > 0) be = ork_cuda_backend();
+#endif
+    char **caps = read_captions(capf, n);
+    if (!caps) {
+        fprintf(stderr, "%s: no captions\n", capf);
+        return 2;
+    }
+    ork_registry *reg = NULL;
+    if (ork_services_register() != ORK_OK || ork_registry_create(NULL, &reg) != ORK_OK ||
+        ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-t5clip.so") != ORK_OK ||
+        ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-quant.so") != ORK_OK)
+        return 1;
+    /* the encoders' widths: open each once with a model that takes whatever they give */
+    ork_text_slot slots[2] = {
+        {"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2", T, "t5_path",
+         "t5_tokenizer_path", t5, t5tok},
+        {"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path", "clip_tokenizer_path", clip,
+         cliptok},
+    };
+    ork_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    mi.family = "flux";
+    mi.variant = "bench";
+    mi.context_dim = atoi(arg(argc, argv, "--ctx", "4096"));
+    mi.vec_dim = atoi(arg(argc, argv, "--vec", "768"));
+    mi.context_len = T;
+    mi.n_text_slots = 2;
+    mi.text_slots = slots;
+    ork_textcond_opts o = {0};
+    o.quantize = flag(argc, argv, "--quantize");
+    o.qtype = arg(argc, argv, "--qtype", "qfloat8");
+    ork_textcond *tc = NULL;
+    if (ork_textcond_open(reg, &mi, &o, &tc) != ORK_OK || !tc) return 1;
+    size_t budget = (size_t)(budget_gb * 1073741824.0);
+    ork_textcond_describe(tc, be, budget, n, stderr);
+    int rc = 0;
+    for (int r = 0; r < repeat && !rc; r++) {
+        char name[256] = "cpu";
+#ifdef ORAKUL_HAVE_CUDA
+        size_t free0 = 0, total = 0;
+        if (be->device == ORK_DEV_CUDA) ork_cuda_mem_info(0, &free0, &total, name, sizeof name);
+#endif
+        ork_text_embed e;
+        if (ork_textcond_encode(tc, be, budget, n, (const char *const *)caps, &e) != ORK_OK) {
+            rc = 1;
+            break;
+        }
+        ork_textcond_stats s;
+        ork_textcond_last_stats(tc, &s);
+        /* a finite check, so a broken run does not post a figure */
+        int finite = 1;
+        for (size_t i = 0; i < (size_t)n * e.T * e.ctx_dim && finite; i += 997) finite = e.txt[i] == e.txt[i];
+        printf("{\"impl\": \"orakul\", \"tag\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"captions\": %d, \"T\": %d, "
+               "\"seconds\": %.3f, \"captions_per_s\": %.2f, \"peak_gib\": %.3f, \"weight_gib\": %.3f, "
+               "\"layer_major\": %d, \"chunk\": %d, \"budget_gib\": %.2f, \"finite\": %d, \"repeat\": %d}\n",
+               tag, name, o.quantize ? o.qtype : be->device == ORK_DEV_CUDA ? "bf16" : "f32", n, e.T, s.seconds,
+               s.seconds > 0 ? n / s.seconds : 0.0, s.peak_bytes / 1073741824.0, s.weight_bytes / 1073741824.0,
+               s.layer_major, s.chunk, budget_gb, finite, r);
+        fflush(stdout);
+        ork_text_embed_free(&e);
+    }
+    ork_textcond_close(tc);
+    ork_registry_destroy(reg);
+    for (int i = 0; i < n; i++) free(caps[i]);
+    free(caps);
+    return rc;
+}
