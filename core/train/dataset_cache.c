@@ -280,7 +280,7 @@ static ork_status build_dataset(job *j) {
         ORK_INFO("text conditioning: embeddings from <image>.te.safetensors for %d of %d images (others: zeros)", j->have_te, j->n_items);
     else
         ORK_INFO("text conditioning: zero text embeddings (an empty-prompt stand-in): the model's text encoders were "
-                 "not found (the warning above says where orakul looked)");
+                 "not found (the warning above says how to give them)");
     return ORK_OK;
 }
 
