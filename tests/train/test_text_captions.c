@@ -11,6 +11,8 @@
  *    dataset's dropout caption (get_dropout_caption);
  *  - sample prompts: "[trigger]"/"[name]" replaced, never prepended, as written
  *    without a trigger word; prompts that name .safetensors files stay files;
+ *  - shuffle_tokens, keep_tokens, token_dropout_rate: accepted with one
+ *    warning each (an embedding encoded once cannot follow a per-step text);
  *  - caption dropout: a pure function of (seed, micro-batch, slot), rate 0
  *    never, 1 always, 0.05 and 0.3 within 5 sigma over 200k draws;
  *  - the text cache: the key follows caption, identity and max length; an
@@ -187,6 +189,43 @@ static void t_sample_prompts(void) {
     ork_config_free(cfg);
 }
 
+/* ---- keys accepted but not implemented ------------------------------------ */
+
+static int n_warn_shuffle, n_warn_keep, n_warn_tdrop;
+static void warn_sink(ork_log_level lvl, const char *line, void *user) {
+    (void)user;
+    if (lvl != ORK_LOG_WARN) return;
+    n_warn_shuffle += strstr(line, "ignored: datasets[0].shuffle_tokens") != NULL;
+    n_warn_keep += strstr(line, "ignored: datasets[0].keep_tokens") != NULL;
+    n_warn_tdrop += strstr(line, "ignored: datasets[0].token_dropout_rate") != NULL;
+}
+
+/* shuffle_tokens, keep_tokens, token_dropout_rate change the text every step,
+ * which one encode cannot follow: accepted, one warning each (silent at
+ * ai-toolkit's defaults) */
+static void t_token_keys_warn(void) {
+    char yaml[1024];
+    for (int on = 0; on < 2; on++) {
+        snprintf(yaml, sizeof yaml,
+                 "job: extension\nconfig:\n  name: t\n  process:\n    - type: sd_trainer\n"
+                 "      datasets:\n        - folder_path: %s\n          shuffle_tokens: %s\n"
+                 "          keep_tokens: %d\n          token_dropout_rate: %s\n"
+                 "      model:\n        name_or_path: x\n",
+                 at("set"), on ? "true" : "false", on ? 2 : 0, on ? "0.1" : "0");
+        put("cfg2.yaml", yaml);
+        n_warn_shuffle = n_warn_keep = n_warn_tdrop = 0;
+        ork_log_set_sink(warn_sink, NULL);
+        ork_config *cfg = NULL;
+        ork_status s = ork_config_load(at("cfg2.yaml"), &cfg);
+        ork_log_set_sink(NULL, NULL);
+        CU_ASSERT_EQUAL(s, ORK_OK);
+        ork_config_free(cfg);
+        CU_ASSERT_EQUAL(n_warn_shuffle, on);
+        CU_ASSERT_EQUAL(n_warn_keep, on);
+        CU_ASSERT_EQUAL(n_warn_tdrop, on);
+    }
+}
+
 /* ---- caption dropout ------------------------------------------------------- */
 
 static void t_dropout_draws(void) {
@@ -337,6 +376,7 @@ static const ork_test_case cases[] = {
     {"captions: ai-toolkit's trigger, [trigger], default_caption, caption_ext, is_reg, dropout caption",
      t_caption_table},
     {"sample prompts: [trigger] replaced, never prepended", t_sample_prompts},
+    {"shuffle_tokens, keep_tokens, token_dropout_rate: one warning each", t_token_keys_warn},
     {"caption dropout: seeded, pure, at its rate", t_dropout_draws},
     {"text cache: key and path", t_cache_key},
     {"text cache: write, read back, another entry at the path", t_cache_roundtrip},
