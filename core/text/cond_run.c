@@ -439,9 +439,21 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
         }
     }
     int on_device = 0;
-    if (st == ORK_OK) {
+    /* The plan's activation figure is an estimate: a chunk the budget refuses
+     * is tried again at half the captions (the refusal a warning), down to one */
+    for (;;) {
+        if (st != ORK_OK && !(st == ORK_E_BUDGET && budget && p.chunk > 1)) break;
+        if (st == ORK_E_BUDGET) {
+            store_free(&r);
+            ork_graph_reset(r.g);
+            ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
+                     p.chunk, budget / 1073741824.0, p.chunk / 2);
+            p.chunk /= 2;
+            st = ORK_OK;
+        }
         int group = n;
         if (p.layer_major) lm_group(&p, budget, n, &on_device, &group);
+        if (budget && p.chunk > 1) ork_log_demote(1);
         for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
             int gn = n - g0 < group ? n - g0 : group;
             ork_text_embed part = *out; /* the group's rows of out */
@@ -451,6 +463,8 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             st = p.layer_major ? run_layer_major(&r, on_device, gi, gm, gn, p.chunk, &part)
                                : run_resident(&r, gi, gm, gn, p.chunk, &part);
         }
+        if (budget && p.chunk > 1) ork_log_demote(-1);
+        if (st == ORK_OK) break;
     }
     store_free(&r);
     size_t peak = r.a ? ork_alloc_peak(r.a) : 0;
