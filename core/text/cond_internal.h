@@ -59,6 +59,12 @@ typedef struct tc_plan {
 size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype store_dt);
 /* The plan (tc_plan) for n captions; ORK_E_BUDGET with one line when nothing fits. */
 ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n, int quiet, tc_plan *out);
+/* The budget an encode works in: budget when given (model.vram_budget_gb);
+ * else on CUDA the device's free memory less 1.5 GiB (the context, cuBLAS's
+ * workspace), or without a device (`plan` elsewhere) the planned card's
+ * (ORAKUL_PLAN_DEVICE, else h200) less 2 GiB; on the CPU half the free host
+ * memory. why (may be NULL) says which. */
+size_t ork_tc_budget(const ork_backend *be, size_t budget, int device_index, const char **why);
 /* The activation/store dtype of a backend: BF16 on CUDA, F32 on the CPU. */
 ork_dtype ork_tc_act_dtype(const ork_backend *be);
 

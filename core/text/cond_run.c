@@ -508,6 +508,7 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
         return ORK_FAIL(ORK_E_NOMEM, "text encode: no host memory for %d captions' embeddings (%.2f GiB)", n,
                         (double)n * tc->T * tc->ctx_dim * 4 / 1073741824.0);
     }
+    budget_bytes = ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL);
     for (int i = 0; i < tc->n; i++) {
         ork_status st = run_slot(tc, &tc->sl[i], be, budget_bytes, n, captions, out, &stats);
         if (st != ORK_OK) {

@@ -26,6 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ctx.h"
+#endif
 
 static int is_dir(const char *p) {
     struct stat sb;
@@ -76,6 +81,35 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 static const char *slot_name(const ork_text_slot *s) { return s->encoder ? s->encoder : "?"; }
 
 ork_dtype ork_tc_act_dtype(const ork_backend *be) { return be && be->device == ORK_DEV_CUDA ? ORK_BF16 : ORK_F32; }
+
+size_t ork_tc_budget(const ork_backend *be, size_t budget, int device_index, const char **why) {
+    if (budget) {
+        if (why) *why = "model.vram_budget_gb";
+        return budget;
+    }
+    const size_t gib = (size_t)1 << 30;
+    if (be && be->device == ORK_DEV_CUDA) {
+#ifdef ORAKUL_HAVE_CUDA
+        size_t free_b = 0, total_b = 0;
+        char name[128];
+        if (ork_cuda_device_count() > device_index &&
+            ork_cuda_mem_info(device_index, &free_b, &total_b, name, sizeof name) == ORK_OK && free_b > 2 * gib) {
+            if (why) *why = "the device's free memory less 1.5 GiB";
+            return free_b - 3 * gib / 2;
+        }
+#else
+        (void)device_index;
+#endif
+        ork_device_kind dk;
+        const char *pd = getenv("ORAKUL_PLAN_DEVICE");
+        if (!(pd && *pd && ork_device_kind_find(pd, &dk))) ork_device_kind_find("h200", &dk);
+        if (why) *why = "the planned card's memory less 2 GiB";
+        return (size_t)(dk.mem_gib * (double)gib) - 2 * gib;
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (why) *why = "half the free host memory";
+    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 2 : 8 * gib;
+}
 
 void ork_textcond_opts_from_config(const ork_model_config *mc, const ork_model_info *mi, ork_textcond_opts *o) {
     memset(o, 0, sizeof *o);
@@ -474,6 +508,8 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
         return ORK_OK;
     }
     ork_dtype act = ork_tc_act_dtype(be);
+    const char *bwhy = NULL;
+    budget_bytes = ork_tc_budget(be, budget_bytes, tc->o.device_index, &bwhy);
     const char *kind = be && be->device == ORK_DEV_CUDA ? "h200" : "cpu";
     const char *pd = getenv("ORAKUL_PLAN_DEVICE");
     if (be && be->device == ORK_DEV_CUDA && pd && *pd) kind = pd;
@@ -481,7 +517,7 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
     if (!ork_device_kind_find(kind, &dk)) ork_device_kind_find("h200", &dk);
     fprintf(out, "text encode: %d caption%s, txt (%d, %d)", n_captions, n_captions == 1 ? "" : "s", tc->T, tc->ctx_dim);
     if (tc->vec_dim) fprintf(out, ", vec (%d)", tc->vec_dim);
-    if (budget_bytes) fprintf(out, ", within %.2f GiB", budget_bytes / 1073741824.0);
+    fprintf(out, ", within %.2f GiB (%s)", budget_bytes / 1073741824.0, bwhy);
     fprintf(out, "; its memory is given back before training\n");
     double total = 0;
     for (int i = 0; i < tc->n; i++) {
@@ -498,7 +534,7 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
                 p.w_total / 1073741824.0, t->qpc ? t->qpc->c->id : ork_dtype_name(act),
                 t->qpc ? " (model.quantize_te)" : "");
         fprintf(out, "        %s: %d caption%s per chunk, peak %.2f GiB (largest block %.2f GiB, %.3f GiB per "
-                "caption); predicted %.1f s (compute %.1f s at %.0f%% of %s's %.0f TFLOP/s, weights over PCIe %.1f s)\n",
+                "caption); predicted %.1f s (compute %.1f s at %.0f%% of %s's %.1f TFLOP/s, weights over PCIe %.1f s)\n",
                 p.layer_major ? "layer-major (each block's weights loaded once, every caption through it)"
                               : "resident",
                 p.chunk, p.chunk == 1 ? "" : "s", p.peak / 1073741824.0, p.w_block_max / 1073741824.0,

@@ -91,15 +91,17 @@ const char *ork_textcond_identity(const ork_textcond *tc);
 /* The shape of what encode gives: T, ctx_dim, vec_dim of one caption. */
 void ork_textcond_shape(const ork_textcond *tc, int *T, int *ctx_dim, int *vec_dim);
 
-/* What `orakul plan` prints for n_captions captions within budget_bytes (0:
- * no limit) on be: per encoder its source, weight bytes (stored, after
- * quantization), resident or layer-major with the chunk size, peak bytes, and
- * the predicted time. */
+/* What `orakul plan` prints for n_captions captions within budget_bytes on
+ * be: per encoder its source, weight bytes (stored, after quantization),
+ * resident or layer-major with the chunk size, peak bytes, and the predicted
+ * time. budget_bytes 0 (as in encode): on CUDA the device's free memory less
+ * 1.5 GiB (without a device: the card ORAKUL_PLAN_DEVICE names, else an
+ * H200, less 2 GiB); on the CPU half the free host memory. */
 ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n_captions,
                                  FILE *out);
 
-/* Encode n captions (UTF-8, NUL-terminated) on be within budget_bytes (0: no
- * limit). Fills *out (its arrays malloc'd, the caller frees them with
+/* Encode n captions (UTF-8, NUL-terminated) on be within budget_bytes (0:
+ * as describe says). Fills *out (its arrays malloc'd, the caller frees them with
  * ork_text_embed_free); on failure *out is empty and one line was logged
  * (ORK_E_BUDGET: not even one caption's activations plus the largest block fit). Every
  * device byte it took is given back before it returns. */
