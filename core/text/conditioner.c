@@ -264,19 +264,25 @@ ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, 
         sbuf b = {0};
         for (int i = 0; i < mi->n_text_slots; i++) {
             const ork_text_slot *s = &mi->text_slots[i];
-            if (!f[i].w_ok)
-                sb_add(&b, "%s%s weights %s (%s%s%s; or set model.model_kwargs.%s)", b.n ? "; " : "", slot_name(s),
-                       f[i].w_given ? "not found" : "missing", f[i].w_given ? "given: " : "looked for ",
-                       f[i].w_looked[0] ? f[i].w_looked : "nowhere: the model is a single file",
-                       f[i].w_given ? "" : "", s->path_key ? s->path_key : "?");
-            if (!f[i].t_ok)
-                sb_add(&b, "%s%s tokenizer %s (%s%s; or set model.model_kwargs.%s to a tokenizer.json, spiece.model, "
-                       "vocab.json or a folder holding one)", b.n ? "; " : "", slot_name(s),
-                       f[i].t_given ? "not found" : "missing", f[i].t_given ? "given: " : "looked in ",
-                       f[i].t_looked[0] ? f[i].t_looked : "nowhere: the model is a single file",
-                       s->tokenizer_key ? s->tokenizer_key : "?");
+            const char *pk = s->path_key ? s->path_key : "?", *tk = s->tokenizer_key ? s->tokenizer_key : "?";
+            if (!f[i].w_ok && f[i].w_given)
+                sb_add(&b, "%s%s weights not found (model.model_kwargs.%s: %s)", b.n ? "; " : "", slot_name(s), pk,
+                       f[i].w_looked);
+            else if (!f[i].w_ok)
+                sb_add(&b, "%s%s weights missing (%s%s); set model.model_kwargs.%s", b.n ? "; " : "", slot_name(s),
+                       f[i].w_looked[0] ? "looked for " : "no diffusers folder to look in: a single file or a preset",
+                       f[i].w_looked, pk);
+            if (!f[i].t_ok && f[i].t_given)
+                sb_add(&b, "%s%s tokenizer not found (model.model_kwargs.%s: %s)", b.n ? "; " : "", slot_name(s), tk,
+                       f[i].t_looked);
+            else if (!f[i].t_ok)
+                sb_add(&b, "%s%s tokenizer missing (%s%s); set model.model_kwargs.%s (a tokenizer.json, spiece.model, "
+                       "vocab.json + merges.txt or a folder holding one)", b.n ? "; " : "", slot_name(s),
+                       f[i].t_looked[0] ? "looked in " : "no diffusers folder to look in: a single file or a preset",
+                       f[i].t_looked, tk);
         }
-        ork_status r = ORK_FAIL(ORK_E_CONFIG, "%s: text encoders incomplete: %s", model, b.s ? b.s : "out of memory");
+        ork_status r = ORK_FAIL(ORK_E_CONFIG, "text encoders of %s%s%s%s incomplete: %s", model, what ? " (" : "",
+                                what ? what : "", what ? ")" : "", b.s ? b.s : "out of memory");
         free(b.s);
         return r;
     }
