@@ -20,6 +20,7 @@
 #include "te_test_util.h"
 
 #include "text/cond_internal.h"
+#include "config/config.h"
 #include "text/conditioner.h"
 #include "util/log.h"
 
@@ -312,8 +313,9 @@ static void test_quantize(void) {
     printf("\n  ");
 }
 
-/* The FLUX plugin: a diffusers folder gives the slots and their folder. */
-static void test_flux(void) {
+/* The FLUX plugin: a diffusers folder (or a Hugging Face snapshot of one)
+ * gives the slots and their folder; encoded as the T 8 reference. */
+static void flux_case(const char *name_or_path, const char *want_dir) {
     const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
     CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
     const ork_model_vtable *vt = pc->c->vtable;
@@ -321,18 +323,22 @@ static void test_flux(void) {
     CU_ASSERT_EQUAL_FATAL(vt->create(&pc->host, buf, &self), ORK_OK);
     free(buf);
     ork_model_info mi;
-    CU_ASSERT_EQUAL_FATAL(vt->open(self, dir_m, &mi), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(vt->open(self, name_or_path, &mi), ORK_OK);
     CU_ASSERT(ork_model_info_has_text(&mi));
     CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 2);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].encoder, "t5");
     CU_ASSERT_EQUAL(mi.text_slots[0].feeds, ORK_TEXT_FEEDS_TXT);
+    CU_ASSERT_EQUAL(mi.text_slots[0].flags, ORK_TEXT_SLOT_QUANTIZE);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].subfolder, "text_encoder_2");
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[0].tokenizer_subfolder, "tokenizer_2");
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[0].path_key, "t5_path");
     CU_ASSERT_EQUAL(mi.text_slots[0].max_length, mi.context_len);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[1].encoder, "clip");
     CU_ASSERT_EQUAL(mi.text_slots[1].feeds, ORK_TEXT_FEEDS_VEC);
+    CU_ASSERT_STRING_EQUAL(mi.text_slots[1].subfolder, "text_encoder");
     CU_ASSERT_EQUAL(mi.text_slots[1].max_length, 77);
     CU_ASSERT_PTR_NOT_NULL_FATAL(mi.source_dir);
-    CU_ASSERT_STRING_EQUAL(mi.source_dir, dir_m);
+    CU_ASSERT_STRING_EQUAL(mi.source_dir, want_dir);
     CU_ASSERT_EQUAL_FATAL(mi.context_len, 8); /* a custom size: 8 text tokens */
     ork_textcond *tc = NULL;
     CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &mi, NULL, &tc), ORK_OK);
@@ -345,6 +351,53 @@ static void test_flux(void) {
     ork_textcond_close(tc);
     vt->destroy(self);
     printf("\n  ");
+}
+
+static void test_flux(void) {
+    flux_case(dir_m, dir_m);
+    /* a repo id in the Hugging Face cache: models--org--name/snapshots/<refs/main>/ */
+    char hub[400], snap[600], p[700];
+    snprintf(hub, sizeof hub, "%s/hub", tmp);
+    snprintf(snap, sizeof snap, "%s/models--tiny--flux1/snapshots", hub);
+    CU_ASSERT_EQUAL_FATAL(mk("%s", hub) | mk("%s/models--tiny--flux1", hub) | mk("%s", snap) |
+                              mk("%s/models--tiny--flux1/refs", hub), 0);
+    CU_ASSERT_EQUAL_FATAL(ln(dir_m, snap, "0123abcd"), 0);
+    snprintf(p, sizeof p, "%s/models--tiny--flux1/refs/main", hub);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("0123abcd\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/0123abcd", snap);
+    setenv("HF_HUB_CACHE", hub, 1);
+    flux_case("tiny/flux1", p);
+    unsetenv("HF_HUB_CACHE");
+}
+
+/* The options from a config's model section (ai-toolkit's semantics). */
+static void test_opts(void) {
+    ork_model_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.name_or_path = "black-forest-labs/FLUX.1-dev";
+    mc.quantize = 1;
+    mc.qtype = "float8";
+    mc.quantize_te = 1;
+    mc.qtype_te = "qfloat8";
+    mc.attn_masking = 1;
+    hand h;
+    hand_model(&h, NULL, 16);
+    ork_textcond_opts o;
+    ork_textcond_opts_from_config(&mc, &h.mi, &o);
+    CU_ASSERT(o.quantize == 1 && o.attn_mask == 1);
+    CU_ASSERT_STRING_EQUAL(o.qtype, "float8"); /* FLUX.1: model.qtype, as ai-toolkit */
+    CU_ASSERT_STRING_EQUAL(o.what, mc.name_or_path);
+    h.mi.vec_dim = 0; /* not FLUX.1: qtype_te */
+    ork_textcond_opts_from_config(&mc, &h.mi, &o);
+    CU_ASSERT_STRING_EQUAL(o.qtype, "qfloat8");
+    mc.quantize = 0;
+    mc.qtype = "none";
+    h.mi.vec_dim = 16;
+    ork_textcond_opts_from_config(&mc, &h.mi, &o);
+    CU_ASSERT_STRING_EQUAL(o.qtype, "qfloat8");
 }
 
 static int has(const char *needle) {
@@ -468,9 +521,10 @@ static const ork_test_case cases[] = {
     {"captions -> txt (T5) and vec (CLIP) vs transformers, with and without the mask", test_encode},
     {"layer-major (budget or env) gives the resident path's bits; plan lines", test_layer_major},
     {"quantize_te: T5 in fp8 (qfloat8), CLIP not; layer-major the same bits", test_quantize},
-    {"FLUX plugin: text slots and source folder of a diffusers layout, encoded", test_flux},
+    {"FLUX plugin: slots and source folder of a diffusers folder and of a hub snapshot", test_flux},
     {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
     {"identity: stable; changes with mask, quantizer, length, file times", test_identity},
+    {"options from the model config: quantize_te, qtype_te (FLUX.1: qtype), attn_masking", test_opts},
     {NULL, NULL},
 };
 
