@@ -13,6 +13,10 @@
  * looked for; nothing at all is a warning and no conditioner. The identity
  * changes with the files, the mask and the quantizer.
  *
+ * TC_GPU (test_textcond_cuda, label gpu): the same on the CUDA backend in
+ * BF16 (tolerance 5e-2·M + 5e-2·|ref|, as test_t5clip_cuda); exit 77
+ * without a device. The layer-major runs must still give the resident bits.
+ *
  * Tolerance (per element, M = max|ref|): 2e-5·M + 1e-4·|ref|, as
  * test_t5clip (F32 against transformers' F64 of the same weights), the fp8
  * encode against transformers on the same per-row E4M3 weights dequantized
@@ -30,6 +34,21 @@
 #include <unistd.h>
 
 #define FX_COND TT_FIXTURES "/cond"
+
+#ifdef TC_GPU /* test_textcond_cuda: the CUDA backend, BF16 activations and weights */
+#define TC_BE() ork_cuda_backend()
+#define TC_ACT ORK_BF16
+#define TOL_A 5e-2
+#define TOL_R 5e-2
+#define TOL_DIFF 5e-2 /* chunks of other sizes may take other GEMM kernels */
+int ork_cuda_device_count(void);
+#else
+#define TC_BE() ork_cpu_backend()
+#define TC_ACT ORK_F32
+#define TOL_A 2e-5
+#define TOL_R 1e-4
+#define TOL_DIFF 1e-4
+#endif
 
 static const char *const CAPS[] = {
     "a photo of ohwx dog on the beach",
@@ -155,7 +174,7 @@ static ork_status encode_with(const ork_model_info *mi, const ork_textcond_opts 
     memset(e, 0, sizeof *e);
     ork_status s = ork_textcond_open(reg, mi, o, &tc);
     if (s == ORK_OK && !tc) s = ORK_E_INTERNAL;
-    if (s == ORK_OK) s = ork_textcond_encode(tc, ork_cpu_backend(), budget, K, CAPS, e);
+    if (s == ORK_OK) s = ork_textcond_encode(tc, TC_BE(), budget, K, CAPS, e);
     if (s == ORK_OK && st) ork_textcond_last_stats(tc, st);
     ork_textcond_close(tc);
     return s;
@@ -171,22 +190,22 @@ static void test_encode(void) {
     ork_textcond_shape(tc, &T, &C, &V);
     CU_ASSERT(T == 16 && C == 32 && V == 16);
     ork_text_embed e;
-    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, K, CAPS, &e), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, TC_BE(), 0, K, CAPS, &e), ORK_OK);
     CU_ASSERT(e.n == K && e.T == 16 && e.ctx_dim == 32 && e.vec_dim == 16);
-    CU_ASSERT(check("ref.txt.T16", e.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
-    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.txt.T16", e.txt, (size_t)K * 16 * 32, TOL_A, TOL_R));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, TOL_A, TOL_R));
     ork_text_embed_free(&e);
     CU_ASSERT_PTR_NULL(e.txt);
     /* no captions: an empty result */
-    CU_ASSERT_EQUAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, 0, NULL, &e), ORK_OK);
+    CU_ASSERT_EQUAL(ork_textcond_encode(tc, TC_BE(), 0, 0, NULL, &e), ORK_OK);
     CU_ASSERT(e.n == 0 && !e.txt && !e.vec);
     ork_textcond_close(tc);
     /* attn_masking: T5 sees the padding mask */
     ork_textcond_opts o = {0};
     o.attn_mask = 1;
     CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, &o, 0, &e, NULL), ORK_OK);
-    CU_ASSERT(check("ref.txt_masked.T16", e.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
-    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.txt_masked.T16", e.txt, (size_t)K * 16 * 32, TOL_A, TOL_R));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, TOL_A, TOL_R));
     ork_text_embed_free(&e);
     printf("\n  ");
 }
@@ -205,18 +224,18 @@ static void test_layer_major(void) {
     ork_textcond *tc = NULL;
     CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
     tc_plan p;
-    CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], ORK_F32, 0, K, 1, &p), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], TC_ACT, 0, K, 1, &p), ORK_OK);
     size_t budget = p.w_block_max + p.scratch + 2 * p.act_per_caption + 1;
     CU_ASSERT_FATAL(budget < p.w_total + p.scratch + p.act_per_caption); /* the resident path does not fit */
     tc_plan q;
-    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], ORK_F32, budget, K, 1, &q), ORK_OK);
+    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], TC_ACT, budget, K, 1, &q), ORK_OK);
     CU_ASSERT(q.layer_major == 1 && q.chunk == 2);
-    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], ORK_F32, p.w_block_max, K, 1, &q), ORK_E_BUDGET); /* nothing fits */
+    CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], TC_ACT, p.w_block_max, K, 1, &q), ORK_E_BUDGET); /* nothing fits */
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    CU_ASSERT_EQUAL(ork_textcond_describe(tc, ork_cpu_backend(), budget, K, m), ORK_OK);
-    CU_ASSERT_EQUAL(ork_textcond_describe(tc, ork_cpu_backend(), 0, K, m), ORK_OK);
+    CU_ASSERT_EQUAL(ork_textcond_describe(tc, TC_BE(), budget, K, m), ORK_OK);
+    CU_ASSERT_EQUAL(ork_textcond_describe(tc, TC_BE(), 0, K, m), ORK_OK);
     fclose(m);
     printf("\n%s", buf);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "layer-major"));
@@ -255,7 +274,7 @@ static void test_layer_major(void) {
     double worst = 0;
     for (size_t i = 0; i < (size_t)K * 512 * 32; i++) worst = fmax(worst, fabs((double)one.txt[i] - retry.txt[i]));
     printf("\n    retried at %d per chunk: max |diff| against one at a time %.3g", sb.chunk, worst);
-    CU_ASSERT(worst < 1e-4);
+    CU_ASSERT(worst < TOL_DIFF);
     ork_text_embed_free(&one);
     ork_text_embed_free(&retry);
     /* forced by the environment, no budget: the carries wait on the device;
@@ -274,8 +293,8 @@ static void test_layer_major(void) {
     /* every caption in one chunk: the same values (to rounding) */
     unsetenv("ORAKUL_TEXT_CHUNK");
     CU_ASSERT_EQUAL_FATAL(encode_with(&h.mi, NULL, 0, &d, NULL), ORK_OK);
-    CU_ASSERT(check("ref.txt.T16", d.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
-    CU_ASSERT(check("ref.txt.T16", c.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.txt.T16", d.txt, (size_t)K * 16 * 32, TOL_A, TOL_R));
+    CU_ASSERT(check("ref.txt.T16", c.txt, (size_t)K * 16 * 32, TOL_A, TOL_R));
     ork_text_embed_free(&a);
     ork_text_embed_free(&c);
     ork_text_embed_free(&d);
@@ -295,7 +314,7 @@ static void test_quantize(void) {
     CU_ASSERT(sq.weight_bytes < sa.weight_bytes);
     CU_ASSERT(memcmp(a.txt, q.txt, (size_t)K * 16 * 32 * sizeof(float)) != 0);
     CU_ASSERT(memcmp(a.vec, q.vec, (size_t)K * 16 * sizeof(float)) == 0); /* CLIP is not quantized */
-    CU_ASSERT(check("ref.txt_fp8.T16", q.txt, (size_t)K * 16 * 32, 2e-5, 1e-4));
+    CU_ASSERT(check("ref.txt_fp8.T16", q.txt, (size_t)K * 16 * 32, TOL_A, TOL_R));
     /* and layer-major quantizes the same way */
     setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
     ork_text_embed l;
@@ -344,9 +363,9 @@ static void flux_case(const char *name_or_path, const char *want_dir) {
     CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &mi, NULL, &tc), ORK_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tc);
     ork_text_embed e;
-    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, ork_cpu_backend(), 0, K, CAPS, &e), ORK_OK);
-    CU_ASSERT(check("ref.txt.T8", e.txt, (size_t)K * 8 * 32, 2e-5, 1e-4));
-    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, 2e-5, 1e-4));
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, TC_BE(), 0, K, CAPS, &e), ORK_OK);
+    CU_ASSERT(check("ref.txt.T8", e.txt, (size_t)K * 8 * 32, TOL_A, TOL_R));
+    CU_ASSERT(check("ref.vec", e.vec, (size_t)K * 16, TOL_A, TOL_R));
     ork_text_embed_free(&e);
     ork_textcond_close(tc);
     vt->destroy(self);
@@ -528,4 +547,11 @@ static const ork_test_case cases[] = {
     {NULL, NULL},
 };
 
+#ifdef TC_GPU
+int main(void) {
+    if (ork_cuda_device_count() <= 0) return 77;
+    return ork_test_run("textcond_cuda", init, clean, cases);
+}
+#else
 ORK_TEST_MAIN("textcond", init, clean, cases)
+#endif
