@@ -92,7 +92,8 @@ static const ork_ck dataset_keys[] = {
     KNOWN("full_size_control_images", NULL), KNOWN("alpha_mask", "false"), KNOWN("mask_path", NULL),
     KNOWN("unconditional_path", NULL), KNOWN("invert_mask", "false"), KNOWN("mask_min_value", "0"),
     KNOWN("poi", NULL), KNOWN("use_short_captions", "false"), KNOWN("cache_tensors_to_disk", "false"),
-    KNOWN("cache_clip_vision_to_disk", "false"), KNOWN("cache_text_embeddings", "false"),
+    KNOWN("cache_clip_vision_to_disk", "false"),
+    ANY("cache_text_embeddings"), /* orakul always caches them (train/text_cache.h): either value is what it does */
     KNOWN("load_image_when_caching_latents", "false"), KNOWN("standardize_images", "false"),
     KNOWN("augmentations", NULL), KNOWN("shuffle_augmentations", "false"), KNOWN("caption_type", NULL),
     KNOWN("guidance_type", NULL), KNOWN("clip_image_path", NULL), KNOWN("clip_image_from_same_folder", "false"),
@@ -168,7 +169,7 @@ static const ork_ck train_keys[] = {
     KNOWN("ema_config", NULL), KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
     KNOWN("next_sample_timesteps", NULL), KNOWN("linear_timesteps", "false"),
     KNOWN("linear_timesteps2", "false"), B("disable_sampling", "false", disable_sampling),
-    KNOWN("unload_text_encoder", "false"), KNOWN("cache_text_embeddings", "false"),
+    KNOWN("unload_text_encoder", "false"), ANY("cache_text_embeddings"), /* always cached (text_cache.h) */
     KNOWN("do_paramiter_swapping", "false"), KNOWN("paramiter_swapping_factor", NULL),
     KNOWN("bypass_guidance_embedding", "false"), KNOWN("latent_feature_extractor_path", NULL),
     KNOWN("latent_feature_loss_weight", NULL), KNOWN("diffusion_feature_extractor_path", NULL),
