@@ -1,8 +1,9 @@
 /* fuzz_train_common.h — what the fuzz targets of the trainer's own files
- * (the resumable state, the latent cache, the text cache) share: a private
- * folder on a tmpfs for the file the reader opens by name, and a finiteness
- * check of what a reader handed back. Header-only, included after
- * fuzz_common.h by one translation unit per target. */
+ * (the resumable state, the latent cache, the text caches) share: a private
+ * folder on a tmpfs for the file the reader opens by name, a rewrite of an
+ * input with fresh checksums, and a finiteness check of what a reader handed
+ * back. Header-only, included after fuzz_common.h by one translation unit per
+ * target. Owns: the folder fz_dir and its files (removed at exit). */
 #ifndef ORK_FUZZ_TRAIN_COMMON_H
 #define ORK_FUZZ_TRAIN_COMMON_H
 
