@@ -520,3 +520,34 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
     tc->last = stats;
     return ORK_OK;
 }
+
+ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
+                                    const char *const *captions, ork_text_embed_fn fn, void *user) {
+    if (!tc || !fn) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or callback");
+    double gib = 4;
+    const char *gg = getenv("ORAKUL_TEXT_GROUP_GIB");
+    if (gg && atof(gg) > 0) gib = atof(gg);
+    size_t per = ((size_t)tc->T * tc->ctx_dim + (size_t)tc->vec_dim) * sizeof(float);
+    size_t fit = (size_t)(gib * 1073741824.0) / (per ? per : 1);
+    int group = fit < 1 ? 1 : fit > (size_t)n ? n : (int)fit;
+    ork_textcond_stats all = {0};
+    double t0 = now_s();
+    for (int g0 = 0; g0 < n; g0 += group) {
+        int gn = n - g0 < group ? n - g0 : group;
+        ork_text_embed e;
+        ORK_TRY(ork_textcond_encode(tc, be, budget_bytes, gn, captions + g0, &e));
+        ork_status st = ORK_OK;
+        for (int i = 0; i < gn && st == ORK_OK; i++)
+            st = fn(user, g0 + i, e.txt + (size_t)i * e.T * e.ctx_dim, e.vec ? e.vec + (size_t)i * e.vec_dim : NULL);
+        ork_text_embed_free(&e);
+        ORK_TRY(st);
+        if (tc->last.peak_bytes > all.peak_bytes) all.peak_bytes = tc->last.peak_bytes;
+        all.layer_major |= tc->last.layer_major;
+        all.chunk = tc->last.chunk;
+        all.weight_bytes = tc->last.weight_bytes;
+    }
+    all.captions = n;
+    all.seconds = now_s() - t0;
+    tc->last = all;
+    return ORK_OK;
+}

@@ -109,6 +109,17 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
                                const char *const *captions, ork_text_embed *out);
 void ork_text_embed_free(ork_text_embed *e); /* frees the arrays, zeroes *e; NULL: no-op */
 
+/* encode's result holds n·T·ctx_dim floats (T5-XXL: 8 MiB a caption, 80 GiB
+ * for 10,000 captions). encode_each hands each caption's embeddings to fn
+ * instead (txt (T, ctx_dim), vec (vec_dim) or NULL; valid during the call;
+ * i indexes captions) and keeps at most one group of captions in host memory:
+ * ORAKUL_TEXT_GROUP_GIB (4 by default) of embeddings, each group one pass of
+ * the weights (resident weights are loaded again for the next group). fn
+ * returning non-OK stops the encode with that status. */
+typedef ork_status (*ork_text_embed_fn)(void *user, int i, const float *txt, const float *vec);
+ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
+                                    const char *const *captions, ork_text_embed_fn fn, void *user);
+
 /* What the last encode did (zeros before the first): for benches and logs. */
 typedef struct ork_textcond_stats {
     int captions;

@@ -210,6 +210,47 @@ static void test_encode(void) {
     printf("\n  ");
 }
 
+/* encode_each in groups of 2 captions (a tiny ORAKUL_TEXT_GROUP_GIB): each
+ * caption's rows as encode gives them; a callback's failure stops it. */
+typedef struct each_ctx {
+    const ork_text_embed *ref;
+    int seen, bad, stop_at;
+} each_ctx;
+static ork_status each_fn(void *user, int i, const float *txt, const float *vec) {
+    each_ctx *c = user;
+    if (i == c->stop_at) return ORK_E_IO;
+    const ork_text_embed *r = c->ref;
+    c->bad += i != c->seen++;
+    c->bad += memcmp(txt, r->txt + (size_t)i * r->T * r->ctx_dim, (size_t)r->T * r->ctx_dim * sizeof *txt) != 0;
+    c->bad += !vec || memcmp(vec, r->vec + (size_t)i * r->vec_dim, (size_t)r->vec_dim * sizeof *vec) != 0;
+    return ORK_OK;
+}
+static void test_each(void) {
+    hand h;
+    hand_model(&h, dir_m, 16);
+    ork_textcond *tc = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
+    setenv("ORAKUL_TEXT_CHUNK", "2", 1);
+    ork_text_embed all;
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, TC_BE(), 0, K, CAPS, &all), ORK_OK);
+    char g[32];
+    snprintf(g, sizeof g, "%.12g", 2.5 * (16 * 32 + 16) * 4 / 1073741824.0); /* room for 2 captions */
+    setenv("ORAKUL_TEXT_GROUP_GIB", g, 1);
+    each_ctx c = {&all, 0, 0, -1};
+    CU_ASSERT_EQUAL(ork_textcond_encode_each(tc, TC_BE(), 0, K, CAPS, each_fn, &c), ORK_OK);
+    CU_ASSERT(c.seen == K && c.bad == 0);
+    ork_textcond_stats st;
+    ork_textcond_last_stats(tc, &st);
+    CU_ASSERT_EQUAL(st.captions, K);
+    each_ctx d = {&all, 0, 0, 3};
+    CU_ASSERT_EQUAL(ork_textcond_encode_each(tc, TC_BE(), 0, K, CAPS, each_fn, &d), ORK_E_IO);
+    CU_ASSERT_EQUAL(d.seen, 3);
+    unsetenv("ORAKUL_TEXT_GROUP_GIB");
+    unsetenv("ORAKUL_TEXT_CHUNK");
+    ork_text_embed_free(&all);
+    ork_textcond_close(tc);
+}
+
 /* Resident and layer-major, in chunks of 2 captions: the same bits. */
 static void test_layer_major(void) {
     hand h;
@@ -539,6 +580,7 @@ static void test_identity(void) {
 static const ork_test_case cases[] = {
     {"captions -> txt (T5) and vec (CLIP) vs transformers, with and without the mask", test_encode},
     {"layer-major (budget or env) gives the resident path's bits; plan lines", test_layer_major},
+    {"encode_each: groups of captions to a callback, the same rows; its failure stops", test_each},
     {"quantize_te: T5 in fp8 (qfloat8), CLIP not; layer-major the same bits", test_quantize},
     {"FLUX plugin: slots and source folder of a diffusers folder and of a hub snapshot", test_flux},
     {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
