@@ -254,10 +254,20 @@ ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, 
     }
     const char *what = opts && opts->what ? opts->what : NULL;
     if (n_found == 0 && n_given == 0) {
-        ORK_WARN("%s: no text encoders found%s%s%s (%s): training uses zero text embeddings unless "
-                 "<image>.te.safetensors files are given", model, what ? " for " : "", what ? what : "",
-                 mi->source_dir ? " in the model's folder" : "",
-                 mi->source_dir ? mi->source_dir : "a single file or preset: give their paths in model.model_kwargs");
+        sbuf k = {0};
+        for (int i = 0; i < mi->n_text_slots; i++)
+            sb_add(&k, "%s%s, %s", i ? ", " : "", mi->text_slots[i].path_key ? mi->text_slots[i].path_key : "?",
+                   mi->text_slots[i].tokenizer_key ? mi->text_slots[i].tokenizer_key : "?");
+        if (mi->source_dir)
+            ORK_WARN("%s%s%s%s: no text encoders in %s (looked for %s/, ...): training uses zero text embeddings "
+                     "unless <image>.te.safetensors files are given; or set model.model_kwargs %s", model,
+                     what ? " (" : "", what ? what : "", what ? ")" : "", mi->source_dir,
+                     mi->text_slots[0].subfolder ? mi->text_slots[0].subfolder : "?", k.s ? k.s : "");
+        else
+            ORK_WARN("%s%s%s%s: no text encoders (a single file or a preset): training uses zero text embeddings "
+                     "unless <image>.te.safetensors files are given; or set model.model_kwargs %s", model,
+                     what ? " (" : "", what ? what : "", what ? ")" : "", k.s ? k.s : "");
+        free(k.s);
         return ORK_OK;
     }
     if (n_missing) {
