@@ -1,6 +1,7 @@
 /* stream/plan.c — see plan.h. */
 #include "stream/plan.h"
 
+#include "plugin/model_decl.h"
 #include "stream/streamer.h"
 #include "stream/trainable_stream.h"
 #include "util/log.h"
@@ -43,17 +44,25 @@ static int64_t numel(const ork_weight_decl *d) {
     return n;
 }
 
-/* Tokens a weight is applied to: modulation / embeddings of the pooled
- * vector and timestep: 1; text stream: T; image stream: N; joint (single
- * blocks): N + T. */
-static int64_t tokens_for(const char *name, int64_t N, int64_t T) {
-    if (strstr(name, "mod") || strstr(name, "time_in") || strstr(name, "vector_in") || strstr(name, "guidance_in") ||
-        strstr(name, "time_text_embed"))
-        return 1;
-    if (strstr(name, "txt")) return T;
-    if (strstr(name, "img") || strstr(name, "final_layer") || strstr(name, "x_embedder") || strstr(name, "proj_out"))
-        return N;
-    return N + T;
+/* Tokens a weight is applied to, as the model declares it (plugin/model_decl.h):
+ * once per sample (modulation, timestep / pooled-vector embedders): 1; the
+ * text stream: T; the image stream: N; joint (the default): N + T. */
+static int64_t tokens_of(ork_tokens k, int64_t N, int64_t T) {
+    switch (k) {
+    case ORK_TOKENS_ONE: return 1;
+    case ORK_TOKENS_TXT: return T;
+    case ORK_TOKENS_IMG: return N;
+    default: return N + T;
+    }
+}
+
+/* Whether the linear d carries a LoRA by default (the model's targets, plugin/model_decl.h). */
+static int lora_target(const ork_model_info *info, const ork_weight_decl *d) {
+    char module[192];
+    size_t len = strlen(d->name);
+    if (len < 8 || strcmp(d->name + len - 7, ".weight") != 0) return 0;
+    snprintf(module, sizeof module, "%.*s", (int)(len - 7), d->name);
+    return ork_model_lora_default_target(info, d, module);
 }
 
 static size_t gib_round(double b) { return b < 0 ? 0 : (size_t)b; }
@@ -477,13 +486,13 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
     int B = in->batch > 0 ? in->batch : 1;
     int wb = in->weight_bytes > 0 ? in->weight_bytes : 2, bb = in->bias_bytes > 0 ? in->bias_bytes : (wb > 2 ? wb : 2);
     p->weight_bytes = wb;
-    int64_t N = in->img_tokens, T = in->txt_tokens, L = N + T;
+    int64_t N = in->img_tokens, T = in->txt_tokens;
     /* per block: packed frozen bytes, LoRA params, FLOPs; the hidden width */
     int64_t hidden = in->hidden;
     int64_t *big = calloc(nb, sizeof *big), *big_h = calloc(nb, sizeof *big_h);
     double wide = 0; /* max (wide side / narrow side) of a transformer block's token linears */
     if (!big || !big_h) { free(big); free(big_h); return ORK_E_NOMEM; }
-    for (int b = 0; b < n; b++) p->transformer[b] = info->block_names && strstr(info->block_names[b], "blocks.") != NULL;
+    for (int b = 0; b < n; b++) p->transformer[b] = (uint8_t)ork_model_block_is_transformer(info, b);
     for (int i = 0; i < info->n_weights; i++) {
         const ork_weight_decl *d = &info->weights[i];
         int64_t ne = numel(d);
@@ -501,10 +510,10 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
         ork_stream_rec r;
         ork_stream_rec_add(&p->block_bytes[b], bytes, scales, &r);
         if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
-            int64_t tok = tokens_for(d->name, N, T);
+            int64_t tok = tokens_of(ork_model_weight_tokens(info, d), N, T);
             int64_t out_f = d->shape[0], in_f = d->shape[1];
             p->block_lin_flops[b] += 2.0 * (double)B * (double)tok * (double)ne;
-            if (in->lora_rank > 0 && !in->lora_params && p->transformer[b]) {
+            if (in->lora_rank > 0 && !in->lora_params && lora_target(info, d)) {
                 int64_t r2 = in->lora_rank < out_f ? in->lora_rank : out_f;
                 if (r2 > in_f) r2 = in_f;
                 p->block_lora[b] += r2 * (in_f + out_f);
@@ -520,10 +529,8 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
                 if (wr > wide) wide = wr;
             }
         }
-        /* a block with attention: q/k/v projections or q/k norms */
-        if ((strstr(d->name, "qkv") || strstr(d->name, "query_norm") || strstr(d->name, "to_q") ||
-             strstr(d->name, "norm_q")) && p->block_attn_flops[b] == 0)
-            p->block_attn_flops[b] = -1;
+        /* a block with attention: the model marks its attention weights */
+        if (ork_model_weight_marks_attention(info, d) && p->block_attn_flops[b] == 0) p->block_attn_flops[b] = -1;
     }
     if (hidden <= 0)
         for (int b = 0; b < n; b++)
@@ -535,7 +542,10 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
     free(big_h);
     p->hidden = hidden;
     for (int b = 0; b < n; b++) {
-        if (p->block_attn_flops[b] < 0) p->block_attn_flops[b] = 4.0 * (double)B * (double)L * (double)L * (double)hidden;
+        if (p->block_attn_flops[b] < 0) {
+            int64_t La = tokens_of(ork_model_block_attn_tokens(info, b), N, T), ad = ork_model_block_attn_dim(info, b);
+            p->block_attn_flops[b] = 4.0 * (double)B * (double)La * (double)La * (double)(ad > 0 ? ad : hidden);
+        }
         if (in->lora_params) p->block_lora[b] = in->lora_params[b];
         if (p->transformer[b]) tb[p->n_transformer++] = b;
     }

@@ -16,7 +16,8 @@
  * The budget is model.vram_budget_gb, or the device's free memory minus a
  * margin (1 GiB) when that is 0.
  *
- * Choice. Only transformer blocks (block names with "blocks.") stream; the
+ * Choice. Only transformer blocks (the model's ORK_BLOCK_KIND_TRANSFORMER,
+ * plugin/model_decl.h) stream; the
  * streamed set is spread evenly: block k of m sits at index
  * floor((2k + 1) n / 2m) among the n transformer blocks. NONE streams
  * nothing; PERCENT streams round(percent x n) (ai-toolkit's
@@ -28,8 +29,9 @@
  * that does not fit fails with ONE line naming what to change.
  *
  * Time. Per block, forward FLOPs from shapes (2 x tokens x numel per linear,
- * tokens by the weight's stream: img / txt / modulation vector; 4 x L^2 x
- * hidden for joint attention), a step = no-grad forward + recompute + dX-only
+ * tokens by the weight's stream as the model declares it: img / txt / joint /
+ * one per sample; 4 x L^2 x width for a block's attention over its L tokens),
+ * a step = no-grad forward + recompute + dX-only
  * backward (linear x3, attention x4.5 for blocks >= first_trainable); the
  * schedule is simulated over the ring (copy lane FIFO, a load waits for its
  * slot, a block waits for its load) with TFLOP/s x efficiency and PCIe GB/s
@@ -116,7 +118,7 @@ typedef struct ork_plan_inputs {
     int scale_bytes_per_row;     /* FP8 with one F32 scale per output row: 4; else 0 */
     /* trainable state */
     int64_t lora_rank;           /* 0: no LoRA */
-    const int64_t *lora_params;  /* [n_blocks] or NULL: rank x (in + out) per linear of "blocks." */
+    const int64_t *lora_params;  /* [n_blocks] or NULL: rank x (in + out) per default LoRA target */
     int param_bytes;             /* 0: 4 (F32) */
     double opt_bytes_per_param;  /* adamw 8, adamw8bit ~2.03; 0: 8 */
     /* activations */

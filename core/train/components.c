@@ -5,6 +5,7 @@
 #include "train/job.h"
 
 #include "plugin/loader.h"
+#include "plugin/model_decl.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -111,7 +112,10 @@ ork_status ork_train_check_datasets(job *j) {
 
 ork_status ork_train_open_model(job *j) {
     ORK_TRY(j->mvt->create(&j->c_model->host, j->model_params, &j->model));
-    return j->mvt->open(j->model, j->p->model.name_or_path, &j->info);
+    ORK_TRY(j->mvt->open(j->model, j->p->model.name_or_path, &j->info));
+    /* its declarations in range, and a prediction this core trains (plugin/model_decl.h) */
+    ORK_TRY(ork_model_decl_check(&j->info, j->p->model.name_or_path));
+    return ork_model_decl_trainable(&j->info, j->p->model.name_or_path);
 }
 
 /* ---- device -------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include "io/safetensors.h"
 #include "numerics/finite.h"
 #include "numerics/half.h"
+#include "plugin/model_decl.h"
 #include "train/rng.h"
 #include "util/log.h"
 
@@ -28,35 +29,23 @@ struct ork_lora_net {
     double alpha;
     int64_t rank;
     uint64_t seed;          /* of the initial values (ork_lora_init) */
+    char prefix[64];        /* the model's key prefix (ork_model_info.lora_prefix), or "": the format's */
     ork_lora_reader reader; /* NULL: save reads the device tensors */
     void *reader_ctx;
 };
 
-static int contains(const char *module, const char *pat) {
-    if (strstr(module, pat)) return 1;
-    /* the same pattern in kohya spelling ('_' for '.') */
-    char a[192], b[192];
-    snprintf(a, sizeof a, "%s", module);
-    snprintf(b, sizeof b, "%s", pat);
-    for (char *p = a; *p; p++) if (*p == '.') *p = '_';
-    for (char *p = b; *p; p++) if (*p == '.') *p = '_';
-    return strstr(a, b) != NULL;
-}
-
 static int is_target(const ork_model_info *info, const ork_weight_decl *d, const ork_lora_opts *o,
                      const char *module) {
     if (!(d->flags & ORK_WEIGHT_LINEAR) || d->ndim != 2 || d->block < 0) return 0;
-    const char *bn = info->block_names[d->block];
-    int in_blocks = strstr(bn, "blocks.") != NULL; /* double_blocks.i / single_blocks.i */
     if (o->n_only > 0) {
         int hit = 0;
-        for (int i = 0; i < o->n_only && !hit; i++) hit = contains(module, o->only_if_contains[i]);
+        for (int i = 0; i < o->n_only && !hit; i++) hit = ork_module_contains(module, o->only_if_contains[i]);
         if (!hit) return 0;
-    } else if (!in_blocks) {
+    } else if (!ork_model_lora_default_target(info, d, module)) { /* the model's targets (plugin/model_decl.h) */
         return 0;
     }
     for (int i = 0; i < o->n_ignore; i++)
-        if (contains(module, o->ignore_if_contains[i])) return 0;
+        if (ork_module_contains(module, o->ignore_if_contains[i])) return 0;
     return 1;
 }
 
@@ -141,6 +130,13 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
     n->m = calloc((size_t)info->n_weights + 1, sizeof *n->m);
     if (!n->m) { free(n); return ORK_E_NOMEM; }
     n->seed = o->seed;
+    const char *pre = ork_model_lora_prefix(info);
+    if (pre && strlen(pre) >= sizeof n->prefix) {
+        free(n->m);
+        free(n);
+        return ORK_FAIL(ORK_E_ABI, "the model's lora_prefix '%.40s...' is longer than %zu bytes", pre, sizeof n->prefix - 1);
+    }
+    snprintf(n->prefix, sizeof n->prefix, "%s", pre ? pre : "");
     ork_status st = ORK_OK;
     for (int i = 0; st == ORK_OK && i < info->n_weights; i++) {
         const ork_weight_decl *d = &info->weights[i];
@@ -197,13 +193,17 @@ ork_lora *ork_lora_at(ork_lora_net *n, int i) { return &n->m[i].lora; }
 int ork_lora_block(const ork_lora_net *n, int i) { return n->m[i].block; }
 int64_t ork_lora_params(const ork_lora_net *n) { return n->params; }
 
+void ork_lora_key_prefixed(const char *module, const char *format, const char *prefix, char *buf, size_t n) {
+    int kohya = !strcmp(format, "kohya");
+    if (!prefix || !*prefix) prefix = kohya ? "lora_unet_" : "diffusion_model.";
+    size_t pl = strlen(prefix);
+    snprintf(buf, n, "%s%s", prefix, module);
+    if (kohya && pl < n)
+        for (char *p = buf + pl; *p; p++) if (*p == '.') *p = '_';
+}
+
 void ork_lora_key(const char *module, const char *format, char *buf, size_t n) {
-    if (!strcmp(format, "kohya")) {
-        snprintf(buf, n, "lora_unet_%s", module);
-        for (char *p = buf + 10; *p; p++) if (*p == '.') *p = '_';
-    } else {
-        snprintf(buf, n, "diffusion_model.%s", module);
-    }
+    ork_lora_key_prefixed(module, format, NULL, buf, n);
 }
 
 static void suffixes(const char *format, const char **down, const char **up) {
@@ -224,7 +224,7 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
     for (int i = 0; st == ORK_OK && i < n->n; i++) {
         lora_mod *m = &n->m[i];
         char key[320], prefix[256];
-        ork_lora_key(m->name, format, prefix, sizeof prefix);
+        ork_lora_key_prefixed(m->name, format, n->prefix, prefix, sizeof prefix);
         ork_tensor *ts[2] = {m->lora.down, m->lora.up};
         const char *sfx[2] = {sd, su};
         for (int j = 0; st == ORK_OK && j < 2; j++) {
@@ -286,7 +286,7 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
     for (int i = 0; st == ORK_OK && i < n->n; i++) {
         lora_mod *m = &n->m[i];
         char key[320], prefix[256];
-        ork_lora_key(m->name, format, prefix, sizeof prefix);
+        ork_lora_key_prefixed(m->name, format, n->prefix, prefix, sizeof prefix);
         ork_tensor *ts[2] = {m->lora.down, m->lora.up};
         const char *sfx[2] = {sd, su};
         for (int j = 0; st == ORK_OK && j < 2; j++) {

@@ -2,9 +2,11 @@
  * adapters' trainable tensors, and the LoRA file users load in ComfyUI,
  * diffusers and stable-diffusion.cpp (FLUX.md §4).
  *
- * Targets: weights flagged ORK_WEIGHT_LINEAR inside the transformer blocks
- * (not the embedders, not the final layer: ai-toolkit's default for FLUX),
- * filtered by network_kwargs.only_if_contains / ignore_if_contains (substring
+ * Targets: weights flagged ORK_WEIGHT_LINEAR that the model names as its
+ * default targets (ork_model_info.lora_targets; without them the linears of its
+ * transformer blocks: not the embedders, not the final layer, ai-toolkit's
+ * default), or network_kwargs.only_if_contains instead, less
+ * ignore_if_contains (substring
  * match on the module name with '.' or with '_' as separator, so both BFL
  * and kohya spellings work). rank = min(network.linear, out, in); scale =
  * alpha / rank always. down (r, in) Kaiming-uniform (a = √5, PyTorch's Linear
@@ -53,7 +55,9 @@ ork_lora *ork_lora_at(ork_lora_net *n, int i);
 int ork_lora_block(const ork_lora_net *n, int i);    /* model block index */
 int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter count */
 
-/* Write the LoRA file (atomic). format "kohya" or "peft-bfl"; save_dt F32,
+/* Write the LoRA file (atomic). format "kohya" (lora_down / lora_up / alpha)
+ * or "peft" / "peft-bfl" (lora_A / lora_B / alpha), keys after the model's
+ * lora_prefix (ork_lora_key_prefixed); save_dt F32,
  * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__.
  * ORK_E_NUMERIC (one line naming the tensor and element), nothing written,
  * when a value is NaN or Inf, as trained or once converted to save_dt. */
@@ -72,5 +76,8 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format);
 /* The key prefix of module m in the given format ("lora_unet_double_blocks_0_img_attn_qkv"
  * or "diffusion_model.double_blocks.0.img_attn.qkv"). */
 void ork_lora_key(const char *module, const char *format, char *buf, size_t n);
+/* The same after the model's prefix (ork_model_info.lora_prefix; NULL or "":
+ * the format's own, as ork_lora_key); kohya spells the module's dots '_'. */
+void ork_lora_key_prefixed(const char *module, const char *format, const char *prefix, char *buf, size_t n);
 
 #endif

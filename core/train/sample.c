@@ -1,8 +1,9 @@
 /* train/sample.c — see sample.h. Sources read (not copied): BFL
- * black-forest-labs/flux src/flux/sampling.py (get_schedule, time_shift,
- * denoise), diffusers' FLUX.2 compute_empirical_mu. */
+ * src/flux/sampling.py (get_schedule, time_shift, denoise), diffusers'
+ * compute_empirical_mu. */
 #include "train/sample.h"
 
+#include "plugin/model_decl.h"
 #include "tensor/ops.h"
 #include "train/rng.h"
 #include "util/log.h"
@@ -11,41 +12,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-ork_shift_kind ork_shift_for(const ork_model_info *info) {
-    const char *v = info->variant ? info->variant : "";
-    if (!strcmp(v, "flux1-schnell")) return ORK_SHIFT_NONE;
-    if (!strncmp(v, "flux2", 5) || info->token_channels == 128) return ORK_SHIFT_FLUX2;
-    return ORK_SHIFT_FLUX1;
+ork_shift_rule ork_shift_default(ork_time_shift kind) {
+    return (ork_shift_rule){kind, 0.5, 1.15, 256, 4096, 3.0};
+}
+
+ork_shift_rule ork_shift_for(const ork_model_info *info) {
+    ork_model_schedule s;
+    double base, mx;
+    ork_model_schedule_get(info, &s, &base, &mx);
+    return (ork_shift_rule){(ork_time_shift)s.time_shift, base, mx, s.shift_base_seq, s.shift_max_seq, s.shift};
 }
 
 int ork_distilled_steps(const ork_model_info *info) {
-    const char *v = info->variant ? info->variant : "";
-    return (!strcmp(v, "flux1-schnell") || !strncmp(v, "flux2-klein", 11)) ? 4 : 0;
+    ork_model_schedule s;
+    double base, mx;
+    ork_model_schedule_get(info, &s, &base, &mx);
+    return s.sample_steps;
 }
 
-double ork_shift_mu(ork_shift_kind kind, int64_t seq, int steps, double base, double mx) {
-    switch (kind) {
-    case ORK_SHIFT_FLUX1: {
-        double m = (mx - base) / (4096.0 - 256.0);
-        return base + m * ((double)seq - 256.0);
+double ork_shift_mu(const ork_shift_rule *r, int64_t seq, int steps) {
+    switch (r->kind) {
+    case ORK_TIME_SHIFT_RESOLUTION: {
+        double m = (r->max - r->base) / ((double)r->max_seq - (double)r->base_seq);
+        return r->base + m * ((double)seq - (double)r->base_seq);
     }
-    case ORK_SHIFT_FLUX2: {
+    case ORK_TIME_SHIFT_RESOLUTION_STEPS: {
         const double a1 = 8.73809524e-05, b1 = 1.89833333, a2 = 0.00016927, b2 = 0.45666666;
         if (seq > 4300) return a2 * (double)seq + b2;
         double m200 = a2 * (double)seq + b2, m10 = a1 * (double)seq + b1;
         double a = (m200 - m10) / 190.0;
         return a * steps + (m200 - 200.0 * a);
     }
+    case ORK_TIME_SHIFT_FIXED:
+        return log(r->fixed > 0 ? r->fixed : 3.0);
     default:
         return 0.0;
     }
 }
 
-void ork_sample_schedule(ork_shift_kind kind, int steps, int64_t seq, double base, double mx, double *ts) {
-    double mu = ork_shift_mu(kind, seq, steps, base, mx), em = exp(mu);
+void ork_sample_schedule(const ork_shift_rule *r, int steps, int64_t seq, double *ts) {
+    double mu = ork_shift_mu(r, seq, steps), em = exp(mu);
     for (int i = 0; i <= steps; i++) {
         double t = 1.0 - (double)i / (double)steps;
-        if (kind != ORK_SHIFT_NONE && t > 0) t = em / (em + (1.0 / t - 1.0));
+        if (r->kind != ORK_TIME_SHIFT_NONE && t > 0) t = em / (em + (1.0 / t - 1.0));
         ts[i] = i == steps ? 0.0 : t;
     }
 }
@@ -188,8 +197,7 @@ ork_status ork_sample_latent(const ork_denoiser *d, const ork_sample_params *sp,
             ork_rng_init(&r, sp->seed, ORK_RNG_NOISE);
             ork_rng_normal_f32(&r, x, (int64_t)(N * C));
         }
-        ork_sample_schedule(sp->shift, sp->steps, (int64_t)N, info->shift_base > 0 ? info->shift_base : 0.5,
-                            info->shift_max > 0 ? info->shift_max : 1.15, ts);
+        ork_sample_schedule(&sp->shift, sp->steps, (int64_t)N, ts);
     }
     int prev_grad = ork_graph_set_grad(d->g, 0);
     uint64_t prev_drop = d->g->dropout_seed;

@@ -1,13 +1,16 @@
-/* train/sample.h — the flow-matching Euler sampler for FLUX (BFL's
- * src/flux/sampling.py get_schedule + denoise; FLUX.2's compute_empirical_mu):
+/* train/sample.h — the flow-matching Euler sampler (BFL's src/flux/sampling.py
+ * get_schedule + denoise; diffusers' compute_empirical_mu):
  *
  *   t_i = shift(1 - i/steps), i = 0..steps;   shift(t) = e^mu / (e^mu + (1/t - 1))
  *   x_0 = noise;  v = model(x, t_i, guidance);  x <- x + (t_{i+1} - t_i)·v
  *
- * mu comes from the image sequence length (tokens):
- *   ORK_SHIFT_FLUX1  mu = base + (max - base)·(seq - 256)/(4096 - 256) (0.5 / 1.15, the model info's)
- *   ORK_SHIFT_FLUX2  mu = FLUX.2's empirical fit of (seq, steps)
- *   ORK_SHIFT_NONE   no shift (FLUX.1-schnell)
+ * mu by the model's rule (orakul/model.h ork_time_shift, plugin/model_decl.h),
+ * from the image sequence length (tokens):
+ *   RESOLUTION        mu = base + (max - base)·(seq - base_seq)/(max_seq - base_seq)
+ *                     (0.5 / 1.15 over 256 .. 4096 tokens unless the model says)
+ *   RESOLUTION_STEPS  mu = the empirical fit of (seq, steps) (FLUX.2)
+ *   FIXED             mu = ln(shift)
+ *   NONE              no shift (timestep-distilled models)
  * Guidance-distilled models (FLUX.1-dev, FLUX.2-dev) take the guidance value
  * as an input; for the others a cfg scale > 1 runs classifier-free guidance,
  * v = v(neg) + cfg·(v(pos) − v(neg)), as two forwards of batch 1.
@@ -29,19 +32,26 @@
 
 #include <orakul/model.h>
 
-typedef enum { ORK_SHIFT_NONE, ORK_SHIFT_FLUX1, ORK_SHIFT_FLUX2 } ork_shift_kind;
+/* The time shift the sampler applies. */
+typedef struct ork_shift_rule {
+    ork_time_shift kind;
+    double base, max;         /* RESOLUTION: mu at base_seq / max_seq tokens */
+    int64_t base_seq, max_seq;
+    double fixed;             /* FIXED: the shift (mu = ln fixed) */
+} ork_shift_rule;
 
-/* The shift for a model: none for flux1-schnell; FLUX.2's for the flux2-*
- * variants and 128-channel tokens; FLUX.1's otherwise. */
-ork_shift_kind ork_shift_for(const ork_model_info *info);
-/* Sampling steps a distilled model wants when the config does not say
- * (flux1-schnell, flux2-klein-*: 4), else 0. */
+/* The model's rule (its declared schedule, or the core's default: RESOLUTION
+ * with the info's shift_base / shift_max). */
+ork_shift_rule ork_shift_for(const ork_model_info *info);
+/* The rule of a kind with the defaults (0.5 / 1.15 over 256 .. 4096 tokens, fixed 3). */
+ork_shift_rule ork_shift_default(ork_time_shift kind);
+/* Sampling steps the model wants when the config does not say (a distilled
+ * model: 4), else 0. */
 int ork_distilled_steps(const ork_model_info *info);
-/* mu of the shift (0 for ORK_SHIFT_NONE). */
-double ork_shift_mu(ork_shift_kind kind, int64_t seq_len, int steps, double base_shift, double max_shift);
+/* mu of the shift (0 for NONE). */
+double ork_shift_mu(const ork_shift_rule *r, int64_t seq_len, int steps);
 /* ts[0 .. steps]: 1 = ts[0] > ... > ts[steps] = 0, computed in double. */
-void ork_sample_schedule(ork_shift_kind kind, int steps, int64_t seq_len, double base_shift, double max_shift,
-                         double *ts);
+void ork_sample_schedule(const ork_shift_rule *r, int steps, int64_t seq_len, double *ts);
 
 /* What the sampler runs: a model on a graph (the training job's). */
 typedef struct ork_denoiser {
@@ -57,7 +67,7 @@ typedef struct ork_denoiser {
 typedef struct ork_sample_params {
     int h_tok, w_tok;        /* the token grid: N = h·w */
     int steps;               /* >= 1 */
-    ork_shift_kind shift;
+    ork_shift_rule shift;
     float guidance;          /* the model's guidance input (used when info->has_guidance) */
     float cfg;               /* > 1: classifier-free guidance with neg_* */
     int T;                   /* text tokens */

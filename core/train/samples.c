@@ -4,6 +4,7 @@
 #include "data/dataset.h" /* ork_caption_inject_trigger */
 #include "io/safetensors.h"
 #include "io/png_writer.h"
+#include "plugin/model_decl.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ struct ork_samples {
     char dir[1100], name[192];
     entry *e;
     int n;
-    ork_shift_kind shift;
+    ork_shift_rule shift;
     int cfg_on;          /* classifier-free guidance (no guidance input) */
     int off;             /* turned off after a failure */
     int swept;           /* stale temporary files removed */
@@ -137,7 +138,7 @@ ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info,
         return ORK_OK;
     }
     if (sc->sampler && strcmp(sc->sampler, "flowmatch") != 0)
-        ORK_WARN("sample.sampler '%s': FLUX samples with the flow-matching Euler sampler (flowmatch)", sc->sampler);
+        ORK_WARN("sample.sampler '%s': the model samples with the flow-matching Euler sampler (flowmatch)", sc->sampler);
     ork_samples *s = calloc(1, sizeof *s);
     if (!s) return ORK_E_NOMEM;
     s->sc = sc;
@@ -145,7 +146,12 @@ ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info,
     s->info = info;
     s->T = T;
     s->shift = ork_shift_for(info);
-    s->cfg_on = !info->has_guidance && s->shift != ORK_SHIFT_NONE;
+    ork_model_schedule ms;
+    double sb, sm;
+    ork_model_schedule_get(info, &ms, &sb, &sm);
+    /* CFG when the model takes no guidance input and is not timestep-distilled
+     * (a model that declares nothing: not distilled) */
+    s->cfg_on = !info->has_guidance && !(ms.sample_flags & ORK_SAMPLE_NO_CFG);
     snprintf(s->dir, sizeof s->dir, "%s/samples", out_dir);
     snprintf(s->name, sizeof s->name, "%s", name);
     s->e = calloc(n, sizeof *s->e);
@@ -176,14 +182,17 @@ ork_status ork_samples_create(const ork_config *cfg, const ork_model_info *info,
         if (it && given(cfg, kk)) e->seed = (uint64_t)it->seed;
         else e->seed = (uint64_t)sc->seed + (sc->walk_seed ? (uint64_t)i : 0);
         snprintf(kk, sizeof kk, "%s.guidance_scale", key);
-        e->guidance = (float)(it && given(cfg, kk) ? it->guidance_scale : sc->guidance_scale);
+        e->guidance = (float)(it && given(cfg, kk) ? it->guidance_scale
+                              : !given(cfg, "sample.guidance_scale") && ms.sample_guidance > 0 ? ms.sample_guidance
+                                                                                               : sc->guidance_scale);
         e->steps = (int)(it && it->sample_steps > 0 ? it->sample_steps
                          : (!given(cfg, "sample.sample_steps") && distilled) ? distilled : sc->sample_steps);
     }
     if (st != ORK_OK) { ork_samples_destroy(s); return st; }
-    static const char *const shift_name[] = {"no time shift", "FLUX.1 time shift", "FLUX.2 time shift"};
+    static const char *const shift_name[] = {"resolution time shift", "no time shift", "fixed time shift",
+                                             "resolution and steps time shift"};
     ORK_INFO("sample: %d prompts, %dx%d px, %d steps (%s), %s %g; every %lld steps from step %lld into %s",
-             s->n, s->e[0].w_tok * ppt, s->e[0].h_tok * ppt, s->e[0].steps, shift_name[s->shift],
+             s->n, s->e[0].w_tok * ppt, s->e[0].h_tok * ppt, s->e[0].steps, shift_name[s->shift.kind],
              info->has_guidance ? "guidance" : s->cfg_on ? "classifier-free guidance scale" : "no guidance,",
              info->has_guidance || s->cfg_on ? (double)s->e[0].guidance : 0.0, (long long)sc->sample_every,
              (long long)sc->sample_start_step, s->dir);

@@ -9,8 +9,8 @@
  * train.disable_sampling, or when the section has no prompts.
  * What: each entry of sample.prompts / sample.samples at its width x height
  * (rounded to whole tokens), seed (seed + index with walk_seed),
- * guidance_scale, sample_steps (not given: 4 for the distilled schnell/klein,
- * else 20). A prompt is text, encoded at the run's start with the captions
+ * guidance_scale, sample_steps (not given: the model's sampler defaults,
+ * ork_model_schedule: 4 for a distilled model, else 20). A prompt is text, encoded at the run's start with the captions
  * (train/text_glue.c: ork_samples_text_* below); with a trigger_word its
  * "[trigger]" and "[name]" are replaced by it, never prepended (ai-toolkit's
  * inject_trigger_into_prompt(prompt, trigger_word, add_if_not_present=False);
@@ -21,7 +21,7 @@
  * with empty (zero) conditioning, like training images without embeddings.
  * neg: the same (no trigger replacement), used only for classifier-free
  * guidance (models without a guidance input and guidance_scale > 1; not
- * flux1-schnell).
+ * a model that declares ORK_SAMPLE_NO_CFG, timestep-distilled).
  * Each ork_samples_run works in a graph of its own on the job's allocator
  * (the budget applies) and the training graph's stream, with its weight
  * lookup, destroyed afterwards: a large sample's activations never stay

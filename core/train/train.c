@@ -4,6 +4,7 @@
 #include "train/job.h"
 
 #include "data/dataset.h"
+#include "plugin/model_decl.h"
 #include "train/services.h"
 #include "util/log.h"
 #include "util/prof.h"
@@ -191,11 +192,11 @@ static ork_status setup_schedule(job *j) {
         ork_config_where(j->cfg, "train.content_or_style", &at);
         return ork_config_fail_at(&at, ORK_E_CONFIG, "content_or_style '%s' (balanced, content, style)", t->content_or_style);
     }
-    j->ts.shift = 3.0;
-    j->ts.base_shift = j->info.shift_base > 0 ? j->info.shift_base : 0.5;
-    j->ts.max_shift = j->info.shift_max > 0 ? j->info.shift_max : 1.15;
-    j->ts.base_seq = 256;
-    j->ts.max_seq = 4096;
+    ork_model_schedule ms; /* the model's shift parameters, or the core's defaults (plugin/model_decl.h) */
+    ork_model_schedule_get(&j->info, &ms, &j->ts.base_shift, &j->ts.max_shift);
+    j->ts.shift = ms.shift;
+    j->ts.base_seq = ms.shift_base_seq;
+    j->ts.max_seq = ms.shift_max_seq;
     j->ts.image_seq_len = j->n_items ? (int64_t)j->items[0].h_tok * j->items[0].w_tok : 1024;
     if (ork_lr_type_parse(t->lr_scheduler, &j->lr.type) != ORK_OK) {
         ork_config_where(j->cfg, "train.lr_scheduler", &at);

@@ -46,15 +46,15 @@ static int clean(void) {
 typedef struct scase {
     const char *name, *ckpt;
     int h, w, steps;
-    ork_shift_kind shift;
+    ork_time_shift shift;
     float guidance, cfg;
     int lora;
 } scase;
 
 static const scase cases[3] = {
-    {"flux1", "flux1_small", 3, 5, 4, ORK_SHIFT_FLUX1, 3.5f, 1.0f, 0},
-    {"flux1_lora_cfg", "flux1_small", 2, 3, 3, ORK_SHIFT_NONE, 1.0f, 2.5f, 1},
-    {"flux2", "flux2_small", 4, 3, 4, ORK_SHIFT_FLUX2, 2.0f, 1.0f, 0},
+    {"flux1", "flux1_small", 3, 5, 4, ORK_TIME_SHIFT_RESOLUTION, 3.5f, 1.0f, 0},
+    {"flux1_lora_cfg", "flux1_small", 2, 3, 3, ORK_TIME_SHIFT_NONE, 1.0f, 2.5f, 1},
+    {"flux2", "flux2_small", 4, 3, 4, ORK_TIME_SHIFT_RESOLUTION_STEPS, 2.0f, 1.0f, 0},
 };
 
 static float *fx32(const scase *c, const char *what, size_t *n) {
@@ -75,7 +75,8 @@ static void test_schedule(void) {
         size_t n = 0;
         double *ref = fx64(c, "timesteps", &n), ts[16];
         CU_ASSERT_FATAL(ref && n == (size_t)c->steps + 1);
-        ork_sample_schedule(c->shift, c->steps, (int64_t)c->h * c->w, 0.5, 1.15, ts);
+        ork_shift_rule r = ork_shift_default(c->shift);
+        ork_sample_schedule(&r, c->steps, (int64_t)c->h * c->w, ts);
         double worst = 0;
         for (size_t k = 0; k < n; k++) worst = fmax(worst, fabs(ts[k] - ref[k]));
         printf("\n    %-16s schedule max |c - ref| %.3g", c->name, worst);
@@ -85,10 +86,11 @@ static void test_schedule(void) {
         free(ref);
     }
     /* mu: FLUX.1 is linear in the sequence length (0.5 at 256, 1.15 at 4096) */
-    CU_ASSERT(fabs(ork_shift_mu(ORK_SHIFT_FLUX1, 256, 20, 0.5, 1.15) - 0.5) < 1e-12);
-    CU_ASSERT(fabs(ork_shift_mu(ORK_SHIFT_FLUX1, 4096, 20, 0.5, 1.15) - 1.15) < 1e-12);
+    ork_shift_rule res = ork_shift_default(ORK_TIME_SHIFT_RESOLUTION), emp = ork_shift_default(ORK_TIME_SHIFT_RESOLUTION_STEPS);
+    CU_ASSERT(fabs(ork_shift_mu(&res, 256, 20) - 0.5) < 1e-12);
+    CU_ASSERT(fabs(ork_shift_mu(&res, 4096, 20) - 1.15) < 1e-12);
     /* FLUX.2: above 4300 tokens it no longer depends on the steps */
-    CU_ASSERT(ork_shift_mu(ORK_SHIFT_FLUX2, 5000, 4, 0.5, 1.15) == ork_shift_mu(ORK_SHIFT_FLUX2, 5000, 50, 0.5, 1.15));
+    CU_ASSERT(ork_shift_mu(&emp, 5000, 4) == ork_shift_mu(&emp, 5000, 50));
     printf("\n  ");
 }
 
@@ -154,7 +156,7 @@ static ork_status h_end(void *ctx) { ((counts *)ctx)->end++; return ORK_OK; }
 
 /* Run case c (with the given shift, LoRA on or off); compare against the
  * reference; returns 1 when within tolerance. *rel: max error / M. */
-static int run_case(const scase *c, ork_shift_kind shift, int use_lora, counts *ct, double *rel) {
+static int run_case(const scase *c, ork_time_shift shift, int use_lora, counts *ct, double *rel) {
     char ckpt[512];
     snprintf(ckpt, sizeof ckpt, "%s/%s_bfl.safetensors", FT_FIXTURES, c->ckpt);
     ft_model m;
@@ -170,7 +172,7 @@ static int run_case(const scase *c, ork_shift_kind shift, int use_lora, counts *
     CU_ASSERT_FATAL(noise && txt && ref && nn == nr && nn == (size_t)c->h * c->w * m.info.token_channels);
     ork_block_hooks hk = {.ctx = ct, .pass_begin = h_begin, .enter = h_enter, .leave = h_leave, .pass_end = h_end};
     ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info, .hooks = &hk};
-    ork_sample_params sp = {.h_tok = c->h, .w_tok = c->w, .steps = c->steps, .shift = shift, .guidance = c->guidance,
+    ork_sample_params sp = {.h_tok = c->h, .w_tok = c->w, .steps = c->steps, .shift = ork_shift_default(shift), .guidance = c->guidance,
                             .cfg = c->cfg, .T = 8, .txt = txt, .vec = vec, .noise = noise};
     float *x = malloc(nn * sizeof *x);
     s = ork_sample_latent(&d, &sp, x);
@@ -226,13 +228,13 @@ static void test_sampler_vs_torch(void) {
 static void test_mistakes_are_seen(void) {
     counts ct = {0};
     double rel = 0;
-    CU_ASSERT(!run_case(&cases[0], ORK_SHIFT_NONE, 0, &ct, &rel));
+    CU_ASSERT(!run_case(&cases[0], ORK_TIME_SHIFT_NONE, 0, &ct, &rel));
     printf("\n    flux1 without the shift: max err / M = %.3g", rel);
     CU_ASSERT(rel > 1e-2);
-    CU_ASSERT(!run_case(&cases[2], ORK_SHIFT_FLUX1, 0, &ct, &rel));
+    CU_ASSERT(!run_case(&cases[2], ORK_TIME_SHIFT_RESOLUTION, 0, &ct, &rel));
     printf("\n    flux2 with FLUX.1's shift: max err / M = %.3g", rel);
     CU_ASSERT(rel > 1e-2);
-    CU_ASSERT(!run_case(&cases[1], ORK_SHIFT_NONE, 0, &ct, &rel));
+    CU_ASSERT(!run_case(&cases[1], ORK_TIME_SHIFT_NONE, 0, &ct, &rel));
     printf("\n    flux1_lora_cfg without the LoRA: max err / M = %.3g\n  ", rel);
     CU_ASSERT(rel > 1e-2);
 }
@@ -249,7 +251,7 @@ static void test_budget(void) {
     size_t used = ork_alloc_in_use(m.alloc, NULL);
     ork_alloc_set_budget(m.alloc, used + 1024); /* the weights fit, a sample does not */
     ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info};
-    ork_sample_params sp = {.h_tok = 16, .w_tok = 16, .steps = 2, .shift = ORK_SHIFT_FLUX1, .guidance = 3.5f,
+    ork_sample_params sp = {.h_tok = 16, .w_tok = 16, .steps = 2, .shift = ork_shift_default(ORK_TIME_SHIFT_RESOLUTION), .guidance = 3.5f,
                             .cfg = 1.0f, .T = 8, .seed = 7};
     float *x = malloc((size_t)256 * m.info.token_channels * sizeof *x);
     CU_ASSERT_EQUAL(ork_sample_latent(&d, &sp, x), ORK_E_BUDGET);

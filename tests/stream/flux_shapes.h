@@ -1,11 +1,14 @@
 /* tests/stream/flux_shapes.h — FLUX.1-dev's block and weight declarations
  * (BFL names and shapes: 19 double blocks, 38 single blocks, hidden 3072,
  * MLP 12288, 24 heads of 128) without the plugin, for the planner tests and
- * bench/stream. Block 0 holds the embedders, block 58 the final layer. */
+ * bench/stream. Block 0 holds the embedders, block 58 the final layer. With
+ * the declarations the plugin makes from these names (its flux_decl.h). */
 #ifndef ORK_TEST_STREAM_FLUX_SHAPES_H
 #define ORK_TEST_STREAM_FLUX_SHAPES_H
 
 #include <orakul/model.h>
+
+#include "../../plugins/models/flux/flux_decl.h" /* what the plugin declares from these names */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,8 @@
 typedef struct fx_model {
     ork_model_info info;
     ork_weight_decl w[FX_MAXW];
+    ork_block_decl bd[FX_BLOCKS];
+    ork_model_schedule sched;
     char names[FX_MAXW][128];
     char bnames[FX_BLOCKS][32];
     const char *bn[FX_BLOCKS];
@@ -94,6 +99,14 @@ static void fx_init(fx_model *m) {
     }
     fx_lin(m, 58, "final_layer.adaLN_modulation.1", 2 * h, h);
     fx_lin(m, 58, "final_layer.linear", 64, h);
+    /* ABI 1.3: the declarations the FLUX plugin makes (flux_decl.h) */
+    m->info.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    flux_tag_weights(m->w, m->info.n_weights);
+    for (int b = 0; b < FX_BLOCKS; b++) m->bd[b] = flux_block_decl(m->bn[b]);
+    m->sched = flux_schedule(m->info.variant, m->info.token_channels);
+    m->info.blocks = m->bd;
+    m->info.lora_targets = flux_lora_targets();
+    m->info.schedule = &m->sched;
 }
 
 #endif

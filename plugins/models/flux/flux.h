@@ -92,6 +92,10 @@ typedef struct flux_model {
     int n_weights, cap_weights;
     ork_weight_decl *weights;
     char **weight_names;
+    /* What the core used to guess (flux_decl.h): one ork_block_decl per block
+     * and the variant's schedule, handed out in ork_model_info. */
+    ork_block_decl *block_decls;
+    ork_model_schedule sched;
     /* Per-forward state (one forward at a time). */
     int T, N, h_tok, w_tok;
     /* The RoPE table of the last token layout, kept on its device (tensor_api

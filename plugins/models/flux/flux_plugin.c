@@ -3,12 +3,23 @@
  * table and the vtable glue. Owns nothing global: each create() makes an
  * independent flux_model. */
 #include "flux.h"
+#include "flux_decl.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#ifdef FLUX_ABI_MINOR_2
+/* tests/plugin builds this file a second time as a plugin built against ABI
+ * 1.2 would be (orakul-flux12.so, id org.orakul.test.flux12): its entry says
+ * 1.2, its ork_model_info ends before the 1.3 fields (text slots, blocks,
+ * LoRA targets, schedule), so the core's defaults (core/plugin/model_decl.h)
+ * stand in for the declarations. */
+#undef ORK_ABI_MINOR
+#define ORK_ABI_MINOR 2
+#endif
 
 static const ork_host *g_host; /* set by init, valid until deinit */
 
@@ -82,6 +93,7 @@ static void flux_destroy(void *self) {
     free(f->weight_names);
     free(f->weights);
     free(f->block_names);
+    free(f->block_decls);
     free(f);
 }
 
@@ -119,6 +131,23 @@ static void flux_text_slots(flux_model *f, ork_model_info *info) {
     info->n_text_slots = f->n_text_slots;
     info->text_slots = f->n_text_slots ? f->text_slots : NULL;
     info->source_dir = f->src_dir[0] ? f->src_dir : NULL;
+}
+
+/* What the core used to guess from FLUX's names (flux_decl.h): block kinds,
+ * the tokens and attention of each weight, the LoRA targets and key prefix,
+ * the variant's schedule and sampler defaults. */
+static ork_status flux_declarations(flux_model *f, ork_model_info *info) {
+    flux_tag_weights(f->weights, f->n_weights);
+    free(f->block_decls);
+    f->block_decls = calloc((size_t)f->n_blocks + 1, sizeof *f->block_decls);
+    if (!f->block_decls) return ORK_E_NOMEM;
+    for (int b = 0; b < f->n_blocks; b++) f->block_decls[b] = flux_block_decl(f->block_names[b]);
+    f->sched = flux_schedule(f->cfg.variant, f->cfg.in_channels);
+    info->blocks = f->block_decls;
+    info->lora_targets = flux_lora_targets();
+    info->lora_prefix = f->cfg.version == 1 ? "lora_unet_" : "diffusion_model.";
+    info->schedule = &f->sched;
+    return ORK_OK;
 }
 
 static ork_status flux_open(void *self, const char *name_or_path, ork_model_info *info) {
@@ -236,7 +265,14 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     info->shift_base = 0.5;
     info->shift_max = 1.15;
     info->lora_format = f->cfg.version == 1 ? "kohya" : "peft-bfl";
+#if ORK_ABI_MINOR >= 3
     flux_text_slots(f, info);
+    ORK_TRY(flux_declarations(f, info));
+#else
+    info->abi.struct_size = (uint32_t)offsetof(ork_model_info, n_text_slots); /* the ABI 1.2 layout */
+    (void)flux_text_slots;
+    (void)flux_declarations;
+#endif
     FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights, codec %s",
              f->cfg.variant, f->cfg.version, f->cfg.hidden, f->cfg.heads, f->cfg.depth, f->cfg.depth_single,
              f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel"
@@ -268,13 +304,22 @@ static const ork_model_vtable flux_vtable = {
     .decode = v_decode,
 };
 
+#ifdef FLUX_ABI_MINOR_2
+static const char *const flux12_aliases[] = {"flux12", NULL};
+#else
 static const char *const flux_aliases[] = {"flux", "flux1", "flux2", "flex1", "flux2_klein", NULL};
+#endif
 
 static const ork_component flux_component = {
     .abi = ORK_ABI_INIT(ork_component),
     .kind = ORK_KIND_MODEL,
+#ifdef FLUX_ABI_MINOR_2
+    .id = "org.orakul.test.flux12",
+    .aliases = flux12_aliases,
+#else
     .id = "org.orakul.flux",
     .aliases = flux_aliases,
+#endif
     .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers with their autoencoders, TAEF1 and pixel codecs",
     .params = flux_keys,
     .params_size = sizeof(flux_params),
@@ -291,7 +336,11 @@ static const ork_component *const flux_components[] = {&flux_component, NULL};
 
 static const ork_plugin_entry flux_entry = {
     .abi = ORK_ABI_INIT(ork_plugin_entry),
+#ifdef FLUX_ABI_MINOR_2
+    .name = "flux12",
+#else
     .name = "flux",
+#endif
     .version = "1.0.0",
     .description = "FLUX model family",
     .init = flux_init,

@@ -36,7 +36,25 @@ enum {
     ORK_WEIGHT_NORM = 1u << 2,   /* norm scales: kept in F32 */
     ORK_WEIGHT_CODEC = 1u << 3,  /* belongs to an image codec, not the denoiser */
     ORK_WEIGHT_F32 = 1u << 4,    /* kept in F32 on every backend: the plugin computes with it in F32 */
+    /* ABI 1.3, appended; read only from a model whose info has blocks
+     * (ork_model_info_has_blocks): */
+    ORK_WEIGHT_ATTN = 1u << 5,   /* part of an attention layer (q/k/v/out projections, q/k norms, a
+                                  * fused projection holding q/k/v): its block computes attention */
+    /* bits 6-7: the tokens a linear weight is applied to, ORK_WEIGHT_TOKENS(ork_tokens) */
 };
+
+/* ABI 1.3. Which tokens a weight (or a block's attention) works on, for the
+ * planner's FLOPs and working set. N image tokens, T text tokens. */
+typedef enum ork_tokens {
+    ORK_TOKENS_JOINT = 0, /* image + text: N + T (the default: joint / single-stream layers) */
+    ORK_TOKENS_ONE = 1,   /* one per sample: modulation, the timestep / pooled-vector embedders */
+    ORK_TOKENS_IMG = 2,   /* the image stream: N */
+    ORK_TOKENS_TXT = 3,   /* the text stream: T */
+} ork_tokens;
+#define ORK_WEIGHT_TOKENS_SHIFT 6
+#define ORK_WEIGHT_TOKENS_MASK (3u << ORK_WEIGHT_TOKENS_SHIFT)
+#define ORK_WEIGHT_TOKENS(tok) ((uint32_t)(tok) << ORK_WEIGHT_TOKENS_SHIFT)
+#define ORK_WEIGHT_TOKENS_OF(flags) ((ork_tokens)(((flags) & ORK_WEIGHT_TOKENS_MASK) >> ORK_WEIGHT_TOKENS_SHIFT))
 
 #define ORK_BLOCK_CODEC (-2) /* block index of codec weights: always resident */
 
@@ -79,7 +97,116 @@ typedef struct ork_model_info {
      * (a folder or a Hugging Face snapshot holding transformer/), where the
      * slots' subfolders are looked for; NULL otherwise (a single file, a preset). */
     const char *source_dir;
+
+    /* ABI 1.3, appended (ork_model_info_has_blocks): what the model declares so
+     * that the core knows no family (docs/plugins.md "What a model declares").
+     * A model from before them gets the core's defaults, which name no family:
+     * blocks 0 and n-1 input and output, the ones between transformer blocks
+     * with joint attention; every linear on N + T tokens; LoRA on the linears
+     * of the transformer blocks; flow matching with the resolution-dependent
+     * shift (shift_base / shift_max); the config's sampler settings. */
+    const struct ork_block_decl *blocks;  /* n_blocks entries, or NULL: the defaults above.
+                                           * Weight flags ORK_WEIGHT_ATTN / ORK_WEIGHT_TOKENS are
+                                           * read only when this is set. Owned by the model instance */
+    /* LoRA: the default target modules, NULL-terminated substrings of a module
+     * name (the weight name without ".weight"; matched with '.' or '_' as
+     * separator, like network_kwargs.only_if_contains, which replaces them),
+     * among linear weights; NULL: the linears of the transformer blocks. */
+    const char *const *lora_targets;
+    /* The saved file's key prefix before the module name, in lora_format's
+     * spelling: NULL gives lora_format's own ("lora_unet_" for "kohya",
+     * "diffusion_model." for "peft-bfl"). lora_format also accepts "peft"
+     * (lora_A / lora_B / alpha after this prefix). */
+    const char *lora_prefix;
+    /* Prediction target, noise schedule, timestep shift and sampler defaults;
+     * NULL: flow-matching velocity, the resolution-dependent shift, the config's
+     * sampler settings. Owned by the model instance. */
+    const struct ork_model_schedule *schedule;
 } ork_model_info;
+
+/* ABI 1.3: one block as the planner and the LoRA network see it. */
+typedef enum ork_block_kind {
+    ORK_BLOCK_KIND_OTHER = 0,       /* none of the below: resident, no default LoRA targets */
+    ORK_BLOCK_KIND_INPUT = 1,       /* embedders (patches, text, timestep, pooled vector) */
+    ORK_BLOCK_KIND_TRANSFORMER = 2, /* the repeated body: may stream, holds the default LoRA
+                                     * targets, the planner's transformer working set */
+    ORK_BLOCK_KIND_OUTPUT = 3,      /* the final norm and projection back to tokens */
+} ork_block_kind;
+
+typedef struct ork_block_decl {
+    int32_t kind;        /* ork_block_kind */
+    int32_t attn_tokens; /* ork_tokens its attention runs over (when a weight of the block has
+                          * ORK_WEIGHT_ATTN): 0, image + text */
+    int64_t attn_dim;    /* query/key width (heads x head_dim) in the planner's attention FLOPs
+                          * 4·B·L²·attn_dim; 0: the model's hidden width (from the shapes) */
+} ork_block_decl;
+
+/* ABI 1.3: what the model predicts and how its timesteps are drawn and sampled. */
+typedef enum ork_prediction {
+    ORK_PREDICT_FLOW = 0,    /* flow matching: v = noise - x0 (the core trains this today) */
+    ORK_PREDICT_EPSILON = 1, /* the noise e (DDPM; SD 1.x, SDXL) */
+    ORK_PREDICT_V = 2,       /* v = sqrt(abar)·e - sqrt(1 - abar)·x0 (SD 2.x 768-v) */
+} ork_prediction;
+
+typedef enum ork_noise_kind {
+    ORK_NOISE_FLOW = 0,     /* x_t = (1 - t)·x0 + t·e, t in [0, 1] (timesteps input: t) */
+    ORK_NOISE_DISCRETE = 1, /* x_t = sqrt(abar_t)·x0 + sqrt(1 - abar_t)·e, t = 0 .. train_timesteps-1,
+                             * abar the cumulative product of 1 - beta (timesteps input: t) */
+} ork_noise_kind;
+
+typedef enum ork_beta_schedule {
+    ORK_BETAS_LINEAR = 0,        /* beta linear from beta_start to beta_end */
+    ORK_BETAS_SCALED_LINEAR = 1, /* sqrt(beta) linear (SD, SDXL: 0.00085 .. 0.012) */
+} ork_beta_schedule;
+
+/* The time shift of a flow-matching schedule, shift(t) = e^mu / (e^mu + 1/t - 1):
+ * the sampler's schedule, and the training timesteps of timestep_type shift /
+ * flux_shift (ai-toolkit's names, which pick fixed / resolution). */
+typedef enum ork_time_shift {
+    ORK_TIME_SHIFT_RESOLUTION = 0, /* mu linear in the image tokens: info shift_base at
+                                    * shift_base_seq .. shift_max at shift_max_seq (FLUX.1) */
+    ORK_TIME_SHIFT_NONE = 1,       /* no shift (timestep-distilled models: FLUX.1-schnell) */
+    ORK_TIME_SHIFT_FIXED = 2,      /* mu = ln(shift) */
+    ORK_TIME_SHIFT_RESOLUTION_STEPS = 3, /* the empirical fit of image tokens and steps of
+                                          * diffusers' compute_empirical_mu (FLUX.2) */
+} ork_time_shift;
+
+enum {
+    /* The sampler runs no classifier-free guidance, whatever the cfg scale
+     * (a timestep-distilled model); without it a model with no guidance input
+     * (has_guidance 0) gets CFG when the scale is > 1 */
+    ORK_SAMPLE_NO_CFG = 1u << 0,
+};
+
+typedef struct ork_model_schedule {
+    ork_abi abi;                 /* ORK_ABI_INIT(ork_model_schedule): grows by appending */
+    int32_t prediction;          /* ork_prediction */
+    int32_t noise;               /* ork_noise_kind */
+    int32_t train_timesteps;     /* DISCRETE: 1000 */
+    int32_t beta_schedule;       /* DISCRETE: ork_beta_schedule */
+    double beta_start, beta_end; /* DISCRETE */
+    int32_t time_shift;          /* ork_time_shift: how the sampler shifts */
+    uint32_t sample_flags;       /* ORK_SAMPLE_* */
+    double shift;                /* FIXED's shift, and timestep_type shift's (0: 3.0) */
+    int64_t shift_base_seq;      /* RESOLUTION: image tokens at mu = shift_base (0: 256) */
+    int64_t shift_max_seq;       /* RESOLUTION: image tokens at mu = shift_max (0: 4096) */
+    int32_t sample_steps;        /* the sampler's steps when sample.sample_steps is not given
+                                  * (a distilled model: 4); 0: the config's */
+    int32_t reserved;            /* 0 */
+    double sample_guidance;      /* the guidance / cfg scale when sample.guidance_scale is not
+                                  * given; 0: the config's */
+} ork_model_schedule;
+
+/* Whether info carries blocks, lora_targets, lora_prefix and schedule (a plugin
+ * from before them does not: the core's defaults apply). */
+static inline int ork_model_info_has_blocks(const ork_model_info *info) {
+    return info->abi.struct_size >= offsetof(ork_model_info, schedule) + sizeof info->schedule;
+}
+
+/* Whether the schedule s (from a plugin of any 1.x minor) has `field`: fields
+ * appended after ABI 1.3 are absent from an older plugin's (read as 0). */
+#define ORK_MODEL_SCHEDULE_HAS(s, field) \
+    ((s)->abi.struct_size >= offsetof(ork_model_schedule, field) + sizeof (s)->field)
 
 /* What an encoder's output feeds. */
 typedef enum ork_text_feed {

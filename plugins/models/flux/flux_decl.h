@@ -1,0 +1,89 @@
+/* flux_decl.h — what FLUX declares to the core (orakul/model.h, ABI 1.3) from
+ * its own names: the kind of each block, the tokens each linear works on and
+ * which weights belong to attention, the default LoRA targets and the
+ * schedule of each variant. These are the rules the core used to guess from
+ * weight names (issue #30); the plugin owns them now. Header-only so the
+ * planner tests' FLUX.1-dev shapes (tests/stream/flux_shapes.h) declare the
+ * same. Owns nothing. */
+#ifndef ORAKUL_FLUX_DECL_H
+#define ORAKUL_FLUX_DECL_H
+
+#include <orakul/model.h>
+
+#include <string.h>
+
+/* ORK_WEIGHT_TOKENS and ORK_WEIGHT_ATTN bits of a FLUX weight name (BFL
+ * names; the diffusers spellings of the same layers too): modulation and the
+ * timestep / guidance / pooled-vector embedders once per sample, the txt
+ * stream on T tokens, the img stream, the patch embedder and the final layer
+ * on N, the single blocks on N + T; q/k/v projections and norms are attention. */
+static inline uint32_t flux_weight_tags(const char *name) {
+    uint32_t t;
+    if (strstr(name, "mod") || strstr(name, "time_in") || strstr(name, "vector_in") || strstr(name, "guidance_in") ||
+        strstr(name, "time_text_embed"))
+        t = ORK_WEIGHT_TOKENS(ORK_TOKENS_ONE);
+    else if (strstr(name, "txt"))
+        t = ORK_WEIGHT_TOKENS(ORK_TOKENS_TXT);
+    else if (strstr(name, "img") || strstr(name, "final_layer") || strstr(name, "x_embedder") || strstr(name, "proj_out"))
+        t = ORK_WEIGHT_TOKENS(ORK_TOKENS_IMG);
+    else
+        t = ORK_WEIGHT_TOKENS(ORK_TOKENS_JOINT);
+    if (strstr(name, "_attn.") || strstr(name, "qkv") || strstr(name, "query_norm") || strstr(name, "key_norm") ||
+        strstr(name, "to_q") || strstr(name, "norm_q"))
+        t |= ORK_WEIGHT_ATTN;
+    return t;
+}
+
+/* Tag every non-codec weight of w[0..n) (flags keep their other bits). */
+static inline void flux_tag_weights(ork_weight_decl *w, int n) {
+    for (int i = 0; i < n; i++)
+        if (w[i].block >= 0) w[i].flags = (w[i].flags & ~(ORK_WEIGHT_TOKENS_MASK | ORK_WEIGHT_ATTN)) | flux_weight_tags(w[i].name);
+}
+
+/* A block by its name: "double_blocks.i" / "single_blocks.i" transformer
+ * blocks with joint attention over image + text, the embedders ("embed"),
+ * the final layer. attn_dim 0: the hidden width. */
+static inline ork_block_decl flux_block_decl(const char *block_name) {
+    ork_block_decl d = {ORK_BLOCK_KIND_OTHER, ORK_TOKENS_JOINT, 0};
+    if (strstr(block_name, "blocks.")) d.kind = ORK_BLOCK_KIND_TRANSFORMER;
+    else if (strstr(block_name, "final_layer")) d.kind = ORK_BLOCK_KIND_OUTPUT;
+    else d.kind = ORK_BLOCK_KIND_INPUT;
+    return d;
+}
+
+/* LoRA on the linears of the double and single blocks (ai-toolkit's default
+ * for FLUX: not the embedders, not the final layer). */
+static inline const char *const *flux_lora_targets(void) {
+    static const char *const t[] = {"double_blocks.", "single_blocks.", NULL};
+    return t;
+}
+
+/* The schedule of a variant: flow-matching velocity; the sampler's shift is
+ * none for flux1-schnell (timestep-distilled: no CFG), FLUX.2's empirical fit
+ * for flux2-* and 128-channel tokens, FLUX.1's resolution rule otherwise
+ * (0.5 .. 1.15 over 256 .. 4096 tokens, the info's shift_base / shift_max);
+ * 4 sampling steps for schnell and klein; training's fixed shift 3. */
+static inline ork_model_schedule flux_schedule(const char *variant, int token_channels) {
+    ork_model_schedule s;
+    memset(&s, 0, sizeof s);
+    s.abi = (ork_abi)ORK_ABI_INIT(ork_model_schedule);
+    s.prediction = ORK_PREDICT_FLOW;
+    s.noise = ORK_NOISE_FLOW;
+    const char *v = variant;
+    int schnell = v && !strcmp(v, "flux1-schnell"), klein = v && !strncmp(v, "flux2-klein", 11);
+    if (schnell) {
+        s.time_shift = ORK_TIME_SHIFT_NONE;
+        s.sample_flags = ORK_SAMPLE_NO_CFG;
+    } else if ((v && !strncmp(v, "flux2", 5)) || token_channels == 128) {
+        s.time_shift = ORK_TIME_SHIFT_RESOLUTION_STEPS;
+    } else {
+        s.time_shift = ORK_TIME_SHIFT_RESOLUTION;
+    }
+    s.shift = 3.0;
+    s.shift_base_seq = 256;
+    s.shift_max_seq = 4096;
+    s.sample_steps = schnell || klein ? 4 : 0;
+    return s;
+}
+
+#endif
