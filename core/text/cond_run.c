@@ -144,9 +144,9 @@ static ork_text_encoder_inputs inputs_of(const tc_slot *t, const int32_t *ids, c
 }
 
 static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
-                               ork_text_embed *out) {
+                               ork_text_embed *out, int keep) {
     tc_slot *t = r->t;
-    ORK_TRY(store_load(r, -1));
+    if (!r->ws) ORK_TRY(store_load(r, -1));
     for (int c0 = 0; c0 < n; c0 += chunk) {
         int B = n - c0 < chunk ? n - c0 : chunk;
         ORK_TRY(ork_graph_reset(r->g));
@@ -165,7 +165,7 @@ static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mas
         ORK_TRY(copy_out(r, &o, c0, B, out));
     }
     ORK_TRY(ork_graph_reset(r->g));
-    store_free(r);
+    if (!keep) store_free(r);
     return ORK_OK;
 }
 
@@ -405,47 +405,71 @@ static void lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int
     *group = (size_t)n > fit ? (int)(fit / (size_t)p->chunk * (size_t)p->chunk) : n;
 }
 
-static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, int n,
-                           const char *const *captions, ork_text_embed *out, ork_textcond_stats *stats) {
-    double t0 = now_s();
-    runner r;
-    memset(&r, 0, sizeof r);
-    r.t = t;
-    r.be = be;
-    r.ta = ork_tensor_api_table();
-    r.act = ork_tc_act_dtype(be);
-    tc_plan p;
-    ORK_TRY(ork_tc_plan(t, r.act, budget, n, 0, &p));
-    int32_t *ids = malloc((size_t)n * t->L * sizeof *ids), *mask = malloc((size_t)n * t->L * sizeof *mask);
-    r.decls = malloc((size_t)(t->info.n_weights > 0 ? t->info.n_weights : 1) * sizeof *r.decls);
-    ork_status st = ids && mask && r.decls ? ORK_OK : ORK_E_NOMEM;
-    if (st == ORK_OK) st = tokenize(t, n, captions, ids, mask);
-    if (st == ORK_OK) st = ork_alloc_create(be, budget, &r.a);
+static void runner_close(runner *r) {
+    store_free(r);
+    if (r->g) ork_graph_destroy(r->g);
+    if (r->q) r->qvt->destroy(r->q);
+    if (r->a) ork_alloc_destroy(r->a);
+    free(r->decls);
+    memset(r, 0, sizeof *r);
+}
+
+/* The device side of slot t: an allocator of budget bytes, a no-grad graph,
+ * the quantizer; no weights yet. */
+static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, runner *r) {
+    memset(r, 0, sizeof *r);
+    r->t = t;
+    r->be = be;
+    r->ta = ork_tensor_api_table();
+    r->act = ork_tc_act_dtype(be);
+    r->decls = malloc((size_t)(t->info.n_weights > 0 ? t->info.n_weights : 1) * sizeof *r->decls);
+    ork_status st = r->decls ? ORK_OK : ORK_E_NOMEM;
+    if (st == ORK_OK) st = ork_alloc_create(be, budget, &r->a);
     if (st == ORK_OK) {
         ork_graph_opts go = {0};
         go.device_index = tc->o.device_index;
-        go.act_dtype = r.act;
+        go.act_dtype = r->act;
         go.arena_tag = "text encode";
-        st = ork_graph_create(be, r.a, &go, &r.g);
+        st = ork_graph_create(be, r->a, &go, &r->g);
     }
     if (st == ORK_OK) {
-        ork_graph_set_grad(r.g, 0);
+        ork_graph_set_grad(r->g, 0);
         if (t->qpc) {
-            r.qvt = t->qpc->c->vtable;
+            r->qvt = t->qpc->c->vtable;
             void *qp = calloc(1, t->qpc->c->params_size ? t->qpc->c->params_size : 1);
-            st = qp ? r.qvt->create(&t->qpc->host, qp, &r.q) : ORK_E_NOMEM;
+            st = qp ? r->qvt->create(&t->qpc->host, qp, &r->q) : ORK_E_NOMEM;
             free(qp);
-            r.wq = (ork_wstore_quant){r.qvt, r.q, t->qpc->c->id};
+            r->wq = (ork_wstore_quant){r->qvt, r->q, t->qpc->c->id};
         }
     }
+    if (st != ORK_OK) runner_close(r);
+    return st;
+}
+
+/* One encoder over n captions. kept: a runner whose resident weights stay
+ * loaded across calls (encode_each), or NULL: one of this call's own. */
+static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, int n,
+                           const char *const *captions, ork_text_embed *out, ork_textcond_stats *stats,
+                           runner *kept) {
+    double t0 = now_s();
+    runner own, *rp = kept ? kept : &own;
+    runner *const r = rp;
+    tc_plan p;
+    ORK_TRY(ork_tc_plan(t, ork_tc_act_dtype(be), budget, n, 0, &p));
+    if (kept && p.layer_major) return ORK_FAIL(ORK_E_INTERNAL, "text encode: a kept encoder must be resident");
+    int32_t *ids = malloc((size_t)n * t->L * sizeof *ids), *mask = malloc((size_t)n * t->L * sizeof *mask);
+    ork_status st = ids && mask ? ORK_OK : ORK_E_NOMEM;
+    if (st == ORK_OK) st = tokenize(t, n, captions, ids, mask);
+    if (st == ORK_OK && !kept) st = runner_open(tc, t, be, budget, r);
+    else if (!kept) memset(r, 0, sizeof *r);
     int on_device = 0;
     /* The plan's activation figure is an estimate: a chunk the budget refuses
      * is tried again at half the captions (the refusal a warning), down to one */
     for (;;) {
         if (st != ORK_OK && !(st == ORK_E_BUDGET && budget && p.chunk > 1)) break;
         if (st == ORK_E_BUDGET) {
-            store_free(&r);
-            ork_graph_reset(r.g);
+            store_free(r);
+            ork_graph_reset(r->g);
             ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
                      p.chunk, budget / 1073741824.0, p.chunk / 2);
             p.chunk /= 2;
@@ -460,20 +484,16 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             part.txt = out->txt ? out->txt + (size_t)g0 * out->T * out->ctx_dim : NULL;
             part.vec = out->vec ? out->vec + (size_t)g0 * out->vec_dim : NULL;
             const int32_t *gi = ids + (size_t)g0 * t->L, *gm = mask + (size_t)g0 * t->L;
-            st = p.layer_major ? run_layer_major(&r, on_device, gi, gm, gn, p.chunk, &part)
-                               : run_resident(&r, gi, gm, gn, p.chunk, &part);
+            st = p.layer_major ? run_layer_major(r, on_device, gi, gm, gn, p.chunk, &part)
+                               : run_resident(r, gi, gm, gn, p.chunk, &part, kept != NULL);
         }
         if (budget && p.chunk > 1) ork_log_demote(-1);
         if (st == ORK_OK) break;
     }
-    store_free(&r);
-    size_t peak = r.a ? ork_alloc_peak(r.a) : 0;
-    if (r.g) ork_graph_destroy(r.g);
-    if (r.q) r.qvt->destroy(r.q);
-    if (r.a) ork_alloc_destroy(r.a);
+    size_t peak = r->a ? ork_alloc_peak(r->a) : 0;
+    if (!kept) runner_close(r);
     free(ids);
     free(mask);
-    free(r.decls);
     if (st != ORK_OK) return st;
     double dt = now_s() - t0;
     if (peak > stats->peak_bytes) stats->peak_bytes = peak;
@@ -482,17 +502,19 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     stats->weight_bytes += p.w_total;
     ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s), %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
              t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0,
-             !p.layer_major ? "resident" : on_device ? "layer-major (carries on the device)"
-                                                    : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
+             !p.layer_major ? (kept ? "resident (weights kept for the next group)" : "resident")
+             : on_device ? "layer-major (carries on the device)"
+                         : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
              t->qpc ? ", quantized" : "");
     return ORK_OK;
 }
 
-ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
-                               const char *const *captions, ork_text_embed *out) {
+/* Every encoder over n captions into out (allocated here). slot_budget and
+ * kept (encode_each's kept runners) or NULL: each encoder gets the whole
+ * budget and a runner of its own. */
+static ork_status encode_impl(ork_textcond *tc, const ork_backend *be, size_t budget, const size_t *slot_budget,
+                              runner *kept, int n, const char *const *captions, ork_text_embed *out) {
     memset(out, 0, sizeof *out);
-    if (!tc || !be) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or backend");
-    if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
     double t0 = now_s();
     ork_textcond_stats stats = {0};
     stats.captions = n;
@@ -508,9 +530,9 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
         return ORK_FAIL(ORK_E_NOMEM, "text encode: no host memory for %d captions' embeddings (%.2f GiB)", n,
                         (double)n * tc->T * tc->ctx_dim * 4 / 1073741824.0);
     }
-    budget_bytes = ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL);
     for (int i = 0; i < tc->n; i++) {
-        ork_status st = run_slot(tc, &tc->sl[i], be, budget_bytes, n, captions, out, &stats);
+        ork_status st = run_slot(tc, &tc->sl[i], be, slot_budget ? slot_budget[i] : budget, n, captions, out, &stats,
+                                 kept ? &kept[i] : NULL);
         if (st != ORK_OK) {
             ork_text_embed_free(out);
             return st;
@@ -521,31 +543,72 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
     return ORK_OK;
 }
 
+ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
+                               const char *const *captions, ork_text_embed *out) {
+    memset(out, 0, sizeof *out);
+    if (!tc || !be) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or backend");
+    if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
+    return encode_impl(tc, be, ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL), NULL, NULL, n, captions,
+                       out);
+}
+
+/* encode_each over several groups keeps every encoder's weights loaded when
+ * all of them are resident together within the budget: each gets its
+ * weights, its margin and a share of the activation room in proportion to
+ * its activations per caption. 0: not possible (the groups reload). */
+static int keep_budgets(const ork_textcond *tc, const ork_backend *be, size_t budget, int group, size_t *sb) {
+    ork_dtype act = ork_tc_act_dtype(be);
+    tc_plan p[TC_MAX_SLOTS];
+    size_t fixed = 0, act_sum = 0;
+    for (int i = 0; i < tc->n; i++) {
+        if (ork_tc_plan(&tc->sl[i], act, budget, group, 1, &p[i]) != ORK_OK || p[i].layer_major) return 0;
+        fixed += p[i].w_total + p[i].scratch;
+        act_sum += p[i].act_per_caption;
+    }
+    if (budget <= fixed + act_sum) return 0;
+    size_t room = budget - fixed;
+    for (int i = 0; i < tc->n; i++) {
+        sb[i] = p[i].w_total + p[i].scratch + (size_t)((double)room * (double)p[i].act_per_caption / (double)act_sum);
+        tc_plan q;
+        if (ork_tc_plan(&tc->sl[i], act, sb[i], group, 1, &q) != ORK_OK || q.layer_major) return 0;
+    }
+    return 1;
+}
+
 ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
                                     const char *const *captions, ork_text_embed_fn fn, void *user) {
-    if (!tc || !fn) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or callback");
+    if (!tc || !be || !fn) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner, backend or callback");
+    if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
+    size_t budget = ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL);
     double gib = 4;
     const char *gg = getenv("ORAKUL_TEXT_GROUP_GIB");
     if (gg && atof(gg) > 0) gib = atof(gg);
     size_t per = ((size_t)tc->T * tc->ctx_dim + (size_t)tc->vec_dim) * sizeof(float);
     size_t fit = (size_t)(gib * 1073741824.0) / (per ? per : 1);
     int group = fit < 1 ? 1 : fit > (size_t)n ? n : (int)fit;
+    size_t sb[TC_MAX_SLOTS];
+    runner kr[TC_MAX_SLOTS];
+    memset(kr, 0, sizeof kr);
+    int keep = n > group && keep_budgets(tc, be, budget, group, sb);
+    ork_status st = ORK_OK;
+    for (int i = 0; keep && i < tc->n && st == ORK_OK; i++) st = runner_open(tc, &tc->sl[i], be, sb[i], &kr[i]);
     ork_textcond_stats all = {0};
     double t0 = now_s();
-    for (int g0 = 0; g0 < n; g0 += group) {
+    for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
         int gn = n - g0 < group ? n - g0 : group;
         ork_text_embed e;
-        ORK_TRY(ork_textcond_encode(tc, be, budget_bytes, gn, captions + g0, &e));
-        ork_status st = ORK_OK;
+        st = encode_impl(tc, be, budget, keep ? sb : NULL, keep ? kr : NULL, gn, captions + g0, &e);
         for (int i = 0; i < gn && st == ORK_OK; i++)
             st = fn(user, g0 + i, e.txt + (size_t)i * e.T * e.ctx_dim, e.vec ? e.vec + (size_t)i * e.vec_dim : NULL);
         ork_text_embed_free(&e);
-        ORK_TRY(st);
+        if (st != ORK_OK) break;
         if (tc->last.peak_bytes > all.peak_bytes) all.peak_bytes = tc->last.peak_bytes;
         all.layer_major |= tc->last.layer_major;
         all.chunk = tc->last.chunk;
         all.weight_bytes = tc->last.weight_bytes;
     }
+    for (int i = 0; i < tc->n; i++) runner_close(&kr[i]); /* a no-op for runners never opened */
+    if (st != ORK_OK) return st;
     all.captions = n;
     all.seconds = now_s() - t0;
     tc->last = all;

@@ -113,9 +113,12 @@ void ork_text_embed_free(ork_text_embed *e); /* frees the arrays, zeroes *e; NUL
  * for 10,000 captions). encode_each hands each caption's embeddings to fn
  * instead (txt (T, ctx_dim), vec (vec_dim) or NULL; valid during the call;
  * i indexes captions) and keeps at most one group of captions in host memory:
- * ORAKUL_TEXT_GROUP_GIB (4 by default) of embeddings, each group one pass of
- * the weights (resident weights are loaded again for the next group). fn
- * returning non-OK stops the encode with that status. */
+ * ORAKUL_TEXT_GROUP_GIB (4 by default) of embeddings. When every encoder is
+ * resident and all of them fit the budget together, their weights are loaded
+ * once for all groups (each gets its weights plus a share of the activation
+ * room); otherwise each group is one pass of the weights. Every device byte is
+ * given back before it returns. fn returning non-OK stops the encode with
+ * that status. */
 typedef ork_status (*ork_text_embed_fn)(void *user, int i, const float *txt, const float *vec);
 ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
                                     const char *const *captions, ork_text_embed_fn fn, void *user);

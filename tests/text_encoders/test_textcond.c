@@ -65,8 +65,10 @@ static char tmp[256], dir_m[300], dir_partial[300], dir_empty[300], dir_copy[300
 
 /* ---- log capture: the last error or warning line ---- */
 static char last_line[2048];
+static int kept_lines; /* INFO lines of a resident encode whose weights stay for the next group */
 static void sink(ork_log_level lvl, const char *line, void *user) {
     (void)user;
+    if (strstr(line, "weights kept for the next group")) kept_lines++;
     if (lvl >= ORK_LOG_WARN) snprintf(last_line, sizeof last_line, "%s", line);
 }
 
@@ -237,8 +239,18 @@ static void test_each(void) {
     snprintf(g, sizeof g, "%.12g", 2.5 * (16 * 32 + 16) * 4 / 1073741824.0); /* room for 2 captions */
     setenv("ORAKUL_TEXT_GROUP_GIB", g, 1);
     each_ctx c = {&all, 0, 0, -1};
+    kept_lines = 0;
     CU_ASSERT_EQUAL(ork_textcond_encode_each(tc, TC_BE(), 0, K, CAPS, each_fn, &c), ORK_OK);
     CU_ASSERT(c.seen == K && c.bad == 0);
+    CU_ASSERT_EQUAL(kept_lines, 2 * 3); /* both encoders resident, 3 groups, loaded once */
+    /* layer-major: nothing kept, every group its own pass; the same bits */
+    setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    each_ctx lm = {&all, 0, 0, -1};
+    kept_lines = 0;
+    CU_ASSERT_EQUAL(ork_textcond_encode_each(tc, TC_BE(), 0, K, CAPS, each_fn, &lm), ORK_OK);
+    unsetenv("ORAKUL_TEXT_LAYER_MAJOR");
+    CU_ASSERT(lm.seen == K && lm.bad == 0);
+    CU_ASSERT_EQUAL(kept_lines, 0);
     ork_textcond_stats st;
     ork_textcond_last_stats(tc, &st);
     CU_ASSERT_EQUAL(st.captions, K);
