@@ -65,6 +65,9 @@ ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n,
  * (ORAKUL_PLAN_DEVICE, else h200) less 2 GiB; on the CPU half the free host
  * memory. why (may be NULL) says which. */
 size_t ork_tc_budget(const ork_backend *be, size_t budget, int device_index, const char **why);
+/* Layer-major: whether the carries wait on the device between blocks, and
+ * how many captions share one pass of the weights (cond_run.c). */
+void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int *group);
 /* The activation/store dtype of a backend: BF16 on CUDA, F32 on the CPU. */
 ork_dtype ork_tc_act_dtype(const ork_backend *be);
 

@@ -383,7 +383,7 @@ static ork_status tokenize(const tc_slot *t, int n, const char *const *captions,
  * chunk fits beside the block and the chunk (budget 0: up to 16 GiB of
  * carries); else on the host, up to ORAKUL_TEXT_HOST_GIB (8) per group.
  * ORAKUL_TEXT_CARRY=host|device forces the place (tests). */
-static void lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int *group) {
+void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int *group) {
     size_t per = p->carry_per_caption ? p->carry_per_caption : 1, fit;
     const char *force = getenv("ORAKUL_TEXT_CARRY");
     size_t avail = !budget ? (size_t)16 << 30
@@ -476,7 +476,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             st = ORK_OK;
         }
         int group = n;
-        if (p.layer_major) lm_group(&p, budget, n, &on_device, &group);
+        if (p.layer_major) ork_tc_lm_group(&p, budget, n, &on_device, &group);
         if (budget && p.chunk > 1) ork_log_demote(1);
         for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
             int gn = n - g0 < group ? n - g0 : group;

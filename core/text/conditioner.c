@@ -543,7 +543,15 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
         if (s != ORK_OK) return s;
         double rate = dk.tflops * 1e12 * (dk.mfu > 0 ? dk.mfu : 0.5);
         double t_comp = p.flops_per_caption * n_captions / rate;
-        double t_pcie = be && be->device == ORK_DEV_CUDA ? p.w_total / (dk.h2d_gbs * 1e9) : 0;
+        int on_device = 1, group = n_captions > 0 ? n_captions : 1;
+        if (p.layer_major) ork_tc_lm_group(&p, budget_bytes, n_captions, &on_device, &group);
+        int passes = n_captions > 0 ? (n_captions + group - 1) / group : 1;
+        int cuda = be && be->device == ORK_DEV_CUDA;
+        double t_pcie = cuda ? passes * (double)p.w_total / (dk.h2d_gbs * 1e9) : 0;
+        /* host carries: each caption's carry down and up once per block, pageable (~10 GB/s) */
+        double t_carry = cuda && p.layer_major && !on_device
+                             ? 2.0 * n_captions * (double)t->info.n_blocks * (double)p.carry_per_caption / 10e9 : 0;
+        t_pcie += t_carry;
         total += t_comp + t_pcie;
         fprintf(out, "  %-5s %s (%s) from %s: %d blocks, %d tokens, weights %.2f GiB %s%s\n", t->s.encoder,
                 t->pc->c->id, t->info.variant ? t->info.variant : "?", t->weights, t->info.n_blocks, t->L,
@@ -551,8 +559,9 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
                 t->qpc ? " (model.quantize_te)" : "");
         fprintf(out, "        %s: %d caption%s per chunk, peak %.2f GiB (largest block %.2f GiB, %.3f GiB per "
                 "caption); predicted %.1f s (compute %.1f s at %.0f%% of %s's %.1f TFLOP/s, weights over PCIe %.1f s)\n",
-                p.layer_major ? "layer-major (each block's weights loaded once, every caption through it)"
-                              : "resident",
+                !p.layer_major ? "resident"
+                : on_device ? "layer-major (each block's weights loaded once, every caption through it; carries on the device)"
+                            : "layer-major (each block's weights loaded once, every caption through it; carries on the host)",
                 p.chunk, p.chunk == 1 ? "" : "s", p.peak / 1073741824.0, p.w_block_max / 1073741824.0,
                 p.act_per_caption / 1073741824.0, t_comp + t_pcie, t_comp, 100 * (dk.mfu > 0 ? dk.mfu : 0.5),
                 dk.name, dk.tflops, t_pcie);
