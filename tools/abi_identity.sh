@@ -9,26 +9,43 @@
 #   2. short CPU training runs (the quickstart and a tiny FLUX.2 config, 5
 #      steps each, one sample at the end): every LoRA file and sample PNG
 #      byte-identical (cmp).
-# Usage: tools/abi_identity.sh BASE [HEAD]   (default HEAD: HEAD)
+# Usage: tools/abi_identity.sh BASE [HEAD]          (default HEAD: HEAD)
+#        tools/abi_identity.sh --mine "C1 C2 .." [HEAD]
+# --mine: the base is HEAD with the listed commits reverted (git revert in a
+# shared clone), so commits others made in between are on both sides.
 # Owns /tmp/ork-ident only; builds are kept (rerun: only what changed rebuilds).
 set -euo pipefail
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
-base=$(git -C "$repo" rev-parse "${1:?usage: abi_identity.sh BASE [HEAD]}")
-head=$(git -C "$repo" rev-parse "${2:-HEAD}")
 root=/tmp/ork-ident
 mkdir -p "$root"
+mine=""
+if [ "${1:-}" = "--mine" ]; then mine=$2; shift 2; else base=$(git -C "$repo" rev-parse "${1:?usage: abi_identity.sh BASE [HEAD]}"); shift; fi
+head=$(git -C "$repo" rev-parse "${1:-HEAD}")
+if [ -n "$mine" ]; then # HEAD less the listed commits, newest first
+    rm -rf "$root/revert-clone"
+    git clone -q --shared --no-checkout "$repo" "$root/revert-clone"
+    git -C "$root/revert-clone" checkout -q "$head"
+    for c in $(git -C "$repo" rev-list --no-walk=sorted $mine); do
+        git -C "$root/revert-clone" -c user.name=ident -c user.email=ident@localhost revert -q --no-edit "$c"
+    done
+    base=$(git -C "$root/revert-clone" rev-parse HEAD)
+fi
+src_repo() { # the repository that holds commit $1
+    if git -C "$repo" cat-file -e "$1^{commit}" 2>/dev/null; then echo "$repo"; else echo "$root/revert-clone"; fi
+}
 
 build() { # sha -> $root/<sha>/{src,build}
     local d="$root/$1"
     if [ ! -f "$d/src/CMakeLists.txt" ]; then
         mkdir -p "$d/src"
-        git -C "$repo" archive "$1" | tar -x -C "$d/src"
+        git -C "$(src_repo "$1")" archive "$1" | tar -x -C "$d/src"
     fi
     cmake -S "$d/src" -B "$d/build" -DORAKUL_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF >/dev/null
     cmake --build "$d/build" -j2 >/dev/null
 }
 build "$base"
 build "$head"
+echo "base $base, head $head"
 
 work="$root/run"
 rm -rf "$work"
@@ -71,7 +88,7 @@ for dev in "" rtx4090 h200; do
         a="$work/plan-$base-${dev:-none}-$(basename "$c" .yaml).txt"
         b="$work/plan-$head-${dev:-none}-$(basename "$c" .yaml).txt"
         if cmp -s "$a" "$b"; then echo "plan same    ${dev:-(no device)} $(basename "$c") ($(wc -l <"$a") lines)"
-        else echo "plan DIFFERS ${dev:-(no device)} $(basename "$c")"; diff "$a" "$b" | head -20; fail=1; fi
+        else echo "plan DIFFERS ${dev:-(no device)} $(basename "$c")"; diff "$a" "$b" | head -20 || true; fail=1; fi
     done
 done
 
@@ -96,5 +113,5 @@ for c in "$work/quickstart.yaml" "$work/tiny2.yaml"; do
         else echo "train DIFFERS $n $f"; fail=1; fi
     done
 done
-[ $fail = 0 ] && echo "identity: all same" || echo "identity: DIFFERENCES"
+if [ $fail = 0 ]; then echo "identity: all same"; else echo "identity: DIFFERENCES"; fi
 exit $fail

@@ -9,7 +9,7 @@
 ork_status ork_ts_type_parse(const char *s, ork_ts_type *out) {
     static const struct { const char *n; ork_ts_type t; } m[] = {
         {"sigmoid", ORK_TS_SIGMOID}, {"linear", ORK_TS_LINEAR}, {"weighted", ORK_TS_WEIGHTED},
-        {"shift", ORK_TS_SHIFT}, {"flux_shift", ORK_TS_FLUX_SHIFT},
+        {"shift", ORK_TS_SHIFT}, {"flux_shift", ORK_TS_RESOLUTION_SHIFT}, /* ai-toolkit's names */
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (!strcmp(s, m[i].n)) { *out = m[i].t; return ORK_OK; }
@@ -67,7 +67,7 @@ void ork_ts_sample(const ork_ts_params *p, ork_rng *r, float *t, float *weight) 
         break;
     }
     case ORK_TS_SHIFT:
-    case ORK_TS_FLUX_SHIFT: {
+    case ORK_TS_RESOLUTION_SHIFT: {
         double s = 1.0 - (double)idx / 1000.0; /* linspace of sigmas 1 .. 0.001 */
         if (s < 1e-3) s = 1e-3;
         double mu;

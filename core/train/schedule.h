@@ -1,7 +1,9 @@
 /* train/schedule.h — the flow-matching schedule (FORMATS.md §5) and the
  * learning-rate schedulers, as ai-toolkit defines them:
- *  - timesteps: sigmoid (logit-normal), linear, weighted, shift (fixed 3.0),
- *    flux_shift (resolution-dependent mu); index chosen by content_or_style
+ *  - timesteps: sigmoid (logit-normal), linear, weighted, shift (fixed: the
+ *    model's shift, 3.0), flux_shift (ai-toolkit's name for the resolution-
+ *    dependent mu, with the model's base/max shift and sequence lengths,
+ *    plugin/model_decl.h); index chosen by content_or_style
  *    (balanced uniform, content u³, style 1−u³);
  *  - lr: constant, cosine (warmup, eta_min, cosine_decay_steps), linear
  *    (torch LinearLR: start_factor 1/3 -> end_factor 1 over total_iters),
@@ -15,7 +17,7 @@
 #include <orakul/abi.h>
 
 typedef enum {
-    ORK_TS_SIGMOID, ORK_TS_LINEAR, ORK_TS_WEIGHTED, ORK_TS_SHIFT, ORK_TS_FLUX_SHIFT,
+    ORK_TS_SIGMOID, ORK_TS_LINEAR, ORK_TS_WEIGHTED, ORK_TS_SHIFT, ORK_TS_RESOLUTION_SHIFT,
 } ork_ts_type;
 
 typedef enum { ORK_CS_BALANCED, ORK_CS_CONTENT, ORK_CS_STYLE } ork_cs_type;
@@ -26,7 +28,7 @@ ork_status ork_cs_type_parse(const char *s, ork_cs_type *out);
 typedef struct ork_ts_params {
     ork_ts_type type;
     ork_cs_type cs;
-    int64_t image_seq_len; /* tokens per image, for flux_shift */
+    int64_t image_seq_len; /* tokens per image, for the resolution shift */
     double shift;          /* fixed shift for ORK_TS_SHIFT (3.0) */
     double base_shift, max_shift; /* 0.5 / 1.15 */
     int64_t base_seq, max_seq;    /* 256 / 4096 */

@@ -9,7 +9,13 @@
  * LoRA, quantization or where weights live.
  *
  * The family also owns its image codecs (latents <-> pixels) and the token
- * packing, so the trainer works in token space: tokens (B, N, C). */
+ * packing, so the trainer works in token space: tokens (B, N, C).
+ *
+ * The core knows no family by name: what it needs beyond the weights (which
+ * blocks are the transformer body, the tokens and attention of each weight for
+ * the planner, the default LoRA targets and the saved keys, the prediction
+ * target, noise schedule, time shift and sampler defaults) the model declares
+ * in ork_model_info (ABI 1.3; docs/plugins.md "What a model declares"). */
 #ifndef ORAKUL_MODEL_H
 #define ORAKUL_MODEL_H
 
@@ -68,7 +74,7 @@ typedef struct ork_weight_decl {
 
 typedef struct ork_model_info {
     ork_abi abi;
-    const char *family;           /* "flux" */
+    const char *family;           /* "flux": for lines and file metadata, not for behaviour */
     const char *variant;          /* "flux1-dev", "flux2-klein-4b", "custom" ... */
     int n_blocks;
     const char *const *block_names;   /* n_blocks names, e.g. "double_blocks.3" */
@@ -84,7 +90,8 @@ typedef struct ork_model_info {
     int has_guidance;             /* guidance embedding present (FLUX.1-dev, FLUX.2-dev) */
     double shift_base, shift_max; /* flow-matching time shift (0.5 / 1.15) */
     /* LoRA export spelling: "kohya" (lora_unet_<name>, lora_down/lora_up/alpha)
-     * or "peft-bfl" (diffusion_model.<name>, lora_A/lora_B/alpha). */
+     * or "peft-bfl" / "peft" (diffusion_model.<name>, lora_A/lora_B/alpha); the
+     * prefix is lora_prefix's when the model gives one (ABI 1.3). */
     const char *lora_format;
 
     /* ABI 1.3, appended (ork_model_info_has_text): the text encoders the model
