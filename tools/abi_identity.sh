@@ -26,7 +26,7 @@ if [ -n "$mine" ]; then # HEAD less the listed commits, newest first
     git clone -q --shared --no-checkout "$repo" "$root/revert-clone"
     git -C "$root/revert-clone" checkout -q "$head"
     for c in $(git -C "$repo" rev-list --no-walk=sorted $mine); do
-        git -C "$root/revert-clone" -c user.name=ident -c user.email=ident@localhost revert -q --no-edit "$c"
+        git -C "$root/revert-clone" -c user.name=ident -c user.email=ident@localhost revert --no-edit "$c" >/dev/null
     done
     base=$(git -C "$root/revert-clone" rev-parse HEAD)
 fi
