@@ -17,15 +17,23 @@
  * Memory: encode works inside budget_bytes (model.vram_budget_gb). When an
  * encoder's weights plus one chunk's activations fit, it is RESIDENT (every
  * weight loaded once, captions in chunks); otherwise LAYER-MAJOR: block k's
- * weights are loaded once, every caption's hidden state (kept on the host,
- * moved through in chunks that fit) is pushed through block k, the weights are
- * freed, then block k+1 — one pass of the weights over PCIe for all captions.
- * Both give bit-identical embeddings (the same ops on the same chunks).
- * ORAKUL_TEXT_LAYER_MAJOR=1 forces layer-major (tests, bench).
+ * weights are loaded once, every caption's carry (kept on the device when
+ * the group fits beside the block, else on the host; moved through in chunks
+ * that fit) is pushed through block k, the weights are freed, then block k+1 —
+ * one pass of the weights over PCIe for all captions. Both give bit-identical
+ * embeddings (the same ops on the same chunks). A chunk the budget refuses
+ * after all (the activations are an estimate) is retried at half the size.
  *
  * Each encode call makes one pass of the weights: callers gather every caption
  * they need (the dataset's uncached ones, the empty caption for dropout, the
- * sample prompts) into one call.
+ * sample prompts) into one call; encode_each does the same for more captions
+ * than host memory holds.
+ *
+ * Environment (tests, bench): ORAKUL_TEXT_LAYER_MAJOR=1 forces layer-major;
+ * ORAKUL_TEXT_CHUNK=N caps the captions per chunk (64); ORAKUL_TEXT_CARRY=
+ * host|device places layer-major's carries; ORAKUL_TEXT_HOST_GIB (8) bounds
+ * host carries per weight pass; ORAKUL_TEXT_GROUP_GIB (4) encode_each's
+ * groups; ORAKUL_TEXT_ACT_SCALE scales the activation estimate.
  * [control-thread] */
 #ifndef ORK_TEXT_CONDITIONER_H
 #define ORK_TEXT_CONDITIONER_H
