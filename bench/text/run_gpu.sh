@@ -1,13 +1,18 @@
 #!/bin/bash
-# bench/text/run_gpu.sh — one call on the GPU machine: build the text bench
-# with CUDA (bench_text_encode, the t5clip, quant and flux plugins,
-# test_textcond_cuda), run test_textcond_cuda, then bench/text/bench_text.py: FLUX.1's
-# T5-XXL + CLIP-L encode, transformers against orakul, bf16 and fp8, one JSON
-# line per run in $OUT/text_bench.jsonl (logs beside it).
-# Needs: torch + transformers + tokenizers (optimum-quanto or torchao for
-# transformers' fp8 line, else it says skipped); the core's Debian deps as for
-# bench/train/run_gpu.sh (.gpu-deps when the machine lacks them).
-# Usage: bash bench/text/run_gpu.sh [N captions, default 256] [extra bench_text.py args]
+# bench/text/run_gpu.sh — the text conditioner on the GPU machine, in phases
+# that each fit one 10-minute device command:
+#   build   configure + build with CUDA: bench_text_encode, the t5clip, quant
+#           and flux plugins, test_textcond_cuda (build-gpu/, kept while warm)
+#   test    test_textcond_cuda (the CPU test's cases in BF16 on the GPU)
+#   bench   bench/text/bench_text.py: FLUX.1's T5-XXL + CLIP-L encode at the
+#           real shapes (random weights made once in /tmp/orakul_text_bench),
+#           orakul (bf16, fp8, fp8 within 6 GiB, bf16 layer-major within 4 GiB)
+#           and transformers (bf16; fp8 needs optimum-quanto or torchao, which
+#           the image lacks: carry a wheel, else that line says skipped); one
+#           JSON line per run in $OUT/text_bench.jsonl
+# Usage (repo root; carry .gpu-deps): bash bench/text/run_gpu.sh build
+#        then: bash bench/text/run_gpu.sh test bench [N captions, default 256]
+#        or all at once when the build is already there: ... all
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 root=$PWD
@@ -17,20 +22,29 @@ if [ -d "$root/.gpu-deps/usr" ]; then
   export PKG_CONFIG_PATH=$ORK_DEPS/lib/x86_64-linux-gnu/pkgconfig
 fi
 export PYTHONUNBUFFERED=1
-n=${1:-256}; shift || true
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+phases=""; n=256
+for a in "$@"; do case $a in build|test|bench) phases="$phases $a";; all) phases="build test bench";; *[!0-9]*) ;; *) n=$a;; esac; done
+[ -n "$phases" ] || phases="build test bench"
 B=$root/build-gpu
-t0=$(date +%s)
-cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release >"$OUT/text_build.log" 2>&1 &&
-  cmake --build $B -j16 --target bench_text_encode orakul_plugin_t5clip orakul_plugin_quant orakul_plugin_flux \
-    test_textcond_cuda >>"$OUT/text_build.log" 2>&1
-rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"
-[ $rc -eq 0 ] || { grep -E "error" "$OUT/text_build.log" | head -20; tail -20 "$OUT/text_build.log"; exit 1; }
-(cd $B && timeout 300 ctest -R textcond_cuda --output-on-failure >"$OUT/textcond_cuda.log" 2>&1)
-echo "== test_textcond_cuda rc=$?"; grep -E "max err/M|FAIL|asserts|tests passed" "$OUT/textcond_cuda.log" | head -20
-t0=$(date +%s)
-timeout 1500 python3 bench/text/bench_text.py --bin $B/bench/text/bench_text_encode --n "$n" --out "$OUT/text_bench.jsonl" "$@" \
-  2>"$OUT/text_bench.log"
-echo "== bench_text rc=$? in $(( $(date +%s) - t0 )) s"
-cat "$OUT/text_bench.jsonl"
-grep -E "error|text encode" "$OUT/text_bench.log" | head -20
+for ph in $phases; do
+  t0=$(date +%s)
+  case $ph in
+  build)
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+    timeout 560 bash -c "cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
+        >'$OUT/text_build.log' 2>&1 && cmake --build $B -j16 --target bench_text_encode orakul_plugin_t5clip \
+        orakul_plugin_quant orakul_plugin_flux test_textcond_cuda >>'$OUT/text_build.log' 2>&1"
+    rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"
+    [ $rc -eq 0 ] || { grep -E "error" "$OUT/text_build.log" | head -20; tail -20 "$OUT/text_build.log"; exit 1; } ;;
+  test)
+    (cd $B && timeout 300 ctest -R textcond_cuda --output-on-failure >"$OUT/textcond_cuda.log" 2>&1)
+    echo "== test_textcond_cuda rc=$? in $(( $(date +%s) - t0 )) s"
+    grep -E "max err/M|FAIL|asserts|tests passed|retried" "$OUT/textcond_cuda.log" | head -30 ;;
+  bench)
+    timeout 540 python3 bench/text/bench_text.py --bin $B/bench/text/bench_text_encode --n "$n" \
+      --out "$OUT/text_bench.jsonl" 2>"$OUT/text_bench.log"
+    echo "== bench_text rc=$? in $(( $(date +%s) - t0 )) s"
+    cat "$OUT/text_bench.jsonl"
+    grep -E "error|text encode|Traceback" "$OUT/text_bench.log" | head -20 ;;
+  esac
+done
