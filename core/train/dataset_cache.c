@@ -279,8 +279,9 @@ static ork_status build_dataset(job *j) {
     else if (j->have_te)
         ORK_INFO("text conditioning: embeddings from <image>.te.safetensors for %d of %d images (others: zeros)", j->have_te, j->n_items);
     else
-        ORK_INFO("text conditioning: zero text embeddings (an empty-prompt stand-in): the model's text encoders were "
-                 "not found (the warning above says how to give them)");
+        ORK_INFO("text conditioning: zero text embeddings (an empty-prompt stand-in): no text encoders (%s)",
+                 strncmp(j->p->model.name_or_path, "preset:", 7) ? "the warning above says how to give them"
+                 : "a preset has none unless model_kwargs gives their paths");
     return ORK_OK;
 }
 

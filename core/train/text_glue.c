@@ -7,8 +7,9 @@
  * pass of the encoders' weights; their memory is given back before it
  * returns) and written to the cache. An image with a <stem>.te.safetensors
  * beside it keeps that file (an override: its caption is not encoded).
- * Without the model's text encoders (the conditioner's warning says so) the
- * run keeps the older behaviour: those files, else zero embeddings.
+ * Without the model's text encoders (the conditioner's warning says so; a
+ * preset without encoder paths says it in an info line) the run keeps the
+ * older behaviour: those files, else zero embeddings.
  *
  * Caption dropout: micro-batch k's slot s drops its caption when uniform
  * draw (seed, ORK_RNG_CAPTION, counter k·2^16 + s) < the item's dataset's
@@ -286,6 +287,20 @@ static ork_status gather_samples(job *j, const char *identity, wants *w, int **w
     return ORK_OK;
 }
 
+/* A preset (random weights of a variant's shapes: the quickstart, most tests)
+ * has no text encoders unless model_kwargs gives their paths: zeros, said by
+ * dataset_cache.c's info line, without the conditioner's warning (meant for a
+ * real checkpoint whose encoders were not found). */
+static int preset_without_encoders(const job *j) {
+    const char *n = j->p->model.name_or_path;
+    if (!n || strncmp(n, "preset:", 7) != 0) return 0;
+    for (int i = 0; ork_model_info_has_text(&j->info) && i < j->info.n_text_slots; i++) {
+        const ork_text_slot *t = &j->info.text_slots[i];
+        if ((t->path && *t->path) || (t->tokenizer_path && *t->tokenizer_path)) return 0;
+    }
+    return 1;
+}
+
 ork_status ork_train_encode_text(job *j) {
     j->T = ork_train_text_len(j);
     /* the sample prompts are made here (preflight keeps them) so that their text is encoded with the captions */
@@ -294,6 +309,7 @@ ork_status ork_train_encode_text(job *j) {
     ork_textcond_opts_from_config(&j->p->model, &j->info, &o); /* quantize_te, qtype_te, attn_masking */
     o.device_index = j->device_index;
     ork_textcond *tc = NULL;
+    if (preset_without_encoders(j)) return ORK_OK;
     ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc));
     if (!tc) return ORK_OK; /* no text encoders: the conditioner said so; .te.safetensors files or zeros */
     ork_train_text *t = calloc(1, sizeof *t);
@@ -392,7 +408,8 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
     ork_textcond_opts o;
     ork_textcond_opts_from_config(&j->p->model, &j->info, &o);
     ork_textcond *tc = NULL;
-    ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc)); /* the pieces plan and run refuse alike */
+    if (!preset_without_encoders(j))
+        ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc)); /* the pieces plan and run refuse alike */
     if (!tc) return ork_textcond_describe(NULL, NULL, 0, 0, out);
     ork_train_text t = {0};
     wants w = {.plan = 1};
