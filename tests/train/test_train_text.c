@@ -16,7 +16,8 @@
  *  - an image's <stem>.te.safetensors stays an override (its caption is not
  *    encoded);
  *  - `orakul plan` says how many captions the cache holds and plans the rest,
- *    writing nothing; CLIP missing beside T5: plan and run exit 2 naming it. */
+ *    writing nothing; CLIP missing beside T5: plan and run exit 2 naming it;
+ *  - a preset without encoder paths trains on zeros without a warning. */
 #include "train_test_util.h"
 
 #include "io/safetensors.h"
@@ -316,10 +317,37 @@ static void test_missing_piece(void) {
     CU_ASSERT(log_has(lr, "text_encoder"));
 }
 
+/* A preset (the quickstart's kind of model) has no text encoders: zeros, an
+ * info line, no warning; with caption dropout on too */
+static void test_preset_quiet(void) {
+    char cfg[800], out[800], log[800];
+    tt_fmt(cfg, sizeof cfg, "%s/p.yaml", root);
+    tt_fmt(out, sizeof out, "%s/out_preset", root);
+    write_cfg(cfg, out, 1, 1, 0.5);
+    char *y = tt_read_all(cfg, NULL), *at = y ? strstr(y, "        name_or_path:") : NULL;
+    CU_ASSERT_FATAL(at != NULL);
+    char fixed[4096];
+    tt_fmt(fixed, sizeof fixed,
+           "%.*s        name_or_path: preset:custom\n        arch: flux\n        model_kwargs: {hidden_size: 64, "
+           "num_heads: 2, depth: 1, depth_single_blocks: 1, context_in_dim: 32, vec_in_dim: 16, codec: pixel,\n"
+           "                       pixel_patch: 4, context_len: 8, seed: 1}\n%s",
+           (int)(at - y), y, strstr(at, "      sample:"));
+    free(y);
+    CU_ASSERT_FATAL(tt_write_all(cfg, fixed) == 0);
+    tt_fmt(log, sizeof log, "%s/preset", root);
+    int n, enc;
+    CU_ASSERT(run_counts(cfg, log, &n, &enc) == 0);
+    CU_ASSERT_EQUAL(n, -1); /* nothing encoded, no text cache */
+    CU_ASSERT(log_has(log, "text conditioning: zero text embeddings"));
+    CU_ASSERT(!log_has(log, "warning:"));
+    CU_ASSERT(!log_has(log, "error:"));
+}
+
 static const ork_test_case cases[] = {
     {"text cache: encoded once, read back, changed/corrupt/NaN entries and identity", test_cache},
     {"caption dropout: resumed == straight, and it changes training", test_resume},
     {"a missing text encoder: plan and run refuse alike", test_missing_piece},
+    {"a preset without text encoders: zeros, no warning", test_preset_quiet},
     {NULL, NULL},
 };
 ORK_TEST_MAIN("train_text", init, clean, cases)
