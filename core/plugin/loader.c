@@ -4,6 +4,7 @@
 
 #include "plugin/host.h" /* ork_host_init */
 #include "util/log.h"    /* ORK_FAIL, ORK_INFO */
+#include "util/rfile.h"  /* ork_rfile_open */
 
 #include <orakul/loss.h>
 #include <orakul/model.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The end of field f: how far a struct must reach to contain it. */
@@ -192,6 +194,12 @@ static ork_status open_component(ork_plugin *p, const ork_abi_profile *abi, int 
 }
 
 static ork_status open_checked(ork_plugin *p, const ork_abi_profile *abi) {
+    int fd; /* dlopen reads the file: a FIFO would block it, a device never end; refused first */
+    struct stat sb;
+    if (ork_rfile_open(p->path, "plugin", 0, ORK_RFILE_QUIET, &fd, NULL) == ORK_OK) close(fd);
+    else if (stat(p->path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* else dlopen says why */
+        return ORK_FAIL(ORK_E_IO, "plugin %s: cannot load (core ABI %u.%u): %s, not a regular file", p->path,
+                        abi->major, abi->minor, ork_rfile_kind((unsigned)sb.st_mode));
     p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
     if (!p->dl)
         return ORK_FAIL(ORK_E_IO, "plugin %s: cannot load (core ABI %u.%u): %s", p->path,

@@ -6,7 +6,7 @@
  * (util/rfile.h under config/config.c), captions and images of a dataset scan,
  * the image loader and the file fingerprint (data/), a safetensors file and
  * the index.json of a sharded checkpoint (io/), metrics.jsonl read back on
- * resume (train/metrics.c).
+ * resume (train/metrics.c), a plugin before dlopen (plugin/loader.c).
  *
  * Each case runs in a child process with a 20 s alarm and a 2 GiB address
  * space: a reader that blocks or reads without end fails the case instead of
@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/image.h"
 #include "io/safetensors.h"
+#include "plugin/registry.h"
 #include "train/metrics.h"
 #include "util/log.h"
 #include "util/rfile.h"
@@ -122,6 +123,14 @@ static ork_status r_metrics(const char *path) {
     return s;
 }
 
+static ork_status r_plugin(const char *path) {
+    ork_registry *r = NULL;
+    ork_status s = ork_registry_create(NULL, &r);
+    if (s == ORK_OK) s = ork_registry_add_file(r, path);
+    ork_registry_destroy(r);
+    return s;
+}
+
 /* ---- fixtures ---- */
 static int fifo(const char *path) { return mkfifo(path, 0644); }
 /* A sparse file of n bytes (NULs): its size is what the readers check first. */
@@ -213,6 +222,13 @@ static void test_metrics(void) {
     CU_ASSERT_EQUAL(refused(r_metrics, tmp("metrics.jsonl"), ORK_E_IO, "metrics.jsonl: the metrics log is a FIFO"), 0);
 }
 
+/* a plugin file: dlopen would block on a FIFO */
+static void test_plugin(void) {
+    CU_ASSERT_EQUAL_FATAL(fifo(tmp("orakul-fifo.so")), 0);
+    CU_ASSERT_EQUAL(refused(r_plugin, tmp("orakul-fifo.so"), ORK_E_IO, "orakul-fifo.so: cannot load (core ABI"), 0);
+    CU_ASSERT_EQUAL(refused(r_plugin, tmp("orakul-fifo.so"), ORK_E_IO, "a FIFO, not a regular file"), 0);
+}
+
 /* ork_rfile_read itself: the bytes of a regular file, NUL-terminated; a
  * missing file with ORK_RFILE_MISSING_OK is no error and no line. */
 static void test_rfile(void) {
@@ -245,6 +261,7 @@ static const ork_test_case cases[] = {
     {"image load and fingerprint: FIFO, /dev/zero", test_image},
     {"safetensors file and index.json: FIFO, /dev/zero, over 64 MiB", test_safetensors},
     {"metrics.jsonl: FIFO", test_metrics},
+    {"plugin: FIFO", test_plugin},
     {"ork_rfile_read", test_rfile},
     {NULL, NULL},
 };
