@@ -34,8 +34,11 @@ src_repo() { # the repository that holds commit $1
     if git -C "$repo" cat-file -e "$1^{commit}" 2>/dev/null; then echo "$repo"; else echo "$root/revert-clone"; fi
 }
 
-build() { # sha -> $root/<sha>/{src,build}
-    local d="$root/$1"
+tree_of() { git -C "$(src_repo "$1")" rev-parse "$1^{tree}"; }
+dir_of() { realpath -m "$root/$(tree_of "$1")"; } # (a link to an older build of the same tree is followed)
+build() { # sha -> $root/<its tree>/{src,build}: a tree already built is reused
+    local d
+    d=$(dir_of "$1")
     if [ ! -f "$d/src/CMakeLists.txt" ]; then
         mkdir -p "$d/src"
         git -C "$(src_repo "$1")" archive "$1" | tar -x -C "$d/src"
@@ -58,11 +61,15 @@ mkdir -p "$work"
 photos() { rm -rf "$work/photos" && cp -r "$repo/assets/photos" "$work/photos"; }
 fix() { sed -e "s#folder_path: .*#folder_path: $work/photos#" \
             -e 's#name_or_path: "black-forest-labs/FLUX.1-dev"#name_or_path: preset:flux1-dev#' \
-            -e 's#name_or_path: "black-forest-labs/FLUX.2-dev"#name_or_path: preset:flux2-dev#' "$1"; }
+            -e 's#name_or_path: "black-forest-labs/FLUX.2-dev"#name_or_path: preset:flux2-dev#' \
+            -e '/match_target_res/d' "$1"; } # (a key orakul does not know: the example's plan stops there)
 for c in "$repo"/configs/*.yaml; do fix "$c" >"$work/$(basename "$c")"; done
 sed 's/preset:flux1-dev/preset:flux1-schnell/' "$work/train_lora_flux_24gb.yaml" >"$work/v_schnell.yaml"
 sed 's/preset:flux2-dev/preset:flux2-klein-4b/' "$work/train_lora_flux2_24gb.yaml" >"$work/v_klein4b.yaml"
 sed 's/preset:flux2-dev/preset:flux2-klein-9b/' "$work/train_lora_flux2_24gb.yaml" >"$work/v_klein9b.yaml"
+# the distilled variants' default sampling steps: sample_steps not given
+sed '/sample_steps/d' "$work/v_schnell.yaml" >"$work/v_schnell_steps.yaml"
+sed '/sample_steps/d' "$work/v_klein4b.yaml" >"$work/v_klein4b_steps.yaml"
 sed 's/linear_alpha: 64}/linear_alpha: 64, weight_dtype: bf16}/' "$work/seed_flux2_dev_r1280_24gb.yaml" >"$work/seed_bf16.yaml"
 sed 's/resolution: \[512\]/resolution: [1024]/' "$work/seed_bf16.yaml" >"$work/seed_1024.yaml"
 # A tiny FLUX.2 (custom preset, flux_version 2) for the training runs.
@@ -81,8 +88,8 @@ for dev in "" rtx4090 h200; do
             o="$work/plan-$sha-${dev:-none}-$(basename "$c" .yaml).txt"
             photos
             (cd "$repo" && ORAKUL_HOST_AVAILABLE_GB=125 ORAKUL_PLAN_DEVICE="$dev" \
-                "$root/$sha/build/bin/orakul" plan "$c" >"$o" 2>&1) || echo "exit $?" >>"$o"
-            sed -i "s#$root/$sha#TREE#g" "$o"
+                "$(dir_of "$sha")/build/bin/orakul" plan "$c" >"$o" 2>&1) || echo "exit $?" >>"$o"
+            sed -i "s#$(dir_of "$sha")#TREE#g" "$o"
             [ "$sha" = "$base" ] && words "$o"
         done
         a="$work/plan-$base-${dev:-none}-$(basename "$c" .yaml).txt"
@@ -102,7 +109,7 @@ for c in "$work/quickstart.yaml" "$work/tiny2.yaml"; do
         sed -e "s#training_folder: .*#training_folder: $d#" \
             -e 's/steps: 300/steps: 5/' -e 's/save_every: 100/save_every: 5/' -e 's/sample_every: 300/sample_every: 5/' \
             "$c" >"$d/job.yaml"
-        (cd "$repo" && "$root/$sha/build/bin/orakul" run "$d/job.yaml" >"$d/log.txt" 2>&1) || { echo "run failed: $d/log.txt"; fail=1; }
+        (cd "$repo" && "$(dir_of "$sha")/build/bin/orakul" run "$d/job.yaml" >"$d/log.txt" 2>&1) || { echo "run failed: $d/log.txt"; fail=1; }
     done
     a="$work/train-$base-$n"
     b="$work/train-$head-$n"
