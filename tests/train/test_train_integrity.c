@@ -1,7 +1,8 @@
 /* test_train_integrity.c — what `orakul run` reads back is verified, and what
  * it writes is finite (issue #26 points 2, 3 and 5), through the built binary
  * on the quickstart's tiny model (tests/train/configs/tiny.yaml):
- *  - state: a NaN in a LoRA tensor or an optimizer moment, a flipped data
+ *  - state: a NaN in a LoRA tensor or an optimizer moment (resident or
+ *    streamed per block), a flipped data
  *    byte, and bad metadata (step "ten", -5, past train.steps; a negative
  *    data_epoch) are each refused with exit 2 and one line naming the file and
  *    the tensor or field; the LoRA files already written stay untouched;
@@ -301,6 +302,27 @@ static void test_state_nan_moment(void) {
     tt_rm_rf(s.root);
 }
 
+/* The trainable state streamed per block (ORAKUL_STREAM_TRAINABLES=1): its
+ * records load through another path (state_stream.c), checked the same way. */
+static void test_state_nan_streamed(void) {
+    sc s;
+    setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
+    CU_ASSERT_FATAL(base_run(&s, "istream", "float16") == 0);
+    char out[1200];
+    tt_fmt(out, sizeof out, "%s.err", s.log);
+    CU_ASSERT(tt_file_has(out, "trainable state streamed per block"));
+    fill_ctx c = {"opt.3", 0, 0, 0};
+    CU_ASSERT_FATAL(st_rewrite(s.state, nan_moment, &c, NULL, NULL, 1) == 0 && c.n_done == 1);
+    const char *need[] = {"quickstart_state.safetensors", "opt.3", NULL};
+    resume_expect(&s, 6, 2, need, "nan_streamed");
+    fill_ctx l = {"lora.0", INFINITY, 1, 0};
+    CU_ASSERT_FATAL(st_rewrite(s.state, fill_f32, &l, NULL, NULL, 1) == 0 && l.n_done == 1);
+    const char *need2[] = {"quickstart_state.safetensors", "lora.0", "inf", NULL};
+    resume_expect(&s, 6, 2, need2, "inf_streamed");
+    unsetenv("ORAKUL_STREAM_TRAINABLES");
+    tt_rm_rf(s.root);
+}
+
 static void test_state_flipped_byte(void) {
     sc s;
     CU_ASSERT_FATAL(base_run(&s, "iflip", "float16") == 0);
@@ -505,6 +527,7 @@ static void test_text_cache_nan(void) {
 static const ork_test_case cases[] = {
     {"state_nan_lora", test_state_nan_lora},
     {"state_nan_moment", test_state_nan_moment},
+    {"state_nan_streamed", test_state_nan_streamed},
     {"state_flipped_byte", test_state_flipped_byte},
     {"state_bad_metadata", test_state_bad_metadata},
     {"nonfinite_lora_not_written", test_nonfinite_lora_not_written},
