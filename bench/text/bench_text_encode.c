@@ -10,7 +10,10 @@
  *   captions: one per line (repeated when there are fewer than N).
  * Prints one JSON line per repeat on stdout: impl "orakul", device, dtype
  * ("bf16"/"f32", or the quantizer's id for T5), captions, T, seconds (the
- * whole call: tokenize, load and quantize the weights, run, copy back),
+ * whole call: tokenize, load and quantize the weights, run, copy back) and
+ * its parts load_seconds (weights file -> host -> device, quantize; every
+ * encoder, every layer-major pass), tokenize_seconds, encode_seconds (the
+ * forward passes and the outputs' copies back; encode_captions_per_s),
  * captions_per_s, peak_gib (the allocator's high-water mark: weights +
  * activations; the CUDA context and cuBLAS workspace are not in it),
  * weight_gib, layer_major, chunk. Not a test. */
@@ -140,10 +143,12 @@ int main(int argc, char **argv) {
         int finite = 1;
         for (size_t i = 0; i < (size_t)n * e.T * e.ctx_dim && finite; i += 997) finite = e.txt[i] == e.txt[i];
         printf("{\"impl\": \"orakul\", \"tag\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"captions\": %d, \"T\": %d, "
-               "\"seconds\": %.3f, \"captions_per_s\": %.2f, \"peak_gib\": %.3f, \"weight_gib\": %.3f, "
+               "\"seconds\": %.3f, \"captions_per_s\": %.2f, \"load_seconds\": %.3f, \"tokenize_seconds\": %.3f, "
+               "\"encode_seconds\": %.3f, \"encode_captions_per_s\": %.2f, \"peak_gib\": %.3f, \"weight_gib\": %.3f, "
                "\"layer_major\": %d, \"chunk\": %d, \"budget_gib\": %.2f, \"finite\": %d, \"repeat\": %d}\n",
                tag, name, o.quantize ? o.qtype : be->device == ORK_DEV_CUDA ? "bf16" : "f32", n, e.T, s.seconds,
-               s.seconds > 0 ? n / s.seconds : 0.0, s.peak_bytes / 1073741824.0, s.weight_bytes / 1073741824.0,
+               s.seconds > 0 ? n / s.seconds : 0.0, s.load_seconds, s.tokenize_seconds, s.encode_seconds,
+               s.encode_seconds > 0 ? n / s.encode_seconds : 0.0, s.peak_bytes / 1073741824.0, s.weight_bytes / 1073741824.0,
                s.layer_major, s.chunk, budget_gb, finite, r);
         fflush(stdout);
         ork_text_embed_free(&e);

@@ -104,17 +104,19 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
     if (B * H * Lq == 0 || Dh == 0) return ORK_OK;
     if (Lk == 0) return BE->fill(KX, ork_tensor_numel(*y), 0.0f, D(*y), q->dtype);
 
-    int64_t nS = B * H * Lq * Lk;
+    /* The scores go in slices of whole sequences, each slice's F32 scores at
+     * most ORK_ATTN_BIAS_SLICE bytes (a batch of 64 T5-XXL captions at 512
+     * tokens would be 4 GiB of scores and 2 GiB of probabilities at once):
+     * every step is per (sequence, head) or per row, so the slices give the
+     * same values as one pass. */
+    int64_t per_seq = H * Lq * Lk, bs = (int64_t)(ORK_ATTN_BIAS_SLICE / ((size_t)per_seq * sizeof(float)));
+    if (bs < 1) bs = 1;
+    if (bs > B) bs = B;
+    size_t qsz = ork_dtype_size(q->dtype);
     void *S = NULL, *P = NULL, *cm = NULL;
-    ork_status s = ork_arena_get(g->arena, (size_t)nS * sizeof(float), &S);
-    /* S (BH, Lq, Lk) F32 = scale · q · kᵀ */
-    ork_gemm_desc d1 = {.ta = 0, .tb = 1, .M = Lq, .N = Lk, .K = Dh, .batch = B * H, .alpha = scale,
-                        .A = D(q), .adt = q->dtype, .lda = Dh, .stride_a = Lq * Dh,
-                        .B = D(k), .bdt = k->dtype, .ldb = Dh, .stride_b = Lk * Dh,
-                        .C = S, .cdt = ORK_F32, .ldc = Lk, .stride_c = Lq * Lk};
-    if (s == ORK_OK) s = BE->gemm(KX, &d1);
-    if (s == ORK_OK && bias) s = BE->binary(KX, ORK_BINARY_ADD, &bb, S, D(bias), bias->dtype, S, ORK_F32);
-    if (s == ORK_OK && key_bias) s = BE->binary(KX, ORK_BINARY_ADD, &kb, S, D(key_bias), key_bias->dtype, S, ORK_F32);
+    ork_status s = ork_arena_get(g->arena, (size_t)(bs * per_seq) * sizeof(float), &S);
+    /* P in v's dtype for the second GEMM (one dtype per GEMM on CUDA) */
+    if (s == ORK_OK && q->dtype != ORK_F32) s = ork_arena_get(g->arena, (size_t)(bs * per_seq) * qsz, &P);
     if (s == ORK_OK && causal) {
         /* query i sees keys j <= i + (Lk − Lq) (the fused attention's rule); the
          * rest get −1e30 (finite: a row with no visible key stays a softmax, not NaN) */
@@ -125,21 +127,48 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
         if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(Lq * Lk) * sizeof(float), &cm);
         if (s == ORK_OK) s = BE->memcpy_h2d(KX, cm, h, (size_t)(Lq * Lk) * sizeof(float)); /* consumes h */
         free(h);
-        ork_bcast cb = {.ndim = 4, .shape = {B, H, Lq, Lk}, .bstride = {0, 0, Lk, 1}, .n = nS, .nb = Lq * Lk};
-        if (s == ORK_OK) s = BE->binary(KX, ORK_BINARY_ADD, &cb, S, cm, ORK_F32, S, ORK_F32);
     }
-    if (s == ORK_OK) s = BE->softmax(KX, B * H * Lq, Lk, S, S, ORK_F32); /* in place, row by row */
-    /* P in v's dtype for the second GEMM (one dtype per GEMM on CUDA) */
-    if (s == ORK_OK && q->dtype != ORK_F32) {
-        s = ork_arena_get(g->arena, (size_t)nS * ork_dtype_size(q->dtype), &P);
-        if (s == ORK_OK) s = BE->axpby(KX, nS, 1.0f, S, ORK_F32, 0.0f, P, q->dtype);
+    for (int64_t b0 = 0; b0 < B && s == ORK_OK; b0 += bs) {
+        int64_t nb = B - b0 < bs ? B - b0 : bs, nS = nb * per_seq;
+        /* S (nb·H, Lq, Lk) F32 = scale · q · kᵀ */
+        ork_gemm_desc d1 = {.ta = 0, .tb = 1, .M = Lq, .N = Lk, .K = Dh, .batch = nb * H, .alpha = scale,
+                            .A = (const char *)D(q) + (size_t)(b0 * H * Lq * Dh) * qsz, .adt = q->dtype, .lda = Dh,
+                            .stride_a = Lq * Dh,
+                            .B = (const char *)D(k) + (size_t)(b0 * H * Lk * Dh) * qsz, .bdt = k->dtype, .ldb = Dh,
+                            .stride_b = Lk * Dh,
+                            .C = S, .cdt = ORK_F32, .ldc = Lk, .stride_c = Lq * Lk};
+        s = BE->gemm(KX, &d1);
+        if (s == ORK_OK && bias) {
+            ork_bcast sb = bb; /* the slice's rows of the bias: dim 0 is its outermost */
+            sb.shape[0] = nb;
+            sb.n = nS;
+            if (bb.bstride[0]) sb.nb = nb * bb.bstride[0];
+            const char *bp = (const char *)D(bias) + (size_t)(b0 * bb.bstride[0]) * ork_dtype_size(bias->dtype);
+            s = BE->binary(KX, ORK_BINARY_ADD, &sb, S, bp, bias->dtype, S, ORK_F32);
+        }
+        if (s == ORK_OK && key_bias) {
+            ork_bcast sk = kb;
+            sk.shape[0] = nb;
+            sk.n = nS;
+            sk.nb = nb * Lk;
+            const char *kp = (const char *)D(key_bias) + (size_t)(b0 * Lk) * ork_dtype_size(key_bias->dtype);
+            s = BE->binary(KX, ORK_BINARY_ADD, &sk, S, kp, key_bias->dtype, S, ORK_F32);
+        }
+        if (s == ORK_OK && causal) {
+            ork_bcast cb = {.ndim = 4, .shape = {nb, H, Lq, Lk}, .bstride = {0, 0, Lk, 1}, .n = nS, .nb = Lq * Lk};
+            s = BE->binary(KX, ORK_BINARY_ADD, &cb, S, cm, ORK_F32, S, ORK_F32);
+        }
+        if (s == ORK_OK) s = BE->softmax(KX, nb * H * Lq, Lk, S, S, ORK_F32); /* in place, row by row */
+        if (s == ORK_OK && P) s = BE->axpby(KX, nS, 1.0f, S, ORK_F32, 0.0f, P, q->dtype);
+        /* y (nb·H, Lq, D) = P · v */
+        ork_gemm_desc d2 = {.M = Lq, .N = Dh, .K = Lk, .batch = nb * H, .alpha = 1.0f,
+                            .A = P ? P : S, .adt = q->dtype, .lda = Lk, .stride_a = Lq * Lk,
+                            .B = (const char *)D(v) + (size_t)(b0 * H * Lk * Dh) * qsz, .bdt = v->dtype, .ldb = Dh,
+                            .stride_b = Lk * Dh,
+                            .C = (char *)D(*y) + (size_t)(b0 * H * Lq * Dh) * qsz, .cdt = q->dtype, .ldc = Dh,
+                            .stride_c = Lq * Dh};
+        if (s == ORK_OK) s = BE->gemm(KX, &d2);
     }
-    /* y (BH, Lq, D) = P · v */
-    ork_gemm_desc d2 = {.M = Lq, .N = Dh, .K = Lk, .batch = B * H, .alpha = 1.0f,
-                        .A = P ? P : S, .adt = q->dtype, .lda = Lk, .stride_a = Lq * Lk,
-                        .B = D(v), .bdt = v->dtype, .ldb = Dh, .stride_b = Lk * Dh,
-                        .C = D(*y), .cdt = q->dtype, .ldc = Dh, .stride_c = Lq * Dh};
-    if (s == ORK_OK) s = BE->gemm(KX, &d2);
     if (cm) ork_arena_put(g->arena, cm);
     if (P) ork_arena_put(g->arena, P);
     if (S) ork_arena_put(g->arena, S);

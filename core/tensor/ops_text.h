@@ -7,6 +7,12 @@
 
 #include <orakul/ops.h>
 
+/* attention_bias computes its F32 scores in slices of whole sequences of at
+ * most this many bytes (one sequence at least); its probabilities (in q's
+ * dtype when not F32) take a slice as well. The text conditioner's plan
+ * counts them once per chunk, not per caption. */
+#define ORK_ATTN_BIAS_SLICE ((size_t)512 << 20)
+
 ork_status ork_op_embedding(ork_graph *g, ork_tensor *w, ork_tensor *ids, ork_tensor **y);
 ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, ork_tensor *bias,
                                  ork_tensor *key_bias, const ork_attn_opts *opts, ork_tensor **y);

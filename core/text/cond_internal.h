@@ -41,12 +41,18 @@ struct ork_textcond {
     ork_textcond_stats last;
 };
 
+/* Of a plan's scratch: the margin for what the estimate misses (the arena
+ * grows into it; cuBLAS's workspace). */
+#define TC_MARGIN ((size_t)64 << 20)
+
 /* The encode's plan for one slot on a backend within budget (0: none). */
 typedef struct tc_plan {
     size_t w_total;        /* stored bytes of every weight */
     size_t w_block_max;    /* of the largest block */
-    size_t act_per_caption;/* activations of one caption through the largest block (estimate) */
-    size_t scratch;        /* dequantize scratch and workspace margin */
+    size_t act_per_caption;/* activations of one caption through the largest block (estimate), of which */
+    size_t attn_seq;       /* its attention scores + probabilities, held for ... */
+    int attn_slice;        /* ... at most this many captions at once (ORK_ATTN_BIAS_SLICE) */
+    size_t scratch;        /* dequantize scratch, workspace margin, the position bias being made */
     int layer_major;
     int chunk;             /* captions per chunk */
     size_t peak;           /* predicted device peak */
@@ -55,6 +61,8 @@ typedef struct tc_plan {
     size_t carry_shared;      /* ... and what every caption shares (T5's position bias) */
 } tc_plan;
 
+/* Activation bytes of a chunk of `chunk` captions under plan p (the arena's size). */
+size_t ork_tc_chunk_bytes(const tc_plan *p, int chunk);
 /* Stored bytes of weight d under slot t's storage (act dtype of be, quantizer). */
 size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype store_dt);
 /* The plan (tc_plan) for n captions; ORK_E_BUDGET with one line when nothing fits. */

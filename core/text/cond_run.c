@@ -83,6 +83,7 @@ typedef struct runner {
     ork_model_info mi;        /* the store's declarations: all, or block k's */
     ork_weight_decl *decls;   /* block k's (layer-major) */
     ork_wstore *ws;
+    double load_s;            /* seconds in store_load (weights to the device), summed */
 } runner;
 
 static void store_free(runner *r) {
@@ -91,7 +92,14 @@ static void store_free(runner *r) {
 }
 
 /* A store of the encoder's weights of block `block` (-1: all), loaded. */
+static ork_status store_load_(runner *r, int block);
 static ork_status store_load(runner *r, int block) {
+    double t0 = now_s();
+    ork_status st = store_load_(r, block);
+    r->load_s += now_s() - t0;
+    return st;
+}
+static ork_status store_load_(runner *r, int block) {
     const ork_text_encoder_info *in = &r->t->info;
     memset(&r->mi, 0, sizeof r->mi);
     r->mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
@@ -415,8 +423,12 @@ static void runner_close(runner *r) {
 }
 
 /* The device side of slot t: an allocator of budget bytes, a no-grad graph,
- * the quantizer; no weights yet. */
-static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, runner *r) {
+ * the quantizer; no weights yet. p (may be NULL): the plan, whose chunk's
+ * activations size the graph's arena up front in one piece (an arena grown
+ * on demand doubles: 1 + 2 + ... + 16 GiB of chunks for 16 GiB of use, and a
+ * large request cannot span two chunks). */
+static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, const tc_plan *p,
+                              runner *r) {
     memset(r, 0, sizeof *r);
     r->t = t;
     r->be = be;
@@ -430,6 +442,9 @@ static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *b
         go.device_index = tc->o.device_index;
         go.act_dtype = r->act;
         go.arena_tag = "text encode";
+        /* the arena before the weights: what the plan gave the activations (within
+         * the budget with the weights); on the CPU the pages are touched only when used */
+        if (p) go.arena_initial = ork_tc_chunk_bytes(p, p->chunk) + (p->scratch > TC_MARGIN ? p->scratch - TC_MARGIN : 0);
         st = ork_graph_create(be, r->a, &go, &r->g);
     }
     if (st == ORK_OK) {
@@ -460,8 +475,10 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     int32_t *ids = malloc((size_t)n * t->L * sizeof *ids), *mask = malloc((size_t)n * t->L * sizeof *mask);
     ork_status st = ids && mask ? ORK_OK : ORK_E_NOMEM;
     if (st == ORK_OK) st = tokenize(t, n, captions, ids, mask);
-    if (st == ORK_OK && !kept) st = runner_open(tc, t, be, budget, r);
+    double t_tok = now_s() - t0;
+    if (st == ORK_OK && !kept) st = runner_open(tc, t, be, budget, &p, r);
     else if (!kept) memset(r, 0, sizeof *r);
+    double load0 = r->load_s;
     int on_device = 0;
     /* The plan's activation figure is an estimate: a chunk the budget refuses
      * is tried again at half the captions (the refusal a warning), down to one */
@@ -491,6 +508,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
         if (st == ORK_OK) break;
     }
     size_t peak = r->a ? ork_alloc_peak(r->a) : 0;
+    double t_load = r->load_s - load0;
     if (!kept) runner_close(r);
     free(ids);
     free(mask);
@@ -500,8 +518,14 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     stats->layer_major |= p.layer_major;
     if (t->feeds & ORK_TEXT_FEEDS_TXT) stats->chunk = p.chunk;
     stats->weight_bytes += p.w_total;
-    ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s), %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
-             t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0,
+    double t_enc = dt - t_load - t_tok;
+    stats->load_seconds += t_load;
+    stats->tokenize_seconds += t_tok;
+    stats->encode_seconds += t_enc > 0 ? t_enc : 0;
+    ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s): weights to the device %.2f s, tokenize %.2f s, "
+             "encode %.2f s (%.1f/s); %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
+             t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0, t_load, t_tok,
+             t_enc, t_enc > 0 ? n / t_enc : 0.0,
              !p.layer_major ? (kept ? "resident (weights kept for the next group)" : "resident")
              : on_device ? "layer-major (carries on the device)"
                          : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
@@ -591,7 +615,7 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
     memset(kr, 0, sizeof kr);
     int keep = n > group && keep_budgets(tc, be, budget, group, sb);
     ork_status st = ORK_OK;
-    for (int i = 0; keep && i < tc->n && st == ORK_OK; i++) st = runner_open(tc, &tc->sl[i], be, sb[i], &kr[i]);
+    for (int i = 0; keep && i < tc->n && st == ORK_OK; i++) st = runner_open(tc, &tc->sl[i], be, sb[i], NULL, &kr[i]);
     ork_textcond_stats all = {0};
     double t0 = now_s();
     for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
@@ -606,6 +630,9 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
         all.layer_major |= tc->last.layer_major;
         all.chunk = tc->last.chunk;
         all.weight_bytes = tc->last.weight_bytes;
+        all.load_seconds += tc->last.load_seconds;
+        all.encode_seconds += tc->last.encode_seconds;
+        all.tokenize_seconds += tc->last.tokenize_seconds;
     }
     for (int i = 0; i < tc->n; i++) runner_close(&kr[i]); /* a no-op for runners never opened */
     if (st != ORK_OK) return st;

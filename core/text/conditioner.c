@@ -17,6 +17,7 @@
 #include "config/config.h"
 
 #include "stream/plan.h"
+#include "tensor/ops_text.h" /* ORK_ATTN_BIAS_SLICE */
 #include "tensor/tensor.h"
 #include "text/tokenizer.h"
 #include "util/log.h"
@@ -440,6 +441,20 @@ size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype
     return (size_t)n * ork_dtype_size(store_dt);
 }
 
+size_t ork_tc_chunk_bytes(const tc_plan *p, int chunk) {
+    size_t c = (size_t)(chunk > 0 ? chunk : 1), full = (size_t)(p->attn_slice > 0 ? p->attn_slice : 1);
+    return c * p->act_per_caption - (c > full ? (c - full) * p->attn_seq : 0);
+}
+
+/* The most captions whose activations fit in room (at least one). */
+static int tc_chunk_fit(const tc_plan *p, size_t room) {
+    size_t full = (size_t)(p->attn_slice > 0 ? p->attn_slice : 1), rest = p->act_per_caption - p->attn_seq;
+    size_t c = room / (p->act_per_caption ? p->act_per_caption : 1);
+    if (c > full && rest) c = (room - full * p->attn_seq) / rest; /* past a slice: no more scores */
+    if (c < 1) c = 1;
+    return c > (size_t)1 << 30 ? 1 << 30 : (int)c;
+}
+
 ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n, int quiet, tc_plan *out) {
     memset(out, 0, sizeof *out);
     const ork_text_encoder_info *in = &t->info;
@@ -475,13 +490,24 @@ ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n,
     free(wb);
     free(outsum);
     int64_t L = t->L, D = in->hidden_dim, H = D / 64 > 0 ? D / 64 : 1;
-    /* one caption through the largest block: every linear output at once, the
-     * carry in and out, the norms, and F32 scores, probabilities and the bias */
-    out->act_per_caption = (size_t)(L * max_out) * asz + (size_t)(6 * L * D) * asz + (size_t)(3 * H * L * L) * 4;
-    out->act_per_caption += out->act_per_caption / 4; /* allocator rounding, views */
-    out->scratch = (size_t)max_lin * 2 + ((size_t)64 << 20);
+    /* one caption through the largest block: every linear output at once and
+     * the carry in and out (T5's gated feed-forward peaks at x, x1, gelu(wi_0·h),
+     * wi_1·h and their product: 9.5 L·D, under this 12 L·D); the attention's
+     * F32 scores and probabilities come in slices of whole sequences
+     * (ORK_ATTN_BIAS_SLICE): per caption up to attn_seq_bytes, then fixed */
+    out->attn_seq = (size_t)(H * L * L) * (4 + (asz < 4 ? asz : 0));
+    out->attn_seq += out->attn_seq / 8;
+    out->act_per_caption = (size_t)(L * max_out) * asz + (size_t)(2 * L * D) * asz;
+    out->act_per_caption += out->act_per_caption / 4 + out->attn_seq; /* allocator rounding, views */
+    size_t s32 = (size_t)(H * L * L) * 4;
+    out->attn_slice = (int)(s32 ? ORK_ATTN_BIAS_SLICE / s32 : 1);
+    if (out->attn_slice < 1) out->attn_slice = 1;
+    /* dequantize scratch, workspace margin, and the position bias while it is
+     * made (bucket ids I32, the gathered table and its permuted copy) */
+    out->scratch = (size_t)max_lin * 2 + TC_MARGIN + (size_t)(H * L * L) * (4 + 2 * asz);
     const char *as = getenv("ORAKUL_TEXT_ACT_SCALE"); /* tests: a wrong estimate, to see encode recover */
     if (as && atof(as) > 0) {
+        out->attn_seq = (size_t)((double)out->attn_seq * atof(as));
         out->act_per_caption = (size_t)((double)out->act_per_caption * atof(as)) + 1;
         out->scratch = (size_t)((double)out->scratch * atof(as));
     }
@@ -496,24 +522,25 @@ ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n,
     if (n > 0 && cap > n) cap = n;
     if (cap < 1) cap = 1;
     size_t need_res = out->w_total + out->scratch, need_lm = out->w_block_max + out->scratch;
+    size_t one = out->act_per_caption;
     if (!budget) {
         out->layer_major = force_lm;
         out->chunk = cap;
-    } else if (!force_lm && budget > need_res + out->act_per_caption) {
-        out->chunk = (int)((budget - need_res) / out->act_per_caption);
-    } else if (budget > need_lm + out->act_per_caption) {
+    } else if (!force_lm && budget > need_res + one) {
+        out->chunk = tc_chunk_fit(out, budget - need_res);
+    } else if (budget > need_lm + one) {
         out->layer_major = 1;
-        out->chunk = (int)((budget - need_lm) / out->act_per_caption);
+        out->chunk = tc_chunk_fit(out, budget - need_lm);
     } else {
         if (!quiet)
             ORK_FAIL(ORK_E_BUDGET, "text encoder %s: its largest block (%.2f GiB) and one caption's activations "
                      "(%.2f GiB) do not fit in model.vram_budget_gb (%.2f GiB)", t->s.encoder,
-                     out->w_block_max / 1073741824.0, out->act_per_caption / 1073741824.0, budget / 1073741824.0);
+                     out->w_block_max / 1073741824.0, one / 1073741824.0, budget / 1073741824.0);
         return ORK_E_BUDGET;
     }
     if (out->chunk > cap) out->chunk = cap;
     if (out->chunk < 1) out->chunk = 1;
-    out->peak = (out->layer_major ? need_lm : need_res) + (size_t)out->chunk * out->act_per_caption;
+    out->peak = (out->layer_major ? need_lm : need_res) + ork_tc_chunk_bytes(out, out->chunk);
     return ORK_OK;
 }
 

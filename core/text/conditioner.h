@@ -139,6 +139,10 @@ typedef struct ork_textcond_stats {
     int layer_major;      /* 1 when some encoder ran layer-major */
     int chunk;            /* captions per chunk of the txt encoder */
     size_t weight_bytes;  /* stored weight bytes of all encoders (after quantization) */
+    double load_seconds;  /* of seconds: putting the weights on the device (file -> host -> device,
+                           * quantize), every encoder, every layer-major block */
+    double encode_seconds;/* of seconds: the forward passes and the copies of the outputs back */
+    double tokenize_seconds;
 } ork_textcond_stats;
 void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out);
 
