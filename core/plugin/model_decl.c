@@ -89,6 +89,15 @@ void ork_model_schedule_get(const ork_model_info *info, ork_model_schedule *out,
     *shift_max = info->shift_max > 0 ? info->shift_max : 1.15;
 }
 
+const char *ork_model_timestep_type(const ork_model_info *info) {
+    static const char *const names[] = {NULL, "sigmoid", "linear", "shift", "flux_shift"}; /* ai-toolkit's words */
+    ork_model_schedule s;
+    double b, m;
+    ork_model_schedule_get(info, &s, &b, &m);
+    return s.timestep_sampling > 0 && s.timestep_sampling <= ORK_TIMESTEPS_RESOLUTION_SHIFT ? names[s.timestep_sampling]
+                                                                                                : NULL;
+}
+
 ork_status ork_model_decl_check(const ork_model_info *info, const char *what) {
     if (!ork_model_info_has_blocks(info)) return ORK_OK;
     if (info->blocks)
@@ -122,6 +131,9 @@ ork_status ork_model_decl_check(const ork_model_info *info, const char *what) {
         return ORK_FAIL(ORK_E_ABI, "model %s: schedule: a discrete schedule needs beta_schedule 0/1 and "
                         "0 < beta_start < beta_end < 1 (%d, %g, %g)", what, (int)s->beta_schedule, s->beta_start,
                         s->beta_end);
+    if (s->timestep_sampling < ORK_TIMESTEPS_CONFIG || s->timestep_sampling > ORK_TIMESTEPS_RESOLUTION_SHIFT)
+        return ORK_FAIL(ORK_E_ABI, "model %s: schedule.timestep_sampling %d is not an ork_timestep_sampling", what,
+                        (int)s->timestep_sampling);
     if (s->time_shift < ORK_TIME_SHIFT_RESOLUTION || s->time_shift > ORK_TIME_SHIFT_RESOLUTION_STEPS)
         return ORK_FAIL(ORK_E_ABI, "model %s: schedule.time_shift %d is not an ork_time_shift", what, (int)s->time_shift);
     if (s->shift < 0 || s->sample_steps < 0 || s->sample_guidance < 0 || s->shift_base_seq < 0 ||

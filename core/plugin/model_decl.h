@@ -50,6 +50,10 @@ int ork_model_lora_default_target(const ork_model_info *info, const ork_weight_d
 void ork_model_schedule_get(const ork_model_info *info, ork_model_schedule *out, double *shift_base,
                             double *shift_max);
 
+/* The config's train.timestep_type name of the model's training timesteps
+ * ("sigmoid", "linear", "shift", "flux_shift"), or NULL: the config's. */
+const char *ork_model_timestep_type(const ork_model_info *info);
+
 /* Checks the declarations right after the model's open: block kinds, token
  * codes, prediction, noise and shift values in range, attn_dim >= 0, a
  * non-empty target list. ORK_E_ABI with one line naming the model (`what`)

@@ -188,6 +188,11 @@ static ork_status setup_schedule(job *j) {
         ork_config_where(j->cfg, "train.timestep_type", &at);
         return ork_config_fail_at(&at, ORK_E_CONFIG, "timestep_type '%s' is not implemented (sigmoid, linear, weighted, shift, flux_shift)", t->timestep_type);
     }
+    /* not in the file: the model's own, when it declares one (plugin/model_decl.h) */
+    const char *mt = ork_model_timestep_type(&j->info);
+    if (mt && !(ork_config_where(j->cfg, "train.timestep_type", &at) && at.line > 0) &&
+        ork_ts_type_parse(mt, &j->ts.type) != ORK_OK)
+        return ORK_FAIL(ORK_E_INTERNAL, "model timestep type '%s' does not parse", mt);
     if (ork_cs_type_parse(t->content_or_style, &j->ts.cs) != ORK_OK) {
         ork_config_where(j->cfg, "train.content_or_style", &at);
         return ork_config_fail_at(&at, ORK_E_CONFIG, "content_or_style '%s' (balanced, content, style)", t->content_or_style);

@@ -50,6 +50,7 @@ static void test_defaults(void) {
     CU_ASSERT(s.prediction == ORK_PREDICT_FLOW && s.noise == ORK_NOISE_FLOW && s.time_shift == ORK_TIME_SHIFT_RESOLUTION);
     CU_ASSERT(s.shift == 3.0 && s.shift_base_seq == 256 && s.shift_max_seq == 4096 && s.sample_steps == 0);
     CU_ASSERT(b == 0.5 && m == 1.15);
+    CU_ASSERT_PTR_NULL(ork_model_timestep_type(&i));
     i.shift_base = 0.7;
     ork_model_schedule_get(&i, &s, &b, &m);
     CU_ASSERT(b == 0.7);
@@ -96,6 +97,9 @@ static void test_declared(void) {
     ork_model_schedule_get(&i, &s, &b, &m);
     CU_ASSERT(s.time_shift == ORK_TIME_SHIFT_FIXED && s.shift == 2.0 && s.sample_steps == 8);
     CU_ASSERT(s.sample_flags == ORK_SAMPLE_NO_CFG && s.shift_base_seq == 256);
+    CU_ASSERT_PTR_NULL(ork_model_timestep_type(&i)); /* 0: the config's */
+    sc.timestep_sampling = ORK_TIMESTEPS_SHIFT;
+    CU_ASSERT_STRING_EQUAL(ork_model_timestep_type(&i), "shift");
     CU_ASSERT_EQUAL(ork_model_decl_check(&i, "t"), ORK_OK);
     /* epsilon with a discrete SDXL schedule is expressible and well-formed, not trainable yet */
     sc.prediction = ORK_PREDICT_EPSILON;
@@ -141,6 +145,9 @@ static void test_malformed(void) {
     sc.noise = ORK_NOISE_DISCRETE; /* no betas */
     CU_ASSERT_EQUAL(ork_model_decl_check(&i, "t"), ORK_E_ABI);
     sc.noise = 0;
+    sc.timestep_sampling = 5;
+    CU_ASSERT_EQUAL(ork_model_decl_check(&i, "t"), ORK_E_ABI);
+    sc.timestep_sampling = 0;
     sc.time_shift = 4;
     CU_ASSERT_EQUAL(ork_model_decl_check(&i, "t"), ORK_E_ABI);
     sc.time_shift = 0;

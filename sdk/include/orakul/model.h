@@ -178,6 +178,16 @@ typedef enum ork_time_shift {
                                           * diffusers' compute_empirical_mu (FLUX.2) */
 } ork_time_shift;
 
+/* How training draws its timesteps (ai-toolkit's train.timestep_type; the
+ * config's value, when given, wins). */
+typedef enum ork_timestep_sampling {
+    ORK_TIMESTEPS_CONFIG = 0,           /* the config's default (sigmoid) */
+    ORK_TIMESTEPS_SIGMOID = 1,          /* logit-normal */
+    ORK_TIMESTEPS_LINEAR = 2,           /* uniform over the 1000 scheduler steps */
+    ORK_TIMESTEPS_SHIFT = 3,            /* uniform, then the fixed shift (shift) */
+    ORK_TIMESTEPS_RESOLUTION_SHIFT = 4, /* uniform, then the resolution shift (flux_shift) */
+} ork_timestep_sampling;
+
 enum {
     /* The sampler runs no classifier-free guidance, whatever the cfg scale
      * (a timestep-distilled model); without it a model with no guidance input
@@ -199,7 +209,8 @@ typedef struct ork_model_schedule {
     int64_t shift_max_seq;       /* RESOLUTION: image tokens at mu = shift_max (0: 4096) */
     int32_t sample_steps;        /* the sampler's steps when sample.sample_steps is not given
                                   * (a distilled model: 4); 0: the config's */
-    int32_t reserved;            /* 0 */
+    int32_t timestep_sampling;   /* ork_timestep_sampling: how training draws t when the config's
+                                  * train.timestep_type is not given; 0: the config's default */
     double sample_guidance;      /* the guidance / cfg scale when sample.guidance_scale is not
                                   * given; 0: the config's */
 } ork_model_schedule;
