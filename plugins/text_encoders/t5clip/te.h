@@ -72,6 +72,14 @@ ork_status te_add_weight(te_model *m, int block, uint32_t flags, int ndim, int64
 int te_file_shape(te_model *m, const char *name, int64_t shape[8]);
 /* Put every declared weight (by its declared name, or m->alias_shared for "shared.weight"). */
 ork_status te_load(te_model *m, const ork_weight_sink *sink);
+/* A weight of the file by its canonical name (CLIP: with or without
+ * "text_model."); ORK_OK when found. */
+ork_status te_find(te_model *m, const char *name, ork_st_info *t);
+/* te_prefetch.c: threads mapping the weights' pages in load order while
+ * te_load copies them; NULL when none could start (the load goes on). */
+typedef struct te_prefetch te_prefetch;
+te_prefetch *te_prefetch_start(te_model *m);
+void te_prefetch_stop(te_prefetch *pf);
 /* ta->drop when the core has it. */
 void te_drop(te_model *m, ork_graph *g, ork_tensor *t);
 /* A weight by printf-style name. */

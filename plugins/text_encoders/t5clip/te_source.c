@@ -123,7 +123,7 @@ ork_status te_add_weight(te_model *m, int block, uint32_t flags, int ndim, int64
 
 /* A canonical name in the file: as it is, or without "text_model." (the
  * CLIPTextModel files transformers 5 writes drop that prefix). */
-static ork_status find(te_model *m, const char *name, ork_st_info *t) {
+ork_status te_find(te_model *m, const char *name, ork_st_info *t) {
     if (m->st->find(m->src, name, t) == ORK_OK) return ORK_OK;
     if (m->fam == TE_CLIP && !strncmp(name, "text_model.", 11)) return m->st->find(m->src, name + 11, t);
     return ORK_E_INVALID;
@@ -131,18 +131,26 @@ static ork_status find(te_model *m, const char *name, ork_st_info *t) {
 
 int te_file_shape(te_model *m, const char *name, int64_t shape[8]) {
     ork_st_info t;
-    if (find(m, name, &t) != ORK_OK) return 0;
+    if (te_find(m, name, &t) != ORK_OK) return 0;
     for (int i = 0; i < 8; i++) shape[i] = i < t.ndim ? t.shape[i] : 0;
     return t.ndim;
 }
 
+static ork_status load_all(te_model *m, const ork_weight_sink *sink);
 ork_status te_load(te_model *m, const ork_weight_sink *sink) {
+    te_prefetch *pf = te_prefetch_start(m);
+    ork_status st = load_all(m, sink);
+    te_prefetch_stop(pf);
+    return st;
+}
+
+static ork_status load_all(te_model *m, const ork_weight_sink *sink) {
     for (int i = 0; i < m->n_weights; i++) {
         const ork_weight_decl *d = &m->weights[i];
         const char *fname = d->name;
         if (m->alias_shared && !strcmp(d->name, "shared.weight")) fname = m->alias_shared;
         ork_st_info t;
-        if (find(m, fname, &t) != ORK_OK) {
+        if (te_find(m, fname, &t) != ORK_OK) {
             TE_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s", m->path, fname);
             return ORK_E_FORMAT;
         }
