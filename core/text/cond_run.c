@@ -127,6 +127,23 @@ static ork_status store_load_(runner *r, int block) {
     return ORK_OK;
 }
 
+/* t's values as F32 into host: a BF16 output widened on the device first
+ * (exact), then one copy; to_host would widen element by element on one
+ * host thread (a chunk of 64 T5 captions: 134M values). */
+static ork_status to_host_f32(runner *r, ork_tensor *t, float *host) {
+    if (r->ta->dtype(t) == ORK_F32 || !r->be->axpby) return r->ta->to_host(r->g, t, ORK_F32, host);
+    int nd = r->ta->ndim(t);
+    int64_t sh[ORK_MAX_DIMS];
+    for (int d = 0; d < nd; d++) sh[d] = r->ta->dim(t, d);
+    ork_tensor *f;
+    ORK_TRY(r->ta->empty(r->g, ORK_F32, nd, sh, &f));
+    ork_status st = r->be->axpby(&r->g->k, r->ta->numel(t), 1.0f, ork_tensor_data(t), r->ta->dtype(t), 0.0f,
+                                 ork_tensor_data(f), ORK_F32);
+    if (st == ORK_OK) st = r->ta->to_host(r->g, f, ORK_F32, host);
+    if (ork_tensor_api_has_drop(r->ta)) r->ta->drop(r->g, f);
+    return st;
+}
+
 /* hidden (B, L, D) and pooled (B, P) of chunk [c0, c0 + B) into out. */
 static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0, int B, ork_text_embed *out) {
     const tc_slot *t = r->t;
@@ -134,13 +151,13 @@ static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0,
         if (!o->hidden || r->ta->numel(o->hidden) != (int64_t)B * out->T * out->ctx_dim)
             return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: hidden output is not (%d, %d, %d)", t->s.encoder, B,
                             out->T, out->ctx_dim);
-        ORK_TRY(r->ta->to_host(r->g, o->hidden, ORK_F32, out->txt + (size_t)c0 * out->T * out->ctx_dim));
+        ORK_TRY(to_host_f32(r, o->hidden, out->txt + (size_t)c0 * out->T * out->ctx_dim));
     }
     if (t->feeds & ORK_TEXT_FEEDS_VEC) {
         if (!o->pooled || r->ta->numel(o->pooled) != (int64_t)B * out->vec_dim)
             return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: pooled output is not (%d, %d)", t->s.encoder, B,
                             out->vec_dim);
-        ORK_TRY(r->ta->to_host(r->g, o->pooled, ORK_F32, out->vec + (size_t)c0 * out->vec_dim));
+        ORK_TRY(to_host_f32(r, o->pooled, out->vec + (size_t)c0 * out->vec_dim));
     }
     return ORK_OK;
 }
@@ -198,10 +215,56 @@ typedef struct hcarry {
     hslot s[ORK_CARRY_MAX];
 } hcarry;
 
-static void hcarry_free(hcarry *h) {
+/* Host carry buffers given back at the end of a block, for the next block's
+ * carries of the same size: freshly malloc'd ones would fault every page in
+ * again (n captions · L·D per block). */
+typedef struct hpool {
+    void **p;
+    size_t *sz;
+    int n, cap;
+} hpool;
+
+static void *hpool_get(hpool *hp, size_t bytes) {
+    for (int i = hp->n - 1; i >= 0; i--)
+        if (hp->sz[i] == bytes) {
+            void *q = hp->p[i];
+            hp->p[i] = hp->p[--hp->n];
+            hp->sz[i] = hp->sz[hp->n];
+            return q;
+        }
+    return malloc(bytes ? bytes : 1);
+}
+
+static void hpool_put(hpool *hp, void *q, size_t bytes) {
+    if (!q) return;
+    if (hp->n == hp->cap) {
+        int cap = hp->cap ? 2 * hp->cap : 64;
+        void **np = realloc(hp->p, (size_t)cap * sizeof *np);
+        if (np) hp->p = np;
+        size_t *ns = np ? realloc(hp->sz, (size_t)cap * sizeof *ns) : NULL;
+        if (ns) hp->sz = ns;
+        if (!np || !ns) {
+            free(q);
+            return;
+        }
+        hp->cap = cap;
+    }
+    hp->p[hp->n] = q;
+    hp->sz[hp->n++] = bytes;
+}
+
+static void hpool_free(hpool *hp) {
+    for (int i = 0; i < hp->n; i++) free(hp->p[i]);
+    free(hp->p);
+    free(hp->sz);
+    memset(hp, 0, sizeof *hp);
+}
+
+static void hcarry_free(hcarry *h, hpool *hp) {
     for (int i = 0; i < ORK_CARRY_MAX; i++)
         if (h->s[i].owner) {
-            free(h->s[i].data);
+            if (hp) hpool_put(hp, h->s[i].data, h->s[i].bytes);
+            else free(h->s[i].data);
             if (h->s[i].keep) ork_tensor_free(h->s[i].keep);
         }
     memset(h, 0, sizeof *h);
@@ -214,6 +277,7 @@ static int same_shape(const hslot *a, const hslot *b) {
 
 typedef struct lm_state {
     int on_device;                 /* carries on the device (else the host) */
+    hpool pool;                    /* host carry buffers to reuse */
     int share[ORK_CARRY_MAX];      /* this block: -1 not yet known, 1 a batch-1 slot equal across chunks, 0 not */
 } lm_state;
 
@@ -275,11 +339,11 @@ static ork_status save_carry(runner *r, lm_state *ls, const ork_carry *c, hcarry
             ORK_TRY(r->be->memcpy_d2d(&r->g->k, ork_tensor_data(s->keep), ork_tensor_data(x), s->bytes));
             continue;
         }
-        if (!(s->data = malloc(s->bytes ? s->bytes : 1))) return ORK_E_NOMEM;
+        if (!(s->data = hpool_get(&ls->pool, s->bytes))) return ORK_E_NOMEM;
         s->owner = 1;
         ORK_TRY(r->ta->to_host(r->g, x, s->dt, s->data));
         if (ci > 0 && z->data && same_shape(z, s) && !memcmp(z->data, s->data, s->bytes)) {
-            free(s->data); /* the same bytes as chunk 0's (a bias shared by every caption) */
+            hpool_put(&ls->pool, s->data, s->bytes); /* the same bytes as chunk 0's (a bias shared by every caption) */
             s->data = z->data;
             s->owner = 0;
         }
@@ -317,7 +381,9 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
     int nb = t->info.n_blocks, nch = (n + chunk - 1) / chunk;
     hcarry *old = calloc((size_t)nch, sizeof *old), *nw = calloc((size_t)nch, sizeof *nw);
     ork_tensor *shared[ORK_CARRY_MAX] = {0};
-    lm_state ls = {on_device, {0}};
+    lm_state ls;
+    memset(&ls, 0, sizeof ls);
+    ls.on_device = on_device;
     ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
     for (int k = 0; k < nb && st == ORK_OK; k++) {
         for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
@@ -359,13 +425,14 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
         }
         store_free(r);
         /* the new carries become the old ones */
-        for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci]);
+        for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], &ls.pool);
         hcarry *tmp = old;
         old = nw;
         nw = tmp;
     }
-    for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci]);
-    for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci]);
+    for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], NULL);
+    for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci], NULL);
+    hpool_free(&ls.pool);
     free(old);
     free(nw);
     return st;
