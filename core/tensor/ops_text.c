@@ -19,6 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_text.h" /* the biases, softmax and cast in one pass */
+#endif
+
 static ork_status no_backward(const char *op, const char *arg) {
     return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: has no backward (forward only: the text encoders), but %s requires "
                     "grad with grad enabled; run it with grad off or on inputs that need no gradient", op, arg);
@@ -114,10 +118,15 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
     if (bs > B) bs = B;
     size_t qsz = ork_dtype_size(q->dtype);
     void *S = NULL, *P = NULL, *cm = NULL;
+    int fused = 0; /* CUDA: add the biases, softmax and cast to P in one kernel (the same values) */
+#ifdef ORAKUL_HAVE_CUDA
+    const char *uf = getenv("ORAKUL_TEXT_ATTN_UNFUSED");
+    fused = BE->device == ORK_DEV_CUDA && !(uf && *uf && strcmp(uf, "0"));
+#endif
     ork_status s = ork_arena_get(g->arena, (size_t)(bs * per_seq) * sizeof(float), &S);
     /* P in v's dtype for the second GEMM (one dtype per GEMM on CUDA) */
     if (s == ORK_OK && q->dtype != ORK_F32) s = ork_arena_get(g->arena, (size_t)(bs * per_seq) * qsz, &P);
-    if (s == ORK_OK && causal) {
+    if (s == ORK_OK && causal && !fused) {
         /* query i sees keys j <= i + (Lk − Lq) (the fused attention's rule); the
          * rest get −1e30 (finite: a row with no visible key stays a softmax, not NaN) */
         float *h = malloc((size_t)(Lq * Lk) * sizeof *h);
@@ -138,7 +147,18 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
                             .stride_b = Lk * Dh,
                             .C = S, .cdt = ORK_F32, .ldc = Lk, .stride_c = Lq * Lk};
         s = BE->gemm(KX, &d1);
-        if (s == ORK_OK && bias) {
+#ifdef ORAKUL_HAVE_CUDA
+        if (s == ORK_OK && fused) {
+            const char *bp = bias ? (const char *)D(bias) + (size_t)(b0 * bb.bstride[0]) * ork_dtype_size(bias->dtype)
+                                  : NULL;
+            const char *kp = key_bias ? (const char *)D(key_bias) + (size_t)(b0 * Lk) * ork_dtype_size(key_bias->dtype)
+                                      : NULL;
+            s = ork_cuda_bias_softmax(KX, nb, H, Lq, Lk, S, bp, bias ? bias->dtype : ORK_F32, bias ? bb.bstride : NULL,
+                                      kp, key_bias ? key_bias->dtype : ORK_F32, causal, P ? P : S,
+                                      P ? q->dtype : ORK_F32);
+        }
+#endif
+        if (s == ORK_OK && !fused && bias) {
             ork_bcast sb = bb; /* the slice's rows of the bias: dim 0 is its outermost */
             sb.shape[0] = nb;
             sb.n = nS;
@@ -146,7 +166,7 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
             const char *bp = (const char *)D(bias) + (size_t)(b0 * bb.bstride[0]) * ork_dtype_size(bias->dtype);
             s = BE->binary(KX, ORK_BINARY_ADD, &sb, S, bp, bias->dtype, S, ORK_F32);
         }
-        if (s == ORK_OK && key_bias) {
+        if (s == ORK_OK && !fused && key_bias) {
             ork_bcast sk = kb;
             sk.shape[0] = nb;
             sk.n = nS;
@@ -154,12 +174,12 @@ ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork
             const char *kp = (const char *)D(key_bias) + (size_t)(b0 * Lk) * ork_dtype_size(key_bias->dtype);
             s = BE->binary(KX, ORK_BINARY_ADD, &sk, S, kp, key_bias->dtype, S, ORK_F32);
         }
-        if (s == ORK_OK && causal) {
+        if (s == ORK_OK && !fused && causal) {
             ork_bcast cb = {.ndim = 4, .shape = {nb, H, Lq, Lk}, .bstride = {0, 0, Lk, 1}, .n = nS, .nb = Lq * Lk};
             s = BE->binary(KX, ORK_BINARY_ADD, &cb, S, cm, ORK_F32, S, ORK_F32);
         }
-        if (s == ORK_OK) s = BE->softmax(KX, nb * H * Lq, Lk, S, S, ORK_F32); /* in place, row by row */
-        if (s == ORK_OK && P) s = BE->axpby(KX, nS, 1.0f, S, ORK_F32, 0.0f, P, q->dtype);
+        if (s == ORK_OK && !fused) s = BE->softmax(KX, nb * H * Lq, Lk, S, S, ORK_F32); /* in place, row by row */
+        if (s == ORK_OK && !fused && P) s = BE->axpby(KX, nS, 1.0f, S, ORK_F32, 0.0f, P, q->dtype);
         /* y (nb·H, Lq, D) = P · v */
         ork_gemm_desc d2 = {.M = Lq, .N = Dh, .K = Lk, .batch = nb * H, .alpha = 1.0f,
                             .A = P ? P : S, .adt = q->dtype, .lda = Lk, .stride_a = Lq * Lk,
