@@ -33,7 +33,11 @@
  * ORAKUL_TEXT_CHUNK=N caps the captions per chunk (64); ORAKUL_TEXT_CARRY=
  * host|device places layer-major's carries; ORAKUL_TEXT_HOST_GIB (8) bounds
  * host carries per weight pass; ORAKUL_TEXT_GROUP_GIB (4) encode_each's
- * groups; ORAKUL_TEXT_ACT_SCALE scales the activation estimate.
+ * groups; ORAKUL_TEXT_ACT_SCALE scales the activation estimate;
+ * ORAKUL_TEXT_ATTN_UNFUSED=1 runs attention_bias's biases, softmax and cast as
+ * separate passes on CUDA (the A/B of cuda_text.cu's kernel);
+ * ORAKUL_TEXT_PREFETCH_THREADS (cores / 4, at most 4; 0 none) the t5clip
+ * plugin's threads mapping the weights' pages ahead of the load.
  * [control-thread] */
 #ifndef ORK_TEXT_CONDITIONER_H
 #define ORK_TEXT_CONDITIONER_H
