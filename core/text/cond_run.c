@@ -215,56 +215,67 @@ typedef struct hcarry {
     hslot s[ORK_CARRY_MAX];
 } hcarry;
 
-/* Host carry buffers given back at the end of a block, for the next block's
- * carries of the same size: freshly malloc'd ones would fault every page in
- * again (n captions · L·D per block). */
+/* Every host carry buffer of a layer-major encode: given back at the end of
+ * a block and taken again, by size, for the next block's carries (fresh
+ * malloc'd ones would fault every page in again: n captions · L·D per block),
+ * pinned on CUDA (the copies down and up at every block at full speed; an
+ * upload from pinned memory is asynchronous, and the buffer is written next
+ * by a download on the same stream, after it). Freed all at once at the end. */
+typedef struct hbuf {
+    void *p;
+    size_t sz;
+    int pinned, avail;
+} hbuf;
+
 typedef struct hpool {
-    void **p;
-    size_t *sz;
+    const ork_backend *be; /* host_alloc for pinned buffers, or NULL: malloc */
+    hbuf *b;
     int n, cap;
 } hpool;
 
 static void *hpool_get(hpool *hp, size_t bytes) {
     for (int i = hp->n - 1; i >= 0; i--)
-        if (hp->sz[i] == bytes) {
-            void *q = hp->p[i];
-            hp->p[i] = hp->p[--hp->n];
-            hp->sz[i] = hp->sz[hp->n];
-            return q;
+        if (hp->b[i].avail && hp->b[i].sz == bytes) {
+            hp->b[i].avail = 0;
+            return hp->b[i].p;
         }
-    return malloc(bytes ? bytes : 1);
-}
-
-static void hpool_put(hpool *hp, void *q, size_t bytes) {
-    if (!q) return;
     if (hp->n == hp->cap) {
         int cap = hp->cap ? 2 * hp->cap : 64;
-        void **np = realloc(hp->p, (size_t)cap * sizeof *np);
-        if (np) hp->p = np;
-        size_t *ns = np ? realloc(hp->sz, (size_t)cap * sizeof *ns) : NULL;
-        if (ns) hp->sz = ns;
-        if (!np || !ns) {
-            free(q);
-            return;
-        }
+        hbuf *nb = realloc(hp->b, (size_t)cap * sizeof *nb);
+        if (!nb) return NULL;
+        hp->b = nb;
         hp->cap = cap;
     }
-    hp->p[hp->n] = q;
-    hp->sz[hp->n++] = bytes;
+    hbuf *b = &hp->b[hp->n];
+    memset(b, 0, sizeof *b);
+    b->sz = bytes;
+    if (hp->be && hp->be->host_alloc && hp->be->host_alloc(bytes ? bytes : 1, &b->p) == ORK_OK && b->p) b->pinned = 1;
+    else if (!(b->p = malloc(bytes ? bytes : 1))) return NULL;
+    hp->n++;
+    return b->p;
+}
+
+static void hpool_put(hpool *hp, void *q) {
+    for (int i = 0; q && i < hp->n; i++)
+        if (hp->b[i].p == q) {
+            hp->b[i].avail = 1;
+            return;
+        }
 }
 
 static void hpool_free(hpool *hp) {
-    for (int i = 0; i < hp->n; i++) free(hp->p[i]);
-    free(hp->p);
-    free(hp->sz);
+    for (int i = 0; i < hp->n; i++) {
+        if (hp->b[i].pinned) hp->be->host_free(hp->b[i].p);
+        else free(hp->b[i].p);
+    }
+    free(hp->b);
     memset(hp, 0, sizeof *hp);
 }
 
 static void hcarry_free(hcarry *h, hpool *hp) {
     for (int i = 0; i < ORK_CARRY_MAX; i++)
         if (h->s[i].owner) {
-            if (hp) hpool_put(hp, h->s[i].data, h->s[i].bytes);
-            else free(h->s[i].data);
+            hpool_put(hp, h->s[i].data);
             if (h->s[i].keep) ork_tensor_free(h->s[i].keep);
         }
     memset(h, 0, sizeof *h);
@@ -343,7 +354,7 @@ static ork_status save_carry(runner *r, lm_state *ls, const ork_carry *c, hcarry
         s->owner = 1;
         ORK_TRY(r->ta->to_host(r->g, x, s->dt, s->data));
         if (ci > 0 && z->data && same_shape(z, s) && !memcmp(z->data, s->data, s->bytes)) {
-            hpool_put(&ls->pool, s->data, s->bytes); /* the same bytes as chunk 0's (a bias shared by every caption) */
+            hpool_put(&ls->pool, s->data); /* the same bytes as chunk 0's (a bias shared by every caption) */
             s->data = z->data;
             s->owner = 0;
         }
@@ -384,6 +395,7 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
     lm_state ls;
     memset(&ls, 0, sizeof ls);
     ls.on_device = on_device;
+    ls.pool.be = r->be->device == ORK_DEV_CUDA ? r->be : NULL;
     ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
     for (int k = 0; k < nb && st == ORK_OK; k++) {
         for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
@@ -430,8 +442,9 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
         old = nw;
         nw = tmp;
     }
-    for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], NULL);
-    for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci], NULL);
+    for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], &ls.pool);
+    for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci], &ls.pool);
+    if (ls.pool.n) r->be->sync(&r->g->k); /* no upload still reads a buffer */
     hpool_free(&ls.pool);
     free(old);
     free(nw);
