@@ -1,7 +1,9 @@
 /* tensor/ops_text.c — the ops the text encoders (T5, CLIP) brought to the ops
  * service (ABI 1.3): a row gather (embedding), attention with additive biases
  * (T5's relative position bias, padding masks, CLIP's causal mask) whose scores
- * and softmax are F32, and two compositions of recorded ops (quick_gelu,
+ * and softmax are F32, computed in slices of whole sequences (at most
+ * ORK_ATTN_BIAS_SLICE of scores at once; on CUDA the biases, softmax and the
+ * cast to the probabilities' dtype are one kernel, cuda/cuda_text.cu), and two compositions of recorded ops (quick_gelu,
  * layernorm_affine) that get their backward from the ops they are made of.
  * embedding and attention_bias are forward only: recording them (an input that
  * requires grad, grad enabled) fails with one line. Owns nothing. [control-thread] */

@@ -5,14 +5,18 @@
  *                through begin + every block + end;
  *   LAYER-MAJOR: for block k: load block k's weights (a store holding only
  *                them, filled through a sink that passes only their puts),
- *                push every chunk's carry (kept on the host between blocks)
- *                through block k, free the weights; then block k+1.
+ *                push every chunk's carry (kept between blocks) through
+ *                block k, free the weights; then block k+1.
  * and free all of it before the next encoder. Both paths run the same ops on
  * the same chunks: their embeddings are bit-identical.
- * Layer-major keeps every caption's carry on the host: captions are taken in
+ * Layer-major keeps every caption's carry on the device when they fit (the
+ * plan takes a smaller chunk, 16 or more, to make them fit), else on the host
+ * in pinned buffers reused from block to block: captions are then taken in
  * groups whose carries fit ORAKUL_TEXT_HOST_GIB (8 by default), one weight
  * pass per group. Carry slots that stay the same across chunks (T5's position
  * bias) are kept once and uploaded once per block as a persistent tensor.
+ * The graph's arena is sized up front from the plan (one piece), and the time
+ * is split into loading the weights and encoding (ork_textcond_stats).
  * Owns, per call: the tokens, the host carries, the device objects. */
 #include "text/cond_internal.h"
 
