@@ -541,8 +541,8 @@ ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n,
     if (out->chunk > cap) out->chunk = cap;
     if (out->chunk < 1) out->chunk = 1;
     /* layer-major: every caption's carry on the device beats a bigger chunk whose
-     * carries go down to the host and up again at every block (pageable copies
-     * of L·D each way per caption and block), as long as the chunk stays 16 or more */
+     * carries go down to the host and up again at every block (copies of
+     * L·D each way per caption and block), as long as the chunk stays 16 or more */
     size_t carries = (size_t)(n > 0 ? n : 1) * out->carry_per_caption + out->carry_shared;
     if (out->layer_major && budget && budget < need_lm + ork_tc_chunk_bytes(out, out->chunk) + carries &&
         budget > need_lm + out->act_per_caption + carries) {
