@@ -11,7 +11,9 @@
  * most this many bytes (one sequence at least); its probabilities (in q's
  * dtype when not F32) take a slice as well. The text conditioner's plan
  * counts them once per chunk, not per caption. */
+#ifndef ORK_ATTN_BIAS_SLICE /* a build may set it smaller to test the slicing */
 #define ORK_ATTN_BIAS_SLICE ((size_t)512 << 20)
+#endif
 
 ork_status ork_op_embedding(ork_graph *g, ork_tensor *w, ork_tensor *ids, ork_tensor **y);
 ork_status ork_op_attention_bias(ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, ork_tensor *bias,
