@@ -3,7 +3,8 @@
 # that each fit one 10-minute device command:
 #   build   configure + build with CUDA: bench_text_encode, the t5clip, quant
 #           and flux plugins, test_textcond_cuda (build-gpu/, kept while warm)
-#   test    test_textcond_cuda (the CPU test's cases in BF16 on the GPU)
+#   test    test_textcond_cuda (the CPU test's cases in BF16 on the GPU) and
+#           test_ops_text_cuda (attention_bias's fused CUDA kernel against f64)
 #   bench   bench/text/bench_text.py: FLUX.1's T5-XXL + CLIP-L encode at the
 #           real shapes (random weights made once in /tmp/orakul_text_bench),
 #           orakul (bf16, fp8, fp8 within 6 GiB, bf16 layer-major within 4 GiB)
@@ -33,18 +34,18 @@ for ph in $phases; do
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     timeout 560 bash -c "cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
         >'$OUT/text_build.log' 2>&1 && cmake --build $B -j16 --target bench_text_encode orakul_plugin_t5clip \
-        orakul_plugin_quant orakul_plugin_flux test_textcond_cuda >>'$OUT/text_build.log' 2>&1"
+        orakul_plugin_quant orakul_plugin_flux test_textcond_cuda test_ops_text_cuda >>'$OUT/text_build.log' 2>&1"
     rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"
     [ $rc -eq 0 ] || { grep -E "error" "$OUT/text_build.log" | head -20; tail -20 "$OUT/text_build.log"; exit 1; } ;;
   test)
-    (cd $B && timeout 300 ctest -R textcond_cuda --output-on-failure >"$OUT/textcond_cuda.log" 2>&1)
-    echo "== test_textcond_cuda rc=$? in $(( $(date +%s) - t0 )) s"
-    grep -E "max err/M|FAIL|asserts|tests passed|retried" "$OUT/textcond_cuda.log" | head -30 ;;
+    (cd $B && timeout 300 ctest -R "textcond_cuda|ops_text_cuda" --output-on-failure >"$OUT/textcond_cuda.log" 2>&1)
+    echo "== test_textcond_cuda + test_ops_text_cuda rc=$? in $(( $(date +%s) - t0 )) s"
+    grep -E "max err/M|FAIL|asserts|tests passed|retried" "$OUT/textcond_cuda.log" | head -40 ;;
   bench)
     timeout 540 python3 bench/text/bench_text.py --bin $B/bench/text/bench_text_encode --n "$n" \
       --out "$OUT/text_bench.jsonl" 2>"$OUT/text_bench.log"
     echo "== bench_text rc=$? in $(( $(date +%s) - t0 )) s"
     cat "$OUT/text_bench.jsonl"
-    grep -E "error|text encode|Traceback" "$OUT/text_bench.log" | head -20 ;;
+    grep -E "error|text encode|did not fit|Traceback" "$OUT/text_bench.log" | head -30 ;;
   esac
 done
