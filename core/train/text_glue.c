@@ -353,6 +353,8 @@ ork_status ork_train_encode_text(job *j) {
         int e = w.v[samp[i]].emb;
         s = ork_samples_text_set(j->samples, i, t->txt[e], t->vdim ? t->vec[e] : NULL);
     }
+    for (int e = 0; s == ORK_OK && e < t->n; e++) /* the prompts' rows: copied into the samples */
+        if (!t->uses[e]) free(t->txt[e]), free(t->vec[e]), t->txt[e] = t->vec[e] = NULL;
     for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
     free(img_want), free(drop_want), free(samp);
     wants_free(&w);
@@ -363,7 +365,7 @@ ork_status ork_train_encode_text(job *j) {
 /* ---- use ------------------------------------------------------------------- */
 
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it) {
-    const ork_train_text *t = j->text;
+    ork_train_text *t = j->text;
     if (!t || it->txt || ds >= t->n_ds || i >= t->n_img[ds] || t->img[ds][i] < 0 || !t->txt[t->img[ds][i]])
         return ORK_OK;
     int e = t->img[ds][i];
