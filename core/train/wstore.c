@@ -236,6 +236,8 @@ static ork_status sink_put(const ork_weight_sink *s, const char *name, ork_dtype
     if (w->isq && w->isq[i]) return put_quant(w, i, dt, data);
     int64_t n = decl_numel(d);
     ork_dtype sdt = dt_for(w, d);
+    if (!is_streamed(w, i) && dt == sdt && sdt != ORK_F32) /* as stored: uploaded straight from the source */
+        return upload(w, i, data);                           /* (the F32 scan below is F32's alone) */
     void *buf = stored_buf(w, i, (size_t)n * ork_dtype_size(sdt));
     if (!buf) return ORK_E_NOMEM;
     ork_status st = convert(data, dt, n, sdt, buf);
