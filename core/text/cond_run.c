@@ -569,12 +569,20 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     for (;;) {
         if (st != ORK_OK && !(st == ORK_E_BUDGET && budget && p.chunk > 1)) break;
         if (st == ORK_E_BUDGET) {
-            store_free(r);
-            ork_graph_reset(r->g);
             ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
                      p.chunk, budget / 1073741824.0, p.chunk / 2);
             p.chunk /= 2;
-            st = ORK_OK;
+            if (kept) { /* the caller's runner (encode_each): its arena stays */
+                store_free(r);
+                ork_graph_reset(r->g);
+                st = ORK_OK;
+            } else { /* the arena was sized for the larger chunk, in one piece: size it anew */
+                double spent = r->load_s - load0;
+                runner_close(r);
+                st = runner_open(tc, t, be, budget, &p, r);
+                load0 = -spent; /* r->load_s restarts at 0: keep the load time already spent */
+                if (st != ORK_OK) break;
+            }
         }
         int group = n;
         if (p.layer_major) ork_tc_lm_group(&p, budget, n, &on_device, &group);
