@@ -75,6 +75,37 @@ static ork_status encode_image(job *j, const char *path, int res, item *it) {
     return j->ta->to_host(j->g, tok, ORK_F32, it->tokens);
 }
 
+/* Every value of the model component's keys (model.model_kwargs and what
+ * the core passes on, e.g. vae_path), hashed: which codec makes the latents
+ * (FLUX's VAE, TAEF1, pixel) is the model's business and the core names none,
+ * so a change to any of them makes new cache keys — a TAEF1 cache is never
+ * read back as the VAE's, though both give the same token grid and dtype. */
+static uint64_t model_params_hash(const job *j) {
+    uint64_t h = ORK_FNV1A64_INIT;
+    const ork_param *k = j->c_model && j->c_model->c->params ? j->c_model->c->params : NULL;
+    for (; k && k->key && j->model_params; k++) {
+        const char *at = (const char *)j->model_params + k->offset;
+        uint32_t n = k->count > 1 ? k->count : 1;
+        char v[64];
+        h = ork_fnv1a64(k->key, strlen(k->key) + 1, h);
+        for (uint32_t e = 0; e < n; e++) {
+            switch (k->type) {
+            case ORK_PARAM_STRING: {
+                const char *str = ((const char *const *)at)[e];
+                h = ork_fnv1a64(str ? str : "", str ? strlen(str) + 1 : 1, h);
+                continue;
+            }
+            case ORK_PARAM_BOOL: snprintf(v, sizeof v, "%d", (int)((const int32_t *)at)[e]); break;
+            case ORK_PARAM_INT: snprintf(v, sizeof v, "%lld", (long long)((const int64_t *)at)[e]); break;
+            case ORK_PARAM_FLOAT: snprintf(v, sizeof v, "%.17g", ((const double *)at)[e]); break;
+            default: v[0] = 0;
+            }
+            h = ork_fnv1a64(v, strlen(v) + 1, h);
+        }
+    }
+    return h;
+}
+
 /* The latent cache file of one image, if it can be trusted: its key is this
  * image's and codec's, its checksums match (st_check.h), it holds F32 tokens
  * of exactly the grid the codec gives for the image's bucket, (ht, wt, C),
@@ -156,6 +187,7 @@ static ork_status load_text(job *j, const char *img_path, item *it) {
 static ork_status build_dataset(job *j) {
     const ork_process_config *p = j->p;
     j->T = j->info.context_len > 0 ? j->info.context_len : 512;
+    const uint64_t codec_hash = model_params_hash(j);
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
         ork_dataset ds;
@@ -188,7 +220,7 @@ static ork_status build_dataset(job *j) {
             char keytxt[512];
             snprintf(keytxt, sizeof keytxt, "%016llx|%d|%s|%s|%d|%d", (unsigned long long)fp.hash, res,
                      j->info.variant, p->model.name_or_path, j->info.token_channels, j->info.pixels_per_token);
-            uint64_t key = ork_fnv1a64(keytxt, strlen(keytxt), ORK_FNV1A64_INIT);
+            uint64_t key = ork_fnv1a64(keytxt, strlen(keytxt), codec_hash);
             char stem[512], cache[2048];
             snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", cache_dir, stem_of(it->path, stem, sizeof stem),
                      (unsigned long long)key);

@@ -500,6 +500,42 @@ static void test_cache_nan(void) { cache_case(CACHE_NAN, "icnan"); }
 static void test_cache_flip(void) { cache_case(CACHE_FLIP, "icflip"); }
 static void test_cache_reshape(void) { cache_case(CACHE_RESHAPE, "icshape"); }
 
+/* The cache files under the dataset's _latent_cache. */
+static int cache_count(const sc *s) {
+    char dir[1200];
+    tt_fmt(dir, sizeof dir, "%s/_latent_cache", s->data);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strstr(e->d_name, ".safetensors") && !strstr(e->d_name, ".tmp.");
+    if (d) closedir(d);
+    return n;
+}
+
+/* Another codec setting (model_kwargs.codec pixel -> auto: the same pixel
+ * latents here, but a VAE and TAEF1 give the same grid and dtype too) makes
+ * new cache keys: every image is encoded again, none read from the old ones. */
+static void test_cache_codec_key(void) {
+    sc s;
+    CU_ASSERT_FATAL(sc_setup(&s, "iccodec") == 0 && sc_config(&s, 2, 2, 2, "float16") == 0);
+    CU_ASSERT_FATAL(run(s.cfg, s.log, 0) == 0);
+    int n1 = cache_count(&s);
+    CU_ASSERT_FATAL(n1 > 0);
+    char *t = tt_read_all(s.cfg, NULL);
+    char *at = t ? strstr(t, "codec: pixel") : NULL;
+    CU_ASSERT_FATAL(at != NULL);
+    memcpy(at, "codec: auto ", 12);
+    CU_ASSERT_FATAL(tt_write_all(s.cfg, t) == 0);
+    free(t);
+    tt_rm_rf(s.out);
+    char log[1200];
+    tt_fmt(log, sizeof log, "%s_auto", s.log);
+    CU_ASSERT(run(s.cfg, log, 0) == 0);
+    CU_ASSERT(cache_count(&s) == 2 * n1);
+    CU_ASSERT(err_lines(log, "error:") == 0);
+    tt_rm_rf(s.root);
+}
+
 static void test_text_cache_nan(void) {
     sc s;
     CU_ASSERT_FATAL(sc_setup(&s, "itxt") == 0 && sc_config(&s, 2, 2, 2, "float16") == 0);
@@ -537,6 +573,7 @@ static const ork_test_case cases[] = {
     {"cache_nan", test_cache_nan},
     {"cache_flip", test_cache_flip},
     {"cache_reshape", test_cache_reshape},
+    {"cache_codec_key", test_cache_codec_key},
     {"text_cache_nan", test_text_cache_nan},
     {NULL, NULL},
 };
