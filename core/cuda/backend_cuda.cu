@@ -141,10 +141,13 @@ static ork_status be_attention_bwd(const ork_kctx *k, const ork_attn_desc *d, co
 static int64_t conv_cols(const ork_conv2d_desc *d) {
     const int64_t Kc = d->Cin * d->kh * d->kw, P = d->Ho * d->Wo;
     size_t cap = ORK_CONV_COL_BYTES;
-    const char *env = getenv("ORK_CONV_COL_KIB"); /* tests: force the pieces on small images */
-    if (env && atol(env) > 0) cap = (size_t)atol(env) << 10;
+    /* tests and A/B runs: the col's cap alone, from the environment (small: force
+     * the pieces on small images; 262144: the pieces before the output rule) */
+    const char *env = getenv("ORK_CONV_COL_KIB");
+    const int by_env = env && atol(env) > 0;
+    if (by_env) cap = (size_t)atol(env) << 10;
     const int64_t thin = (Kc > d->Cout ? d->Cout * P / Kc : P), least = (P + 63) / 64;
-    int64_t c = thin > least ? thin : least;                        /* col <= the output, or P/64 */
+    int64_t c = by_env ? P : thin > least ? thin : least; /* col <= the output, or P/64 */
     if ((size_t)Kc * (size_t)c * 4 > cap) c = (int64_t)(cap / ((size_t)Kc * 4));
     if (c >= P) return P;
     c = c / 64 * 64; /* pieces start 64-aligned (the GEMM's C and B) */
