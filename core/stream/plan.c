@@ -190,22 +190,14 @@ static int auto_search(ctx *c) {
     return -1;
 }
 
-/* Simulate one step's pass over the ring: returns the step time. */
-static void predict(ork_stream_plan *p) {
+/* The pass's entries (forward 0..n-1, backward n-1..ft): each one's block and compute seconds; sets step_flops. */
+static int pass_entries(ork_stream_plan *p, double fl, int **blk_out, double **cmp_out) {
     int n = p->n_blocks, ft = p->first_trainable;
-    double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
-    /* while the trainable state streams, the backward's write-backs share the link
-     * with its loads: both directions at the duplex rate there (write-backs
-     * happen only in the backward) */
-    double duplex = p->trainable_streamed && p->dev.duplex > 0 ? p->dev.duplex : 1.0;
-    double h2d1 = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9 * duplex;
-    int pb = p->param_bytes;
-    double ob = p->opt_bytes_per_param;
     /* the pass: forward 0..n-1, backward n-1..ft; per entry compute and load */
     int ne = n + (n - ft > 0 ? n - ft : 0);
     int *blk = malloc((size_t)ne * sizeof *blk);
     double *cmp = malloc((size_t)ne * sizeof *cmp);
-    if (!blk || !cmp) { free(blk); free(cmp); return; }
+    if (!blk || !cmp) { free(blk); free(cmp); return -1; }
     int e = 0;
     double flops = 0;
     for (int b = 0; b < n; b++, e++) {
@@ -221,31 +213,55 @@ static void predict(ork_stream_plan *p) {
         flops += f;
     }
     p->step_flops = flops;
-    double tc = 0, th = 0, td = 0, hb = 0, db = 0; /* seconds and bytes each way */
-    double pc[2] = {0, 0}, ph[2] = {0, 0}, pd[2] = {0, 0}, fwd_end = 0; /* per pass: [0] forward, [1] backward */
-    for (int q = 0; q < ne; q++) {
-        tc += cmp[q];
-        pc[q >= n] += cmp[q];
-    }
-    /* ring simulation */
-    int K = p->n_slots > 0 ? p->n_slots : 2;
-    double *slot_free = calloc((size_t)K, sizeof *slot_free);
-    int *held = malloc((size_t)K * sizeof *held); /* the block a slot holds (streamer.c reuses it) */
-    for (int k = 0; held && k < K; k++) held[k] = -1;
-    double copy_free = 0, d2h_free = 0, now = 0;
-    /* the compute lane busy without a break in [c_from, c_end) so far; the decodes' SM time per pass */
-    double c_from = 0, c_end = 0, steal_sum[2] = {0, 0};
-    int v = -1, prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
+    *blk_out = blk;
+    *cmp_out = cmp;
+    return ne;
+}
+
+/* predict()'s ring simulation: slots, copy lane, lending FIFO and the H2D totals so far. */
+typedef struct {
+    int K;
+    double *slot_free;
+    int *held; /* the block a slot holds (streamer.c reuses it) */
+    double copy_free;
+    /* the compute lane busy without a break in [c_from, c_end) so far */
+    double c_from, c_end;
+    int v;
     /* trainable_stream.c's slots: free of compute, and the last write-back out of each; a
      * load into a slot follows that write-back chunk by chunk (ORK_TSTREAM_CHUNKS_DEFAULT pieces) */
-    double *t_free = calloc((size_t)K, sizeof *t_free), *t_wb0 = calloc((size_t)K, sizeof *t_wb0),
-           *t_wb1 = calloc((size_t)K, sizeof *t_wb1);
+    double *t_free, *t_wb0, *t_wb1;
+    double rec_b, chunk, fwd_b, d2h;
+    int tv;
+    int lend;
+    double *f_bytes, *f_free;
+    int f_head, f_tail; /* entries f_tail..f_head-1 in flight */
+    double f_used;
+    double th, hb, ph[2]; /* H2D seconds and bytes; per pass: [0] forward, [1] backward */
+} ring_sim;
+
+/* The ring's starting state: empty slots, the record sizes, and whether the forward's loads are lent. */
+static void ring_open(ork_stream_plan *p, double d2h, ring_sim *s) {
+    int n = p->n_blocks;
+    int pb = p->param_bytes;
+    double ob = p->opt_bytes_per_param;
+    *s = (ring_sim){0};
+    s->d2h = d2h;
+    s->K = p->n_slots > 0 ? p->n_slots : 2;
+    int K = s->K;
+    s->slot_free = calloc((size_t)K, sizeof *s->slot_free);
+    s->held = malloc((size_t)K * sizeof *s->held);
+    for (int k = 0; s->held && k < K; k++) s->held[k] = -1;
+    s->v = -1;
+    s->t_free = calloc((size_t)K, sizeof *s->t_free);
+    s->t_wb0 = calloc((size_t)K, sizeof *s->t_wb0);
+    s->t_wb1 = calloc((size_t)K, sizeof *s->t_wb1);
     double rec_max = 0, rec_b = pb + ob + (p->lora_shadow ? 2 : 0);
     for (int b = 0; b < n; b++)
         if ((double)p->block_lora[b] * rec_b > rec_max) rec_max = (double)p->block_lora[b] * rec_b;
-    double chunk = rec_max / ORK_TSTREAM_CHUNKS_DEFAULT;
-    double fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* a forward visit's record bytes: the BF16 shadow, or the params */
-    int tv = -1;
+    s->rec_b = rec_b;
+    s->chunk = rec_max / ORK_TSTREAM_CHUNKS_DEFAULT;
+    s->fwd_b = p->lora_shadow ? 2.0 : (double)pb; /* a forward visit's record bytes: the BF16 shadow, or the params */
+    s->tv = -1;
     /* lending (streamer.h): the forward's loads go through the LoRA gradients'
      * bytes, a FIFO whose entries free when their visit decodes (on the compute
      * lane) — no slot to wait for */
@@ -253,12 +269,101 @@ static void predict(ork_stream_plan *p) {
     for (int b = 0; p->lend_grads && !p->trainable_streamed && b < n; b++)
         if (p->streamed[b] && (double)p->block_bytes[b] * p->codec_ratio > lend_cap) lend_cap = (double)p->block_bytes[b] * p->codec_ratio;
     int lend = lend_cap > 0 && (double)p->grads >= lend_cap;
-    double *f_bytes = lend ? calloc((size_t)n + 1, sizeof *f_bytes) : NULL, *f_free = lend ? calloc((size_t)n + 1, sizeof *f_free) : NULL;
-    int f_head = 0, f_tail = 0; /* entries f_tail..f_head-1 in flight */
-    double f_used = 0;
-    if (lend && (!f_bytes || !f_free)) lend = 0;
+    s->f_bytes = lend ? calloc((size_t)n + 1, sizeof *s->f_bytes) : NULL;
+    s->f_free = lend ? calloc((size_t)n + 1, sizeof *s->f_free) : NULL;
+    if (lend && (!s->f_bytes || !s->f_free)) lend = 0;
+    s->lend = lend;
     p->lend_applies = lend;
-    for (int q = 0; q < ne && slot_free && held && t_free && t_wb0 && t_wb1; q++) {
+}
+
+/* Entry q's loads (frozen weights and/or LoRA record): moves *start to when its compute may begin, sets *steal. */
+static void ring_load(const ork_stream_plan *p, ring_sim *s, int q, int n, int b, double h2d, int fvisit,
+                      double tbytes, double *start, double *steal) {
+    int K = s->K, lend = s->lend;
+    double *slot_free = s->slot_free, *f_bytes = s->f_bytes, *f_free = s->f_free;
+    int *held = s->held;
+    /* a coded load's decode: on the DEC lane, or (lent) the compute lane */
+    double fbytes = 0, ls = s->copy_free, le, rdy = 0, gate = 0,
+           dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
+    if (fvisit) {
+        s->v++;
+        int load = held[s->v % K] != b;
+        if (load) fbytes = (double)p->block_bytes[b] * p->codec_ratio;
+        held[s->v % K] = b;
+        if (lend && q < n && load) { /* lent: room in the FIFO, then the copy; the decode is compute's */
+            while (s->f_tail < s->f_head && s->f_used + fbytes > (double)p->grads) {
+                if (f_free[s->f_tail] > ls) ls = f_free[s->f_tail];
+                s->f_used -= f_bytes[s->f_tail++];
+            }
+            le = ls + fbytes / h2d;
+            f_bytes[s->f_head] = fbytes;
+            f_free[s->f_head++] = -1; /* set when the visit starts */
+            s->f_used += fbytes;
+        } else if (p->stream_codec && load) {
+            /* coded (streamer.c): pieces through the staging ring, decoded on
+             * the DEC lane once the slot is free; the copies need not wait for
+             * the slot, but the ring (a block's coded bytes) drains only as the
+             * decodes run: the next block's copies wait for the slot too */
+            size_t piece = ork_stream_piece_bytes(ORK_STREAM_PIECE_BYTES, p->slot_bytes);
+            double np = ceil((double)p->block_bytes[b] / (double)piece);
+            le = ls + fbytes / h2d;
+            rdy = fmax(le + dec / np, slot_free[s->v % K] + dec);
+            gate = slot_free[s->v % K];
+            /* its kernels ran in [rdy - dec, rdy]: beside the compute before, they took its SMs */
+            *steal = fmax(0.0, fmin(rdy, s->c_end) - fmax(rdy - dec, s->c_from));
+        } else {
+            if (slot_free[s->v % K] > ls) ls = slot_free[s->v % K];
+            le = ls + fbytes / h2d;
+        }
+    } else {
+        le = ls;
+    }
+    if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
+        int ts = ++s->tv % K;
+        double ts0 = fmax(fmax(le, s->t_free[ts]), s->t_wb0[ts] + s->chunk / s->d2h);
+        le = fmax(ts0 + tbytes / h2d, s->t_wb1[ts] + s->chunk / h2d);
+    }
+    s->copy_free = fmax(le, gate);
+    s->th += (fbytes + tbytes) / h2d;
+    s->ph[q >= n] += (fbytes + tbytes) / h2d;
+    s->hb += fbytes + tbytes;
+    if (le > *start) *start = le;
+    if (rdy > *start) *start = rdy;
+    if (lend && q < n && fbytes > 0) { /* decoded into the slot on the compute lane, its bytes free */
+        *start += dec;
+        f_free[s->f_head - 1] = *start;
+    }
+}
+
+/* Simulate one step's pass over the ring: returns the step time. */
+static void predict(ork_stream_plan *p) {
+    int n = p->n_blocks;
+    double fl = p->dev.tflops * 1e12 * (p->dev.mfu > 0 ? p->dev.mfu : 0.5);
+    /* while the trainable state streams, the backward's write-backs share the link
+     * with its loads: both directions at the duplex rate there (write-backs
+     * happen only in the backward) */
+    double duplex = p->trainable_streamed && p->dev.duplex > 0 ? p->dev.duplex : 1.0;
+    double h2d1 = p->dev.h2d_gbs * 1e9, d2h = p->dev.d2h_gbs * 1e9 * duplex;
+    int pb = p->param_bytes;
+    double ob = p->opt_bytes_per_param;
+    int *blk;
+    double *cmp;
+    int ne = pass_entries(p, fl, &blk, &cmp);
+    if (ne < 0) return;
+    double tc = 0, td = 0, db = 0; /* seconds and bytes each way */
+    double pc[2] = {0, 0}, pd[2] = {0, 0}, fwd_end = 0; /* per pass: [0] forward, [1] backward */
+    for (int q = 0; q < ne; q++) {
+        tc += cmp[q];
+        pc[q >= n] += cmp[q];
+    }
+    /* ring simulation */
+    ring_sim s;
+    ring_open(p, d2h, &s);
+    int K = s.K;
+    double d2h_free = 0, now = 0;
+    double steal_sum[2] = {0, 0}; /* the decodes' SM time per pass */
+    int prev_blk = -1, prev_s = -1; /* prev_s: the last streamed block (visits skip resident ones) */
+    for (int q = 0; q < ne && s.slot_free && s.held && s.t_free && s.t_wb0 && s.t_wb1; q++) {
         int b = blk[q];
         double start = now, h2d = q >= n ? h2d1 * duplex : h2d1, steal = 0;
         /* a new visit loads the block's streamed frozen weights and, when the
@@ -266,87 +371,35 @@ static void predict(ork_stream_plan *p) {
          * resident frozen weights or not: the BF16 shadows (or the params) for
          * the forward, params + optimizer state for the visit that steps it (trainable_stream.c) */
         int stepping = q >= n || (q + 1 < ne && blk[q + 1] == b);
-        double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : fwd_b) : 0;
+        double tbytes = p->trainable_streamed && b != prev_blk ? (double)p->block_lora[b] * (stepping ? pb + ob : s.fwd_b) : 0;
         /* the forward's first two records are the backward's last two stepped:
          * still in trainable_stream.c's two slots, not loaded */
-        if (tbytes > 0 && !stepping && tv < 1) {
+        if (tbytes > 0 && !stepping && s.tv < 1) {
             tbytes = 0;
-            tv++;
+            s.tv++;
         }
         /* the streamer's visits: streamed blocks only, a repeat merged even with
          * resident blocks (the final layer) between; a slot that still holds the
          * block is not loaded again (streamer.c) */
         int fvisit = p->streamed[b] && b != prev_s;
         if (p->streamed[b]) prev_s = b;
-        if (fvisit || tbytes > 0) {
-            /* a coded load's decode: on the DEC lane, or (lent) the compute lane */
-            double fbytes = 0, ls = copy_free, le, rdy = 0, gate = 0,
-                   dec = (double)p->block_bytes[b] / (p->dev.decode_gbs * 1e9);
-            if (fvisit) {
-                v++;
-                int load = held[v % K] != b;
-                if (load) fbytes = (double)p->block_bytes[b] * p->codec_ratio;
-                held[v % K] = b;
-                if (lend && q < n && load) { /* lent: room in the FIFO, then the copy; the decode is compute's */
-                    while (f_tail < f_head && f_used + fbytes > (double)p->grads) {
-                        if (f_free[f_tail] > ls) ls = f_free[f_tail];
-                        f_used -= f_bytes[f_tail++];
-                    }
-                    le = ls + fbytes / h2d;
-                    f_bytes[f_head] = fbytes;
-                    f_free[f_head++] = -1; /* set when the visit starts */
-                    f_used += fbytes;
-                } else if (p->stream_codec && load) {
-                    /* coded (streamer.c): pieces through the staging ring, decoded on
-                     * the DEC lane once the slot is free; the copies need not wait for
-                     * the slot, but the ring (a block's coded bytes) drains only as the
-                     * decodes run: the next block's copies wait for the slot too */
-                    size_t piece = ork_stream_piece_bytes(ORK_STREAM_PIECE_BYTES, p->slot_bytes);
-                    double np = ceil((double)p->block_bytes[b] / (double)piece);
-                    le = ls + fbytes / h2d;
-                    rdy = fmax(le + dec / np, slot_free[v % K] + dec);
-                    gate = slot_free[v % K];
-                    /* its kernels ran in [rdy - dec, rdy]: beside the compute before, they took its SMs */
-                    steal = fmax(0.0, fmin(rdy, c_end) - fmax(rdy - dec, c_from));
-                } else {
-                    if (slot_free[v % K] > ls) ls = slot_free[v % K];
-                    le = ls + fbytes / h2d;
-                }
-            } else {
-                le = ls;
-            }
-            if (tbytes > 0) { /* the record: after the slot's first chunk is out, not before its last */
-                int ts = ++tv % K;
-                double ts0 = fmax(fmax(le, t_free[ts]), t_wb0[ts] + chunk / d2h);
-                le = fmax(ts0 + tbytes / h2d, t_wb1[ts] + chunk / h2d);
-            }
-            copy_free = fmax(le, gate);
-            th += (fbytes + tbytes) / h2d;
-            ph[q >= n] += (fbytes + tbytes) / h2d;
-            hb += fbytes + tbytes;
-            if (le > start) start = le;
-            if (rdy > start) start = rdy;
-            if (lend && q < n && fbytes > 0) { /* decoded into the slot on the compute lane, its bytes free */
-                start += dec;
-                f_free[f_head - 1] = start;
-            }
-        }
+        if (fvisit || tbytes > 0) ring_load(p, &s, q, n, b, h2d, fvisit, tbytes, &start, &steal);
         now = start + cmp[q] + steal;
-        if (start > c_end) c_from = start; /* the lane waited: a new busy stretch */
-        c_end = now;
+        if (start > s.c_end) s.c_from = start; /* the lane waited: a new busy stretch */
+        s.c_end = now;
         steal_sum[q >= n] += steal;
         int last_use = q + 1 >= ne || blk[q + 1] != b;
-        if (p->streamed[b] && last_use) slot_free[v % K] = now;
-        if (p->trainable_streamed && p->block_lora[b] && last_use && tv >= 0) t_free[tv % K] = now;
+        if (p->streamed[b] && last_use) s.slot_free[s.v % K] = now;
+        if (p->trainable_streamed && p->block_lora[b] && last_use && s.tv >= 0) s.t_free[s.tv % K] = now;
         if (p->trainable_streamed && q >= n && p->block_lora[b]) { /* updated params + state go back */
-            double bytes = (double)p->block_lora[b] * rec_b;
+            double bytes = (double)p->block_lora[b] * s.rec_b;
             double ds = d2h_free > now ? d2h_free : now;
             d2h_free = ds + bytes / d2h;
             td += bytes / d2h;
             pd[1] += bytes / d2h;
             db += bytes;
-            t_wb0[tv % K] = ds;
-            t_wb1[tv % K] = d2h_free;
+            s.t_wb0[s.tv % K] = ds;
+            s.t_wb1[s.tv % K] = d2h_free;
         }
         prev_blk = b;
         if (q == n - 1) fwd_end = now;
@@ -354,22 +407,22 @@ static void predict(ork_stream_plan *p) {
     if (d2h_free > now) now = d2h_free;
     for (int k = 0; k < 2; k++) {
         p->pass_compute[k] = pc[k];
-        p->pass_h2d[k] = ph[k];
+        p->pass_h2d[k] = s.ph[k];
         p->pass_d2h[k] = pd[k];
         p->pass_decode_sm[k] = steal_sum[k];
     }
     p->pass_wall[0] = fwd_end;
     p->pass_wall[1] = now - fwd_end;
-    free(slot_free);
-    free(held);
-    free(t_free); free(t_wb0); free(t_wb1);
-    free(f_bytes); free(f_free);
+    free(s.slot_free);
+    free(s.held);
+    free(s.t_free); free(s.t_wb0); free(s.t_wb1);
+    free(s.f_bytes); free(s.f_free);
     p->t_compute = tc;
     p->t_decode_sm = steal_sum[0] + steal_sum[1];
-    p->t_h2d = th;
+    p->t_h2d = s.th;
     p->t_d2h = td;
     p->t_step = now;
-    p->h2d_bytes = hb;
+    p->h2d_bytes = s.hb;
     p->d2h_bytes = db;
     free(blk);
     free(cmp);
