@@ -22,25 +22,14 @@ static int stderr_has(const char *log, const char *needle) {
 
 /* `orakul run <args...> cfg` with stdout/stderr into log.out/.err; the exit code. */
 static int run_args(const char *log, const char *a1, const char *a2) {
-    char o[1200], e[1200];
-    tt_fmt(o, sizeof o, "%s.out", log);
-    tt_fmt(e, sizeof e, "%s.err", log);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[6];
+    const char *args[5];
     int n = 0;
-    argv[n++] = (char *)ORK_ORAKUL_EXE;
-    argv[n++] = (char *)"run";
-    if (a1) argv[n++] = (char *)a1;
-    if (a2) argv[n++] = (char *)a2;
-    argv[n++] = cfg;
-    argv[n] = NULL;
-    pid_t pid;
-    int sp = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return sp == 0 ? tt_wait(pid, 120) : -1;
+    args[n++] = "run";
+    if (a1) args[n++] = a1;
+    if (a2) args[n++] = a2;
+    args[n++] = cfg;
+    args[n] = NULL;
+    return tt_orakul(args, log, 120);
 }
 
 /* Does the safetensors header (JSON after the 8-byte length) of path contain needle? */

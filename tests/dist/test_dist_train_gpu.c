@@ -70,20 +70,12 @@ static int write_cfg(const char *path, const char *out, int b, int steps) {
 
 /* `orakul run [--gpus n] cfg`; exit code. */
 static int run(const char *cfg, int gpus, const char *log) {
-    char o[1200], e[1200], n[16];
-    tt_fmt(o, sizeof o, "%s.out", log);
+    char e[1200], n[16];
     tt_fmt(e, sizeof e, "%s.err", log);
     tt_fmt(n, sizeof n, "%d", gpus);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[] = {(char *)ORK_ORAKUL_EXE, (char *)"run", (char *)"--gpus", n, (char *)cfg, NULL};
-    if (gpus <= 1) { argv[2] = (char *)cfg; argv[3] = NULL; }
-    pid_t pid;
-    int sp = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    int rc = sp == 0 ? tt_wait(pid, 280) : -1;
+    const char *args[] = {"run", "--gpus", n, cfg, NULL};
+    if (gpus <= 1) { args[1] = cfg; args[2] = NULL; }
+    int rc = tt_orakul(args, log, 280);
     if (rc != 0) {
         char *t = tt_read_all(e, NULL);
         printf("  orakul run %s%s: exit %d\n%s\n", gpus > 1 ? "--gpus 2 " : "", cfg, rc, t ? t : "");

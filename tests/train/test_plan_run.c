@@ -17,18 +17,8 @@ static int teardown(void) { tt_rm_rf(g_root); return 0; }
 
 /* `orakul <cmd> cfg` with stdout/stderr into <log>.out/.err; the exit code. */
 static int orakul(const char *cmd, const char *cfg, const char *log) {
-    char o[1200], e[1200];
-    tt_fmt(o, sizeof o, "%s.out", log);
-    tt_fmt(e, sizeof e, "%s.err", log);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[] = {(char *)ORK_ORAKUL_EXE, (char *)cmd, (char *)cfg, NULL};
-    pid_t pid;
-    int r = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return r == 0 ? tt_wait(pid, 120) : -1;
+    const char *args[] = {cmd, cfg, NULL};
+    return tt_orakul(args, log, 120);
 }
 
 /* The lines of <log>.err holding "error:": how many, and the first. */

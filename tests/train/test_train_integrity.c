@@ -26,24 +26,8 @@
 
 /* `orakul run [--overwrite] cfg`: exit code; logs at <log>.out / .err. */
 static int run(const char *cfg, const char *log, int overwrite) {
-    char o[1200], e[1200];
-    tt_fmt(o, sizeof o, "%s.out", log);
-    tt_fmt(e, sizeof e, "%s.err", log);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[5];
-    int a = 0;
-    argv[a++] = (char *)ORK_ORAKUL_EXE;
-    argv[a++] = (char *)"run";
-    if (overwrite) argv[a++] = (char *)"--overwrite";
-    argv[a++] = (char *)cfg;
-    argv[a] = NULL;
-    pid_t pid;
-    int rc = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? tt_wait(pid, 200) : -1;
+    const char *args[] = {"run", overwrite ? "--overwrite" : cfg, overwrite ? cfg : NULL, NULL};
+    return tt_orakul(args, log, 200);
 }
 
 /* Lines of <log>.err holding needle. */

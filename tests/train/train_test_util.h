@@ -206,17 +206,28 @@ static inline int tt_located(const char *text, const char *cfg, int want_line) {
     return at && sscanf(at + strlen(pat), "%d:", &col) == 1 && col > 0;
 }
 
-/* Start `orakul run cfg` with stdout/stderr into files. Returns the pid or -1. */
-static inline pid_t tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
+/* Start `orakul <args...>` (args NULL-terminated, at most 14) with
+ * stdout/stderr into files. Returns the pid or -1. */
+static inline pid_t tt_spawn(const char *const *args, const char *out_log, const char *err_log) {
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)ORK_ORAKUL_EXE;
+    for (; args[n - 1] && n < 15; n++) argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    char *argv[] = {(char *)ORK_ORAKUL_EXE, (char *)"run", (char *)cfg, NULL};
     pid_t pid;
     int e = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     return e == 0 ? pid : -1;
+}
+
+/* Start `orakul run cfg` with stdout/stderr into files. Returns the pid or -1. */
+static inline pid_t tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
+    const char *args[] = {"run", cfg, NULL};
+    return tt_spawn(args, out_log, err_log);
 }
 
 /* Wait for pid up to timeout_s (then SIGKILL). Exit code, 128+signal, or -1. */
@@ -235,6 +246,16 @@ static inline int tt_wait(pid_t pid, double timeout_s) {
         }
         usleep(20000);
     }
+}
+
+/* `orakul <args...>` (NULL-terminated) to completion with stdout/stderr into
+ * <log>.out / <log>.err; the exit code (see tt_wait), -1 when it did not start. */
+static inline int tt_orakul(const char *const *args, const char *log, double timeout_s) {
+    char o[1200], e[1200];
+    tt_fmt(o, sizeof o, "%s.out", log);
+    tt_fmt(e, sizeof e, "%s.err", log);
+    pid_t pid = tt_spawn(args, o, e);
+    return pid < 0 ? -1 : tt_wait(pid, timeout_s);
 }
 
 /* `orakul run cfg` to completion; logs at <log>.out / <log>.err. A nonzero
