@@ -2,12 +2,16 @@
  * through the core's registry (ORK_PLUGIN_DIR), create the model component
  * with model_kwargs filled from its own key table (defaults + overrides),
  * open a checkpoint, load it into a CPU weight store (F32), read fixture
- * tensors, and compare arrays against float64 references.
+ * tensors, and compare arrays against float64 references (the
+ * plugin-neutral pieces are tests/common/plugin_test_util.h).
  * Owns (per test binary): the registry. */
 #ifndef ORK_FLUX_TEST_UTIL_H
 #define ORK_FLUX_TEST_UTIL_H
 
-#include "ork_test.h"
+#ifdef FT_GPU
+#define ORK_TEST_GPU 1
+#endif
+#include "plugin_test_util.h"
 
 #include "io/safetensors.h"
 #include "plugin/registry.h"
@@ -27,16 +31,8 @@
 
 static ork_registry *ft_reg;
 
-static inline int ft_init(void) {
-    if (ork_services_register() != ORK_OK) return 1;
-    if (ork_registry_create(NULL, &ft_reg) != ORK_OK) return 1;
-    return ork_registry_add_file(ft_reg, FT_PLUGIN) != ORK_OK;
-}
-static inline int ft_clean(void) {
-    ork_registry_destroy(ft_reg);
-    ft_reg = NULL;
-    return 0;
-}
+static inline int ft_init(void) { return ork_test_registry_open(FT_PLUGIN, &ft_reg); }
+static inline int ft_clean(void) { return ork_test_registry_close(&ft_reg); }
 
 /* ---- the model ---------------------------------------------------------------- */
 typedef struct ft_model {
@@ -87,22 +83,7 @@ static inline ork_status ft_open(const char *name_or_path, const char *const *kv
 /* FT_GPU (the gpu-labelled build of a test): the CUDA backend with BF16
  * activations and a BF16 weight store, as training on the GPU runs. */
 static inline ork_status ft_load(ft_model *m) {
-#ifdef FT_GPU
-    const ork_backend *be = ork_cuda_backend();
-    const ork_dtype act = ORK_BF16;
-#else
-    const ork_backend *be = ork_cpu_backend();
-    const ork_dtype act = ORK_F32;
-#endif
-    ORK_TRY(ork_alloc_create(be, 0, &m->alloc));
-    ork_graph_opts go = {0};
-    go.act_dtype = act;
-    ORK_TRY(ork_graph_create(be, m->alloc, &go, &m->g));
-    ORK_TRY(ork_wstore_create(m->alloc, be, &m->g->k, &m->info, act, &m->ws));
-    ORK_TRY(m->vt->load(m->self, ork_wstore_sink(m->ws)));
-    ORK_TRY(ork_wstore_check_complete(m->ws));
-    ork_wstore_attach(m->ws, m->g);
-    return ORK_OK;
+    return ork_test_load_weights(&m->info, 1, m->vt->load, m->self, &m->alloc, &m->g, &m->ws);
 }
 
 /* *t in the graph's activation dtype: a cast node when that is not F32 (CUDA:
@@ -123,13 +104,7 @@ static inline void ft_close(ft_model *m) {
 /* ---- fixture tensors ----------------------------------------------------------- */
 /* A fixture tensor converted to F64 (malloc'd), its element count in *n; NULL when absent. */
 static inline double *ft_f64(const ork_st_file *f, const char *name, size_t *n) {
-    const ork_st_tensor *t = ork_st_find(f, name);
-    if (!t) { printf("\n  fixture lacks %s\n", name); return NULL; }
-    size_t k = (size_t)ork_st_nelements(t);
-    double *d = malloc((k ? k : 1) * sizeof *d);
-    if (d && ork_st_read_into(t, ORK_F64, d) != ORK_OK) { free(d); return NULL; }
-    if (n) *n = k;
-    return d;
+    return ork_test_st_f64(f, name, n);
 }
 static inline float *ft_f32(const ork_st_file *f, const char *name, size_t *n) {
     const ork_st_tensor *t = ork_st_find(f, name);
@@ -142,30 +117,14 @@ static inline float *ft_f32(const ork_st_file *f, const char *name, size_t *n) {
 }
 
 /* ---- comparison ------------------------------------------------------------------ */
-/* Every element: |got - ref| <= a·M + r·|ref|, M = max|ref|. Prints the worst
- * error relative to M and the first violation; returns 1 when all pass. */
+/* ork_test_cmp: every element |got - ref| <= a·M + r·|ref|, M = max|ref|;
+ * prints the worst error relative to M; returns 1 when all pass. */
 static inline int ft_cmp(const char *what, const float *got, const double *ref, size_t n, double a, double r) {
-    double M = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) M = fmax(M, fabs(ref[i]));
-    size_t bad = n;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]);
-        if (!(d <= worst)) worst = d;
-        if (!(d <= a * M + r * fabs(ref[i])) && bad == n) bad = i;
-    }
-    printf("\n    %-52s max|ref| %9.3g  max err/M %9.3g%s", what, M, M > 0 ? worst / M : worst,
-           bad < n ? "  FAIL" : "");
-    if (bad < n) printf(" (element %zu: %.9g vs %.9g)", bad, (double)got[bad], ref[bad]);
-    return bad == n;
+    return ork_test_cmp(what, got, ref, n, a, r, NULL);
 }
 
 /* A graph tensor's values on the host (F32, malloc'd). */
-static inline float *ft_host(ork_graph *g, const ork_tensor *t) {
-    size_t n = (size_t)ork_tensor_numel(t);
-    float *h = malloc(n * sizeof *h);
-    if (h && ork_tensor_api_table()->to_host(g, t, ORK_F32, h) != ORK_OK) { free(h); return NULL; }
-    return h;
-}
+static inline float *ft_host(ork_graph *g, const ork_tensor *t) { return ork_test_host(g, t); }
 
 /* ---- files ------------------------------------------------------------------------- */
 static inline int ft_copy(const char *from, const char *to) {

@@ -2,12 +2,16 @@
  * the core's registry, create a text_encoder component, open a checkpoint,
  * load it into a weight store on the CPU (F32) or CUDA (TE_GPU: BF16
  * activations and store, as the GPU runs) graph, run begin + every block +
- * end on token ids, and compare outputs with a float64 reference.
+ * end on token ids, and compare outputs with a float64 reference (the
+ * plugin-neutral pieces are tests/common/plugin_test_util.h).
  * Owns (per test binary): the registry. */
 #ifndef ORK_TE_TEST_UTIL_H
 #define ORK_TE_TEST_UTIL_H
 
-#include "ork_test.h"
+#ifdef TE_GPU
+#define ORK_TEST_GPU 1
+#endif
+#include "plugin_test_util.h"
 
 #include "io/safetensors.h"
 #include "plugin/registry.h"
@@ -25,16 +29,8 @@
 
 static ork_registry *tt_reg;
 
-static inline int tt_init(void) {
-    if (ork_services_register() != ORK_OK) return 1;
-    if (ork_registry_create(NULL, &tt_reg) != ORK_OK) return 1;
-    return ork_registry_add_file(tt_reg, TT_PLUGIN) != ORK_OK;
-}
-static inline int tt_clean(void) {
-    ork_registry_destroy(tt_reg);
-    tt_reg = NULL;
-    return 0;
-}
+static inline int tt_init(void) { return ork_test_registry_open(TT_PLUGIN, &tt_reg); }
+static inline int tt_clean(void) { return ork_test_registry_close(&tt_reg); }
 
 typedef struct tt_enc {
     const ork_plugin_component *pc;
@@ -62,18 +58,6 @@ static inline ork_status tt_open(const char *id, const char *path, tt_enc *e) {
 }
 
 static inline ork_status tt_load(tt_enc *e) {
-#ifdef TE_GPU
-    const ork_backend *be = ork_cuda_backend();
-    const ork_dtype act = ORK_BF16;
-#else
-    const ork_backend *be = ork_cpu_backend();
-    const ork_dtype act = ORK_F32;
-#endif
-    ORK_TRY(ork_alloc_create(be, 0, &e->alloc));
-    ork_graph_opts go = {0};
-    go.act_dtype = act;
-    ORK_TRY(ork_graph_create(be, e->alloc, &go, &e->g));
-    ork_graph_set_grad(e->g, 0);
     e->mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
     e->mi.family = e->info.family;
     e->mi.variant = e->info.variant;
@@ -81,11 +65,7 @@ static inline ork_status tt_load(tt_enc *e) {
     e->mi.block_names = e->info.block_names;
     e->mi.n_weights = e->info.n_weights;
     e->mi.weights = e->info.weights;
-    ORK_TRY(ork_wstore_create(e->alloc, be, &e->g->k, &e->mi, act, &e->ws));
-    ORK_TRY(e->vt->load(e->self, ork_wstore_sink(e->ws)));
-    ORK_TRY(ork_wstore_check_complete(e->ws));
-    ork_wstore_attach(e->ws, e->g);
-    return ORK_OK;
+    return ork_test_load_weights(&e->mi, 0, e->vt->load, e->self, &e->alloc, &e->g, &e->ws);
 }
 
 static inline void tt_close(tt_enc *e) {
@@ -109,13 +89,7 @@ static inline ork_status tt_forward(tt_enc *e, int B, int L, const int32_t *ids,
 
 /* ---- fixture tensors ---- */
 static inline double *tt_f64(const ork_st_file *f, const char *name, size_t *n) {
-    const ork_st_tensor *t = ork_st_find(f, name);
-    if (!t) { printf("\n  fixture lacks %s\n", name); return NULL; }
-    size_t k = (size_t)ork_st_nelements(t);
-    double *d = malloc((k ? k : 1) * sizeof *d);
-    if (d && ork_st_read_into(t, ORK_F64, d) != ORK_OK) { free(d); return NULL; }
-    if (n) *n = k;
-    return d;
+    return ork_test_st_f64(f, name, n);
 }
 /* I32 ids (B, L) of the fixture (malloc'd). */
 static inline int32_t *tt_i32(const ork_st_file *f, const char *name, int *B, int *L) {
@@ -128,30 +102,12 @@ static inline int32_t *tt_i32(const ork_st_file *f, const char *name, int *B, in
     *L = (int)t->shape[1];
     return d;
 }
-static inline float *tt_host(ork_graph *g, const ork_tensor *t) {
-    size_t n = (size_t)ork_tensor_numel(t);
-    float *h = malloc((n ? n : 1) * sizeof *h);
-    if (h && ork_tensor_api_table()->to_host(g, t, ORK_F32, h) != ORK_OK) { free(h); return NULL; }
-    return h;
-}
+static inline float *tt_host(ork_graph *g, const ork_tensor *t) { return ork_test_host(g, t); }
 
-/* Every element |got − ref| <= a·M + r·|ref| (M = max|ref|); prints the max
- * error relative to M. Returns 1 when all pass; *err_out the max error / M. */
+/* ork_test_cmp: every element within a·M + r·|ref|; *err_out the max error / M. */
 static inline int tt_cmp(const char *what, const float *got, const double *ref, size_t n, double a, double r,
                          double *err_out) {
-    double M = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) M = fmax(M, fabs(ref[i]));
-    size_t bad = n;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]);
-        if (!(d <= worst)) worst = d;
-        if (!(d <= a * M + r * fabs(ref[i])) && bad == n) bad = i;
-    }
-    printf("\n    %-28s n %8zu  max|ref| %9.4g  max|err| %9.4g  max err/M %9.3g%s", what, n, M, worst,
-           M > 0 ? worst / M : worst, bad < n ? "  FAIL" : "");
-    if (bad < n) printf(" (element %zu: %.9g vs %.9g)", bad, (double)got[bad], ref[bad]);
-    if (err_out) *err_out = M > 0 ? worst / M : worst;
-    return bad == n;
+    return ork_test_cmp(what, got, ref, n, a, r, err_out);
 }
 
 /* An output tensor against the fixture's reference of the same element count. */
