@@ -50,6 +50,28 @@ static inline const char *ork_test_shared(const char *rel, char *buf, size_t n) 
     return buf;
 }
 
+/* Whole file into a NUL-terminated malloc'd buffer (*len, when not NULL,
+ * without the NUL), or NULL. */
+static inline char *ork_test_read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) {
+            char *t = realloc(b, cap *= 2);
+            if (!t) free(b);
+            b = t;
+        }
+    }
+    fclose(f);
+    if (!b) return NULL;
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
 /* |got - ref| <= abs + rel * |ref| */
 static inline int ork_close(double got, double ref, double abs_tol, double rel_tol) {
     if (isnan(got) || isnan(ref)) return isnan(got) && isnan(ref);

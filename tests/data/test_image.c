@@ -40,18 +40,6 @@ static void write_bytes(const char *path, const void *p, size_t n) {
     fclose(f);
 }
 
-static uint8_t *read_bytes(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(*n ? *n : 1);
-    if (fread(p, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return p;
-}
-
 /* rows: h rows of png_get_rowbytes bytes, packed as the color type says */
 static void write_png(const char *path, int w, int h, int ctype, int depth, int interlace,
                       const uint8_t *data, const png_color *pal, int npal, const uint8_t *trns, int ntrns) {
@@ -292,7 +280,7 @@ static void t_malformed(void) {
     size_t n = 0;
     char src[512];
     snprintf(src, sizeof src, "%s/assets/photos/coffee.png", ORK_SOURCE_DIR);
-    uint8_t *png = read_bytes(src, &n);
+    uint8_t *png = (uint8_t *)ork_test_read_all(src, &n);
     CU_ASSERT_FATAL(png != NULL && n > 1000);
 
     write_bytes(tmp("trunc.png"), png, n / 2);
@@ -314,7 +302,7 @@ static void t_malformed(void) {
     uint8_t rgb[64 * 64 * 3];
     for (int i = 0; i < (int)sizeof rgb; i++) rgb[i] = (uint8_t)(i * 7);
     write_jpeg(tmp("full.jpg"), rgb, 64, 64, 90, NULL, 0);
-    uint8_t *jpg = read_bytes(tmp("full.jpg"), &n);
+    uint8_t *jpg = (uint8_t *)ork_test_read_all(tmp("full.jpg"), &n);
     write_bytes(tmp("trunc.jpg"), jpg, n / 2);
     expect_fail(tmp("trunc.jpg"), ORK_E_FORMAT);
     write_bytes(tmp("head.jpg"), jpg, 100);

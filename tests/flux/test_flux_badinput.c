@@ -22,15 +22,8 @@ static size_t g_len;
 static int setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-flux-bad-XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
-    FILE *f = fopen(SRC, "rb");
-    if (!f) return 1;
-    fseek(f, 0, SEEK_END);
-    g_len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    g_src = malloc(g_len);
-    int ok = g_src && fread(g_src, 1, g_len, f) == g_len;
-    fclose(f);
-    return !ok;
+    g_src = (unsigned char *)ork_test_read_all(SRC, &g_len);
+    return g_src == NULL;
 }
 static int teardown(void) {
     char cmd[PATH_MAX + 16];

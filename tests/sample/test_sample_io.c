@@ -187,18 +187,6 @@ static ork_config *sample_config(const char *te, const char *extra) {
     return cfg;
 }
 
-static uint8_t *read_all(const char *p, size_t *n) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long k = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)k + 1);
-    *n = fread(b, 1, (size_t)k, f);
-    fclose(f);
-    return b;
-}
-
 static void test_sample_set(void) {
     ft_model m;
     CU_ASSERT_EQUAL_FATAL(ft_open(FT_FIXTURES "/flux1_small_bfl.safetensors", NULL, &m), ORK_OK);
@@ -253,7 +241,7 @@ static void test_sample_set(void) {
         snprintf(p, sizeof p, "%s/samples/sio_000000005_%d.png", out, i);
         snprintf(q, sizeof q, "%s/samples/sio_000000010_%d.png", out, i);
         size_t na = 0, nb = 0;
-        uint8_t *a = read_all(p, &na), *b = read_all(q, &nb);
+        uint8_t *a = (uint8_t *)ork_test_read_all(p, &na), *b = (uint8_t *)ork_test_read_all(q, &nb);
         CU_ASSERT(a && b && na == nb && memcmp(a, b, na) == 0);
         free(a);
         free(b);
@@ -263,7 +251,7 @@ static void test_sample_set(void) {
     snprintf(p, sizeof p, "%s/samples/sio_000000005_0.png", out);
     snprintf(q, sizeof q, "%s/samples/sio_000000005_1.png", out);
     size_t na = 0, nb = 0;
-    uint8_t *a = read_all(p, &na), *b = read_all(q, &nb);
+    uint8_t *a = (uint8_t *)ork_test_read_all(p, &na), *b = (uint8_t *)ork_test_read_all(q, &nb);
     CU_ASSERT(a && b && (na != nb || memcmp(a, b, na) != 0));
     free(a);
     free(b);

@@ -14,19 +14,6 @@
 
 static char g_tmp[256];
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* The seed's config copied to g_tmp/seed.yaml with its dataset folder pointed
  * at the repository's assets/photos, and to g_tmp/seed_bf16.yaml with
  * network.weight_dtype: bf16 as well; 0 on success. */
@@ -35,7 +22,7 @@ static int copy_seed_config(void) {
     char src[PATH_MAX], cfg[PATH_MAX], ds[PATH_MAX];
     snprintf(src, sizeof src, "%s/configs/seed_flux2_dev_r1280_24gb.yaml", ORK_SOURCE_DIR);
     snprintf(ds, sizeof ds, "%s/assets/photos", ORK_SOURCE_DIR);
-    char *y = slurp(src), *at = y ? strstr(y, "/tmp/seedds") : NULL, *nw = y ? strstr(y, net) : NULL;
+    char *y = ork_test_read_all(src, NULL), *at = y ? strstr(y, "/tmp/seedds") : NULL, *nw = y ? strstr(y, net) : NULL;
     int ok = at && nw && nw < at;
     for (int v = 0; v < 2 && ok; v++) {
         snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, v ? "seed_bf16.yaml" : "seed.yaml");
@@ -69,8 +56,8 @@ static int plan_with_config(const char *env, const char *name, char **out, char 
     snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
     snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env, ORK_CLI_EXE, cfg, outf, errf);
     int st = system(cmd);
-    *out = slurp(outf);
-    *err = slurp(errf);
+    *out = ork_test_read_all(outf, NULL);
+    *err = ork_test_read_all(errf, NULL);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 static int plan_with(const char *env, char **out, char **err) { return plan_with_config(env, "seed.yaml", out, err); }
@@ -191,7 +178,7 @@ static int seed_variant(const char *from, const char *to, const char *what, cons
     char src[PATH_MAX], dst[PATH_MAX];
     snprintf(src, sizeof src, "%s/%s", g_tmp, from);
     snprintf(dst, sizeof dst, "%s/%s", g_tmp, to);
-    char *y = slurp(src), *at = y ? strstr(y, what) : NULL;
+    char *y = ork_test_read_all(src, NULL), *at = y ? strstr(y, what) : NULL;
     FILE *f = at ? fopen(dst, "w") : NULL;
     int ok = f && fprintf(f, "%.*s%s%s", (int)(at - y), y, with, at + strlen(what)) > 0;
     if (f) ok = fclose(f) == 0 && ok;

@@ -304,17 +304,6 @@ static void t_cache_roundtrip(void) {
     ork_st_close(f);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long l = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)l);
-    *n = b && fread(b, 1, (size_t)l, f) == (size_t)l ? (size_t)l : 0;
-    fclose(f);
-    return b;
-}
 static void spit(const char *path, const char *b, size_t n) {
     FILE *f = fopen(path, "wb");
     if (f) {
@@ -329,7 +318,7 @@ static void t_cache_damage(void) {
     const char *p = at("e2.safetensors");
     CU_ASSERT_EQUAL_FATAL(ork_text_cache_write(p, "enc", T, C, V, "cap", txt, vec), ORK_OK);
     size_t n = 0;
-    char *good = slurp(p, &n);
+    char *good = ork_test_read_all(p, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(good);
     /* a flipped byte in the data (the last byte is a float's): the checksum */
     char *b = malloc(n);

@@ -60,25 +60,7 @@ static inline double tt_now(void) {
 }
 
 /* Whole file into a NUL-terminated malloc'd buffer (*len without the NUL), or NULL. */
-static inline char *tt_read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) {
-            char *t = realloc(b, cap *= 2);
-            if (!t) free(b);
-            b = t;
-        }
-    }
-    fclose(f);
-    if (!b) return NULL;
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
+static inline char *tt_read_all(const char *path, size_t *len) { return ork_test_read_all(path, len); }
 
 static inline int tt_write_all(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
