@@ -39,6 +39,8 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import CLIPTextConfig, CLIPTextModel, T5EncoderModel
 
+from text_encoder_ref import redraw  # the weight draw the t5clip fixtures use (same folder)
+
 CAPTIONS = [
     "a photo of ohwx dog on the beach",
     "",
@@ -146,16 +148,7 @@ def main(root):
                         layer_norm_eps=1e-5, bos_token_id=0, eos_token_id=2, pad_token_id=1)
     clip = CLIPTextModel(cc).eval().double()
     clip.config._attn_implementation = "eager"
-    with torch.no_grad():
-        for name, p in clip.named_parameters():
-            if "embed" in name:
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
-            elif "norm" in name and name.endswith("weight"):
-                p.copy_(0.5 + torch.rand(p.shape, generator=gen, dtype=torch.float64))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen, dtype=torch.float64))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) / p.shape[-1] ** 0.5)
+    redraw(clip, gen)  # CLIP has no T5-only names: the same draws as before
     clip = clip.float().double()
     clip.to(torch.float32).save_pretrained(os.path.join(out, "clip16"), safe_serialization=True)
     clip = clip.double()
