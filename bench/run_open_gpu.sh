@@ -7,13 +7,13 @@
 # bench/run_open_gpu.sh lend` (0.931 / 0.959); FLUX.1-dev at 16 GiB with
 # `LEND_CASES="f1:0,f1:16"` (0.909); `determ` with the trainable state streamed (f1:12, bitwise);
 # `tests` (TESTS_TIMEOUT=300: the suite takes ~120-200 s).
-# Still to run (thirteenth session's end): `bash bench/run_open_gpu.sh tests` FIRST on a fresh
-# machine — test_cuda_ops runs the conv forward in pieces (e375ccc, not yet run on a GPU) and
-# the encode's drops (45b43dc) run in every TAEF1/VAE test; then the A/B that found the encode
-# bug (call 5: all runs stopped before step 1 on an uncached 1024² dataset): trainable_stream.c's write-back
-# chunks (32 a slot) cost ~33 us a copy beyond their bytes, most where records are small
-# (FLUX.1 r128: ~5 MiB chunks) — `HANDOVER="32 6 32 6" HANDOVER_CASE=f1:12 bash
-# bench/run_open_gpu.sh handover` (its first run encodes the dataset: the fix's check).
+# First next session (fourteenth session's end, 2026-12-01): `bash bench/run_open_gpu.sh tests` —
+# the GPU variants of tests/flux/test_flux_ref.c, test_flux_taef1.c and tests/text_encoders/*
+# were rewritten onto tests/common/plugin_test_util.h after the last GPU-suite run (b084ab8;
+# only syntax-checked). .gpu-deps also needs the tokenizer's libraries, which
+# ../shared/tools/gpu-deps does not fetch: `apt-get download libonig5 libonig-dev libutf8proc2
+# libutf8proc-dev` and unpack them into .gpu-deps as that script does (relative .so links,
+# pkg-config prefix).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
