@@ -56,11 +56,11 @@ static inline char *ork_test_read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
+    char *b = (char *)malloc(cap); /* casts: .cu tests include this header as C++ */
     for (size_t r; b && (r = fread(b + n, 1, cap - n - 1, f)) > 0;) {
         n += r;
         if (n + 1 == cap) {
-            char *t = realloc(b, cap *= 2);
+            char *t = (char *)realloc(b, cap *= 2);
             if (!t) free(b);
             b = t;
         }
