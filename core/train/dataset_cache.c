@@ -184,6 +184,14 @@ static ork_status load_text(job *j, const char *img_path, item *it) {
     return s;
 }
 
+/* The scan options of dataset dc: what build_dataset and the caption gather
+ * (text_glue.c) both read. */
+ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_dataset_config *dc) {
+    return (ork_dataset_opts){.folder_path = dc->folder_path, .caption_ext = dc->caption_ext,
+                              .default_caption = dc->default_caption, .trigger_word = p->trigger_word,
+                              .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
+}
+
 static ork_status build_dataset(job *j) {
     const ork_process_config *p = j->p;
     j->T = j->info.context_len > 0 ? j->info.context_len : 512;
@@ -191,9 +199,7 @@ static ork_status build_dataset(job *j) {
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
         ork_dataset ds;
-        ork_dataset_opts o = {.folder_path = dc->folder_path, .caption_ext = dc->caption_ext,
-                              .default_caption = dc->default_caption, .trigger_word = p->trigger_word,
-                              .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
+        ork_dataset_opts o = ork_train_dataset_opts(p, dc);
         ORK_TRY(ork_dataset_scan(&o, &ds));
         int res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512;
         char cache_dir[1100];

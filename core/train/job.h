@@ -176,6 +176,7 @@ ork_status ork_train_pick_backend(job *j);
 int ork_train_fp8_gemm(const job *j);
 
 /* dataset_cache.c: the latent cache, text embeddings, batches */
+ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_dataset_config *dc);
 int ork_train_mkdir_p(const char *path);
 ork_status ork_train_encode_dataset(job *j);
 int ork_train_batch_of(const job *j);

@@ -155,9 +155,7 @@ static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_tr
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
         ork_dataset ds;
-        ork_dataset_opts o = {.folder_path = dc->folder_path, .caption_ext = dc->caption_ext,
-                              .default_caption = dc->default_caption, .trigger_word = p->trigger_word,
-                              .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
+        ork_dataset_opts o = ork_train_dataset_opts(p, dc);
         ORK_TRY(ork_dataset_scan(&o, &ds));
         char dir[1200];
         snprintf(dir, sizeof dir, "%s/%s", ds.folder, ORK_TEXT_CACHE_DIR);
