@@ -18,12 +18,18 @@ What it does:
      open_clip's bpe_simple_vocab_16e6.txt.gz (tests/fixtures/text/tok/clip,
      CLIP's real BPE).
   2. transformers: load both (bf16; fp8 = optimum-quanto qfloat8 weights on
-     T5, as ai-toolkit's quantize_te, else torchao float8 weight-only, else
-     that line says skipped), tokenize (fast tokenizers, max_length 512 / 77,
-     padded), encode in batches of --hf-batch under no_grad with eager
-     attention (T5 has no SDPA path with its position bias), synchronise.
-     seconds = load + quantize + tokenize + encode; encode_seconds alone too;
-     peak_gib = torch.cuda.max_memory_allocated.
+     T5, as ai-toolkit's quantize_te: `quantize(t5, weights=qfloat8);
+     freeze(t5)` — the wheel from .carry/wheels, see run_gpu.sh —, else
+     torchao float8 weight-only, else that line says skipped), tokenize (fast
+     tokenizers, max_length 512 / 77, padded), encode in batches of --hf-batch
+     under no_grad with eager attention (T5 has no SDPA path with its position
+     bias), synchronise. seconds = load + quantize + tokenize + encode;
+     encode_seconds alone too; peak_gib = torch.cuda.max_memory_allocated over
+     the whole call (quanto quantizes after a bf16 load: load_peak_gib),
+     encode_peak_gib = after the load (weights + activations). quanto's
+     Marlin FP8 kernel (a CUDA extension built with ninja + nvcc at first use,
+     minutes) is off unless --quanto-marlin: a qfloat8 weight is then
+     dequantized to bf16 at each matmul (quanto's qbytes_mm, plain torch).
   3. orakul: bench_text_encode bf16 and fp8 (--quantize qfloat8) with no
      budget (resident, chunks of up to 64 captions), fp8 within
      --fp8-budget-gb (6: the issue's target), and bf16 within --budget-gb (4:
@@ -135,6 +141,7 @@ def run_hf(a, t5d, cld, t5tok, cltok, caps, dtype):
     from tokenizers import Tokenizer
     from transformers import CLIPTextModel, CLIPTokenizerFast, T5EncoderModel
     cuda = DEV == "cuda"
+    load_peak = 0
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -145,9 +152,14 @@ def run_hf(a, t5d, cld, t5tok, cltok, caps, dtype):
     if dtype == "fp8":
         try:
             from optimum.quanto import freeze, qfloat8, quantize
+            if not a.quanto_marlin:
+                # quanto's Marlin FP8 kernel is a CUDA extension compiled at first use (minutes, ninja + nvcc):
+                # without it a qfloat8 weight is dequantized to bf16 at each matmul (qbytes_mm, plain torch)
+                import optimum.quanto.tensor.weights.qbytes as qb
+                qb.is_extension_available = lambda name: False
             quantize(t5, weights=qfloat8)
             freeze(t5)
-            how = "quanto qfloat8"
+            how = "quanto qfloat8" + (" (marlin)" if a.quanto_marlin else " (dequantize per matmul)")
         except ImportError:
             try:
                 from torchao.quantization import float8_weight_only, quantize_
@@ -163,6 +175,9 @@ def run_hf(a, t5d, cld, t5tok, cltok, caps, dtype):
                            pad_token="<|endoftext|>")
     if cuda:
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        load_peak = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()  # the encode's own peak next (weights + activations)
     t1 = time.perf_counter()
     ids5 = torch.tensor([e.ids for e in tt.encode_batch(caps)], dtype=torch.long)
     idsc = ct(caps, padding="max_length", max_length=77, truncation=True, return_tensors="pt").input_ids
@@ -179,7 +194,9 @@ def run_hf(a, t5d, cld, t5tok, cltok, caps, dtype):
          "captions": len(caps), "T": 512, "seconds": round(t2 - t0, 3),
          "captions_per_s": round(len(caps) / (t2 - t0), 2), "encode_seconds": round(t2 - t1, 3),
          "encode_captions_per_s": round(len(caps) / (t2 - t1), 2),
-         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3) if cuda else None, "batch": B,
+         "peak_gib": round(max(load_peak, torch.cuda.max_memory_allocated()) / 2**30, 3) if cuda else None,
+         "encode_peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3) if cuda else None,
+         "load_peak_gib": round(load_peak / 2**30, 3) if cuda else None, "batch": B,
          "finite": bool(torch.isfinite(h).all().item())}
     del t5, clip
     if cuda:
@@ -198,6 +215,8 @@ def main():
     ap.add_argument("--fp8-budget-gb", type=float, default=6.0)
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--skip-orakul", action="store_true")
+    ap.add_argument("--quanto-marlin", action="store_true",
+                    help="let quanto build and use its Marlin FP8 CUDA kernel (compiled at first use: minutes)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "text_bench.jsonl"))
     a = ap.parse_args()
     global DEV

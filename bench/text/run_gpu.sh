@@ -8,9 +8,12 @@
 #   bench   bench/text/bench_text.py: FLUX.1's T5-XXL + CLIP-L encode at the
 #           real shapes (random weights made once in /tmp/orakul_text_bench),
 #           orakul (bf16, fp8, fp8 within 6 GiB, bf16 layer-major within 4 GiB)
-#           and transformers (bf16; fp8 needs optimum-quanto or torchao, which
-#           the image lacks: carry a wheel, else that line says skipped); one
-#           JSON line per run in $OUT/text_bench.jsonl
+#           and transformers (bf16, and fp8 = optimum-quanto qfloat8 as
+#           ai-toolkit's quantize_te: the image lacks quanto, so its wheel
+#           (and ninja's) from .carry/wheels/ is installed into $TMPDIR's
+#           pylib first (pip download optimum-quanto ninja --no-deps -d
+#           .carry/wheels); without it that line says skipped); one JSON line
+#           per run in $OUT/text_bench.jsonl
 # Usage (repo root; carry .gpu-deps): bash bench/text/run_gpu.sh build
 #        then: bash bench/text/run_gpu.sh test bench [N captions, default 256]
 #        or all at once when the build is already there: ... all
@@ -42,6 +45,11 @@ for ph in $phases; do
     echo "== test_textcond_cuda + test_ops_text_cuda rc=$? in $(( $(date +%s) - t0 )) s"
     grep -E "max err/M|FAIL|asserts|tests passed|retried" "$OUT/textcond_cuda.log" | head -40 ;;
   bench)
+    pylib=${TMPDIR:-/tmp}/orakul_text_pylib
+    whl=$(ls .carry/wheels/optimum_quanto-*.whl .carry/wheels/ninja-*.whl 2>/dev/null)
+    if [ -n "$whl" ] && pip install -q --no-index --no-deps --target "$pylib" $whl >"$OUT/text_pip.log" 2>&1; then
+      export PYTHONPATH=$pylib${PYTHONPATH:+:$PYTHONPATH} PATH=$pylib/bin:$PATH
+    else echo "== no optimum-quanto wheel installed (.carry/wheels): transformers fp8 is skipped"; fi
     timeout 540 python3 bench/text/bench_text.py --bin $B/bench/text/bench_text_encode --n "$n" \
       --out "$OUT/text_bench.jsonl" 2>"$OUT/text_bench.log"
     echo "== bench_text rc=$? in $(( $(date +%s) - t0 )) s"
