@@ -16,6 +16,7 @@
  * Owns each ork_tokenizer and everything in it. */
 #include "text/tokenizer.h"
 
+#include "text/prompt_format.h"
 #include "text/tok_internal.h"
 #include "util/log.h"
 
@@ -721,6 +722,7 @@ static const ork_tokenizer_api g_api = {
     .token_to_id = ork_tokenizer_token_to_id,
     .id_to_token = ork_tokenizer_id_to_token,
     .pad_id = ork_tokenizer_pad_id,
+    .encode_prompt = ork_prompt_encode,
 };
 
 const ork_tokenizer_api *ork_tokenizer_api_table(void) { return &g_api; }

@@ -74,7 +74,28 @@ typedef struct ork_tokenizer_api {
     int32_t (*token_to_id)(const ork_tokenizer *t, const char *token); /* -1 when absent */
     const char *(*id_to_token)(const ork_tokenizer *t, int32_t id);   /* NULL when absent */
     int32_t (*pad_id)(const ork_tokenizer *t);
+    /* Appended (check ORK_TOKENIZER_HAS_PROMPT(api) before calling): the caption
+     * as a pipeline formats it for its text encoder, by format name
+     * (ORK_PROMPT_*): its chat template and system message, then tokenized,
+     * truncated on the right and padded to max_length (<= 0: the format's own,
+     * 512 for both FLUX.2 formats) on the pipeline's side, so ids and mask
+     * equal what the reference pipeline feeds the encoder. *n_out is
+     * max_length; cap and the ORK_E_INVALID answer as for encode. An unknown
+     * format: one line and ORK_E_INVALID. Left-padded rows still take position
+     * ids 0..max_length-1 over the whole row, as transformers gives them. */
+    ork_status (*encode_prompt)(const ork_tokenizer *t, const char *format, const char *text, size_t len,
+                                int32_t max_length, int32_t *ids, int32_t *mask, int32_t cap, int32_t *n_out);
 } ork_tokenizer_api;
+
+/* Prompt formats for encode_prompt. */
+#define ORK_PROMPT_MISTRAL3_FLUX2 "mistral3-flux2" /* FLUX.2-dev: system message, [INST], left padding, <pad> */
+#define ORK_PROMPT_QWEN3_KLEIN    "qwen3-klein"    /* FLUX.2 klein: <|im_start|>user, no thinking, right padding */
+#define ORK_PROMPT_PLAIN          "plain"          /* encode with TRUNCATE | PAD (FLUX.1's CLIP and T5) */
+
+/* Whether a service table is new enough to hold encode_prompt. */
+#define ORK_TOKENIZER_HAS_PROMPT(api) \
+    ((api)->abi.struct_size >= offsetof(ork_tokenizer_api, encode_prompt) + sizeof(void (*)(void)) && \
+     (api)->encode_prompt != NULL)
 
 #ifdef __cplusplus
 }
