@@ -16,6 +16,7 @@
  * libyaml (a well-kept library) still does all of the YAML parsing. */
 #include "config/config.h"
 #include "config/schema.h"
+#include "platform/platform.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_read */
 
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
 typedef struct ork_origin {
@@ -386,6 +386,40 @@ static int restates_default(walker *w, const ork_ck *k, const yaml_node_t *n) {
     return !strcmp(sval(n), k->def);
 }
 
+/* The value of `key` in mapping map, or NULL. */
+static const yaml_node_t *map_get(walker *w, const yaml_node_t *map, const char *key, size_t len) {
+    if (!map || map->type != YAML_MAPPING_NODE) return NULL;
+    for (const yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        const yaml_node_t *k = node(w->doc, p->key);
+        if (k->type == YAML_SCALAR_NODE && strlen(sval(k)) == len && !strncmp(sval(k), key, len))
+            return node(w->doc, p->value);
+    }
+    return NULL;
+}
+
+/* A setting that switches a feature on: given, not null, false, 0 or "". */
+static int is_on(const yaml_node_t *n) {
+    if (!n || is_null(n)) return 0;
+    if (n->type != YAML_SCALAR_NODE) return 1;
+    int32_t b;
+    double d;
+    if (parse_bool(sval(n), &b)) return b;
+    if (parse_double(sval(n), &d)) return d != 0;
+    return sval(n)[0] != '\0';
+}
+
+/* Whether a known key's `when` (schema.h) holds: map is the mapping the key
+ * sits in, v its value. */
+static int when_holds(walker *w, const ork_ck *k, const yaml_node_t *map, const yaml_node_t *v) {
+    const char *c = k->when;
+    if (!c) return 1;
+    if (c[0] == '.') return is_on(map_get(w, v, c + 1, strlen(c + 1)));
+    const char *eq = strchr(c, '=');
+    const yaml_node_t *s = map_get(w, map, c, eq ? (size_t)(eq - c) : strlen(c));
+    if (!eq) return is_on(s);
+    return s && s->type == YAML_SCALAR_NODE && !strcmp(sval(s), eq + 1);
+}
+
 /* ---- the walk ------------------------------------------------------------ */
 static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *map, const yaml_mark_t *at,
                            const char *path, char *base);
@@ -507,7 +541,7 @@ static ork_status walk_map(walker *w, const ork_ck_table *t, const yaml_node_t *
             const yaml_node_t *v = node(w->doc, p->value);
             char kpath[512];
             ork_loc l = loc_of(w->c, &key->start_mark);
-            if (!restates_default(w, &t->keys[i], v))
+            if (!restates_default(w, &t->keys[i], v) && when_holds(w, &t->keys[i], map, v))
                 warn_at(&l, "ignored: %s (not implemented yet)", join(path, sval(key), kpath, sizeof kpath));
         }
         if (seen[i]) {
@@ -628,10 +662,10 @@ static ork_status resolve(ork_config *c) {
         }
     }
     for (size_t i = 0; i < p->plugins.path.n; i++) {
-        struct stat st;
+        ork_file_info st;
         char ip[64];
         snprintf(ip, sizeof ip, "plugins.path[%zu]", i);
-        if (stat(p->plugins.path.v[i], &st) != 0 && ork_config_where(c, ip, &l))
+        if (ork_path_info(p->plugins.path.v[i], &st) != ORK_OK && ork_config_where(c, ip, &l))
             return ork_config_fail_at(&l, ORK_E_CONFIG, "plugins.path: '%s' does not exist (%s)",
                                       p->plugins.path.v[i], strerror(errno));
     }
@@ -778,9 +812,12 @@ ork_status ork_config_component_params(ork_config *c, const char *section, const
     if (!o || o->kind != ORK_CK_PARAMS)
         return ORK_FAIL(ORK_E_INVALID, "config: '%s' is not a component key section", section);
     if (buf && buf_size) memset(buf, 0, buf_size);
-    size_t n = 0;
+    size_t n = 0, nk = 0;
     while (table && table[n].key) n++;
-    ork_ck *keys = calloc(n + 1, sizeof *keys);
+    /* ai-toolkit's keys of this section that the component does not declare: known, warned */
+    const ork_ck_table *known = ork_schema_component_known(section);
+    while (known && known->keys[nk].key) nk++;
+    ork_ck *keys = calloc(n + nk + 1, sizeof *keys);
     if (!keys) return ORK_FAIL(ORK_E_NOMEM, "config: out of memory");
     ork_status s = ORK_OK;
     static const uint8_t kinds[] = {ORK_CK_BOOL, ORK_CK_INT, ORK_CK_FLOAT, ORK_CK_STR};
@@ -797,7 +834,12 @@ ork_status ork_config_component_params(ork_config *c, const char *section, const
         keys[i] = (ork_ck){p->key, s == ORK_OK ? kinds[p->type] : 0, ORK_CK_IMPL,
                            (p->flags & ORK_PARAM_REQUIRED) != 0, p->count, p->def,
                            p->min > p->max ? -HUGE_VAL : p->min, p->min > p->max ? HUGE_VAL : p->max,
-                           p->choices, p->offset, NULL, NULL};
+                           p->choices, p->offset, NULL, NULL, NULL};
+    }
+    for (size_t i = 0, m = n; s == ORK_OK && i < nk; i++) {
+        size_t j = 0;
+        while (j < n && strcmp(table[j].key, known->keys[i].key)) j++;
+        if (j == n) keys[m++] = known->keys[i];
     }
     if (s == ORK_OK) {
         /* pass 2 may run again (a second component load): drop the old origins */

@@ -10,10 +10,11 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 
 #define ROW(k, kind, cls, req, def, lo, hi, ch, off, sub) \
-    {(k), (kind), (cls), (req), 0, (def), (lo), (hi), (ch), (off), (sub), NULL}
+    {(k), (kind), (cls), (req), 0, (def), (lo), (hi), (ch), (off), (sub), NULL, NULL}
 #define B(k, d, f) ROW(k, ORK_CK_BOOL, ORK_CK_IMPL, 0, d, -HUGE_VAL, HUGE_VAL, NULL, offsetof(S, f), NULL)
 #define I(k, d, lo, hi, f) ROW(k, ORK_CK_INT, ORK_CK_IMPL, 0, d, lo, hi, NULL, offsetof(S, f), NULL)
 #define F(k, d, lo, hi, f) ROW(k, ORK_CK_FLOAT, ORK_CK_IMPL, 0, d, lo, hi, NULL, offsetof(S, f), NULL)
@@ -26,8 +27,10 @@
 #define PARAMS(k) ROW(k, ORK_CK_PARAMS, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, NULL)
 #define ANY(k) ROW(k, ORK_CK_ANY, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, NULL)
 #define KNOWN(k, d) ROW(k, ORK_CK_ANY, ORK_CK_KNOWN, 0, d, -HUGE_VAL, HUGE_VAL, NULL, 0, NULL)
-#define ALIAS(k, target) {(k), ORK_CK_ANY, ORK_CK_ALIAS, 0, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, NULL, (target)}
-#define END {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL}
+/* known, and warned only while `w` is in effect (schema.h: ork_ck.when) */
+#define KNOWN_WHEN(k, d, w) {(k), ORK_CK_ANY, ORK_CK_KNOWN, 0, 0, (d), -HUGE_VAL, HUGE_VAL, NULL, 0, NULL, NULL, (w)}
+#define ALIAS(k, target) {(k), ORK_CK_ANY, ORK_CK_ALIAS, 0, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, NULL, (target), NULL}
+#define END {NULL, 0, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL, NULL}
 
 #define DTYPES "float16|fp16|bf16|bfloat16|float32|fp32"
 
@@ -47,8 +50,13 @@ static const ork_ck network_keys[] = {
     F("dropout", "0", 0, 1, dropout),
     STR("weight_dtype", "fp32", "fp32|float32|bf16|bfloat16", weight_dtype),
     ROW("network_kwargs", ORK_CK_MAP, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, &network_kwargs_t),
-    KNOWN("conv", NULL), KNOWN("conv_alpha", NULL), KNOWN("lorm", NULL), KNOWN("transformer_only", "true"),
-    KNOWN("lokr_full_rank", NULL), KNOWN("lokr_factor", NULL), KNOWN("old_lokr_format", "false"),
+    /* conv, conv_alpha: LoRA on conv layers. ai-toolkit's UI writes conv: 16 into every job and hides it
+     * for the transformer models (options.tsx: disableSections 'network.conv'); FLUX has no conv layers,
+     * so neither trainer does anything with them. */
+    ANY("conv"), ANY("conv_alpha"), KNOWN("lorm", NULL), KNOWN("transformer_only", "true"),
+    /* the UI writes lokr_full_rank: true, lokr_factor: -1 into every job; they act only for type lokr */
+    KNOWN_WHEN("lokr_full_rank", "true", "type=lokr"), KNOWN_WHEN("lokr_factor", "-1", "type=lokr"),
+    KNOWN_WHEN("old_lokr_format", "false", "type=lokr"),
     KNOWN("split_multistage_loras", NULL), KNOWN("layer_offloading", "false"),
     KNOWN("pretrained_lora_path", NULL), KNOWN("all_layers", "false"),
     END};
@@ -60,7 +68,9 @@ static const ork_ck save_keys[] = {
     STR("dtype", "float16", DTYPES, dtype),
     I("save_every", "1000", 1, HUGE_VAL, save_every),
     I("max_step_saves_to_keep", "5", 0, HUGE_VAL, max_step_saves_to_keep),
-    KNOWN("save_format", "safetensors"), KNOWN("push_to_hub", "false"), KNOWN("hf_repo_id", NULL),
+    /* save_format (the UI writes diffusers) shapes only full-model saves (ai-toolkit's
+     * BaseSDTrainProcess.save: fine-tuning or merge_network_on_save); a LoRA is one .safetensors file */
+    ANY("save_format"), KNOWN("push_to_hub", "false"), KNOWN("hf_repo_id", NULL),
     KNOWN("hf_private", "false"),
     END};
 #undef S
@@ -81,7 +91,8 @@ static const ork_ck dataset_keys[] = {
     B("flip_x", "false", flip_x), B("flip_y", "false", flip_y),
     B("is_reg", "false", is_reg),
     KNOWN("batch_size", "1"), KNOWN("type", "image"), KNOWN("dataset_path", NULL), KNOWN("trigger_word", NULL),
-    KNOWN("diff_output_preservation", "false"), KNOWN("diff_output_preservation_class", NULL),
+    KNOWN("diff_output_preservation", "false"),
+    KNOWN_WHEN("diff_output_preservation_class", "", "diff_output_preservation"),
     KNOWN("random_triggers", "[]"), KNOWN("random_triggers_max", "1"), KNOWN("random_scale", "false"),
     KNOWN("random_crop", "false"), KNOWN("scale", "1.0"), KNOWN("prior_reg", "false"),
     KNOWN("network_weight", "1"), KNOWN("token_dropout_rate", "0"), KNOWN("shuffle_tokens", "false"),
@@ -90,7 +101,8 @@ static const ork_ck dataset_keys[] = {
     KNOWN("control_path_1", NULL), KNOWN("control_path_2", NULL), KNOWN("control_path_3", NULL),
     KNOWN("control_transparent_color", NULL), KNOWN("inpaint_path", NULL),
     KNOWN("full_size_control_images", NULL), KNOWN("alpha_mask", "false"), KNOWN("mask_path", NULL),
-    KNOWN("unconditional_path", NULL), KNOWN("invert_mask", "false"), KNOWN("mask_min_value", "0"),
+    KNOWN("unconditional_path", NULL), KNOWN_WHEN("invert_mask", "false", "mask_path"),
+    KNOWN_WHEN("mask_min_value", "0", "mask_path"), /* the UI writes 0.1 */
     KNOWN("poi", NULL), KNOWN("use_short_captions", "false"), KNOWN("cache_tensors_to_disk", "false"),
     KNOWN("cache_clip_vision_to_disk", "false"),
     ANY("cache_text_embeddings"), /* orakul always caches them (train/text_cache.h): either value is what it does */
@@ -157,8 +169,11 @@ static const ork_ck train_keys[] = {
     KNOWN("single_item_batching", "false"), KNOWN("match_adapter_assist", "false"),
     KNOWN("match_adapter_chance", "0"), KNOWN("loss_target", "noise"), KNOWN("inverted_mask_prior", "false"),
     KNOWN("inverted_mask_prior_multiplier", "0.5"), KNOWN("diff_output_preservation", "false"),
-    KNOWN("diff_output_preservation_multiplier", NULL), KNOWN("diff_output_preservation_class", NULL),
-    KNOWN("blank_prompt_preservation", "false"), KNOWN("blank_prompt_preservation_multiplier", NULL),
+    /* the UI writes DOP's multiplier and class (1.0, person) into every job: they act only with DOP on */
+    KNOWN_WHEN("diff_output_preservation_multiplier", "1.0", "diff_output_preservation"),
+    KNOWN_WHEN("diff_output_preservation_class", "", "diff_output_preservation"),
+    KNOWN("blank_prompt_preservation", "false"),
+    KNOWN_WHEN("blank_prompt_preservation_multiplier", "1.0", "blank_prompt_preservation"),
     KNOWN("standardize_images", "false"), KNOWN("standardize_latents", "false"),
     KNOWN("dynamic_noise_offset", "false"), KNOWN("do_cfg", "false"), KNOWN("do_random_cfg", "false"),
     KNOWN("max_cfg_scale", NULL), KNOWN("cfg_rescale", NULL), KNOWN("correct_pred_norm", "false"),
@@ -166,7 +181,7 @@ static const ork_ck train_keys[] = {
     KNOWN("t0_velocity_equiv_weight", NULL), KNOWN("do_fft_loss", "false"),
     KNOWN("do_fft_velocity_equiv_weight", NULL), KNOWN("pred_scaler", "1.0"),
     KNOWN("prompt_saturation_chance", "0"), KNOWN("do_prior_divergence", "false"),
-    KNOWN("ema_config", NULL), KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
+    KNOWN_WHEN("ema_config", NULL, ".use_ema"), /* the UI writes {use_ema: false, ema_decay: 0.99} */ KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
     KNOWN("next_sample_timesteps", NULL), KNOWN("linear_timesteps", "false"),
     KNOWN("linear_timesteps2", "false"), B("disable_sampling", "false", disable_sampling),
     KNOWN("unload_text_encoder", "false"), ANY("cache_text_embeddings"), /* always cached (text_cache.h) */
@@ -318,3 +333,23 @@ static const ork_ck root_keys[] = {
     END};
 #undef S
 const ork_ck_table ork_schema_root = {root_keys, sizeof(ork_job_config), 0, 0};
+
+/* ---- component sections: ai-toolkit keys a component may not declare ---- */
+/* model.model_kwargs is a free dict in ai-toolkit, read by each model class. These
+ * are the keys its UI writes (ui/src/app/jobs/new/options.tsx, SimpleJob.tsx), with
+ * the defaults the model classes read them with; match_target_res is the one its
+ * FLUX.2 / klein models read (extensions_built_in/diffusion_models/flux2/flux2_model.py:
+ * control images sized to the target). A model plugin that declares one of them
+ * implements it; the others warn. */
+static const ork_ck model_kwargs_known[] = {
+    KNOWN("match_target_res", "false"), KNOWN("kv_cache", "false"), KNOWN("edit", "false"),
+    KNOWN("train_high_noise", NULL), KNOWN("train_low_noise", NULL), KNOWN("noise_scale", NULL),
+    KNOWN("noise_scale_inference", NULL), KNOWN("invert_inpaint_mask_chance", NULL),
+    KNOWN("inpaint_dropout", NULL), KNOWN("control_dropout", NULL), KNOWN("inpaint_random_chance", NULL),
+    KNOWN("do_random_inpainting", NULL), KNOWN("random_blur_mask", NULL), KNOWN("random_dialate_mask", NULL),
+    END};
+static const ork_ck_table model_kwargs_known_t = {model_kwargs_known, 0, 0, 0};
+
+const ork_ck_table *ork_schema_component_known(const char *section) {
+    return section && !strcmp(section, "model.model_kwargs") ? &model_kwargs_known_t : NULL;
+}

@@ -39,6 +39,11 @@ typedef struct ork_ck {
     size_t off;             /* into the struct of the enclosing table */
     const ork_ck_table *sub;/* MAP / LIST */
     const char *alias;      /* ALIAS: the key this one stands for */
+    const char *when;       /* KNOWN: warn only when this is in effect (NULL: always). "key": the
+                             * sibling `key` is given and on (not null, false, 0 or ""); "key=v":
+                             * the sibling's value is v; ".key": the value is a mapping whose `key`
+                             * is on (train.ema_config: .use_ema). Else ai-toolkit does nothing
+                             * with the key either, and orakul stays quiet. */
 } ork_ck;
 
 struct ork_ck_table {
@@ -49,5 +54,10 @@ struct ork_ck_table {
 };
 
 extern const ork_ck_table ork_schema_root;
+
+/* ai-toolkit keys of a component key section ("model.model_kwargs") that the
+ * component may not declare: in pass 2, a key the component's table lacks but
+ * this table lists is known-and-warned instead of refused. NULL: none. */
+const ork_ck_table *ork_schema_component_known(const char *section);
 
 #endif

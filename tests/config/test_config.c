@@ -338,6 +338,50 @@ static void t_component_params(void) {
     ork_config_free(cfg);
 }
 
+/* Keys ai-toolkit's UI writes into every job that act only with another setting
+ * (schema.h: ork_ck.when) warn only when that setting is on; a model_kwargs key
+ * ai-toolkit knows (schema.c: model_kwargs_known) that the model does not
+ * declare warns, a typo of one is refused. */
+static void t_known_when(void) {
+    ork_config *cfg = NULL;
+    CU_ASSERT_EQUAL_FATAL(load("known_when.yaml", &cfg), ORK_OK);
+    CU_ASSERT_EQUAL(g_err, 0);
+    CU_ASSERT_EQUAL(g_warn, 4);
+    CU_ASSERT_PTR_NOT_NULL(logged("known_when.yaml:18:11: ignored: datasets[1].mask_path (", NULL));
+    CU_ASSERT_PTR_NOT_NULL(logged("known_when.yaml:19:11: ignored: datasets[1].mask_min_value (not implemented yet)", NULL));
+    CU_ASSERT_PTR_NOT_NULL(logged("known_when.yaml:32:9: ignored: train.blank_prompt_preservation (", NULL));
+    CU_ASSERT_PTR_NOT_NULL(logged("known_when.yaml:33:9: ignored: train.blank_prompt_preservation_multiplier (", NULL));
+    CU_ASSERT_PTR_NULL(logged("datasets[0].mask_min_value", NULL)); /* no mask_path: nothing to do */
+    CU_ASSERT_PTR_NULL(logged("lokr", NULL));                       /* type lora */
+    CU_ASSERT_PTR_NULL(logged("diff_output_preservation", NULL));   /* DOP off */
+    CU_ASSERT_PTR_NULL(logged("ema_config", NULL));                 /* use_ema false */
+    CU_ASSERT_PTR_NULL(logged("conv", NULL));                       /* no conv layers */
+    static const ork_param depth[] = {
+        {"depth", ORK_PARAM_INT, 1, 0, "-1", -1, 1024, NULL, offsetof(opt_params, k), "blocks"},
+        {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL}};
+    opt_params buf;
+    reset();
+    CU_ASSERT_EQUAL(ork_config_component_params(cfg, "model.model_kwargs", depth, &buf, sizeof buf), ORK_OK);
+    CU_ASSERT_EQUAL(buf.k, 2);
+    CU_ASSERT_EQUAL(g_err, 0);
+    CU_ASSERT_EQUAL(g_warn, 1); /* kv_cache: false restates ai-toolkit's default */
+    CU_ASSERT_PTR_NOT_NULL(logged("known_when.yaml:23:11: ignored: model.model_kwargs.match_target_res (", NULL));
+    /* a model that declares the key implements it: no warning */
+    static const ork_param both[] = {
+        {"depth", ORK_PARAM_INT, 1, 0, "-1", -1, 1024, NULL, offsetof(opt_params, k), "blocks"},
+        {"match_target_res", ORK_PARAM_BOOL, 1, 0, "false", 1, 0, NULL, offsetof(opt_params, amsgrad), "m"},
+        {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL}};
+    reset();
+    CU_ASSERT_EQUAL(ork_config_component_params(cfg, "model.model_kwargs", both, &buf, sizeof buf), ORK_OK);
+    CU_ASSERT_EQUAL(g_warn, 0);
+    CU_ASSERT_EQUAL(buf.amsgrad, 1);
+    ork_config_free(cfg);
+    CU_ASSERT_EQUAL_FATAL(load("kwargs_typo.yaml", &cfg), ORK_OK);
+    expect_param_error(cfg, "model.model_kwargs", depth, ORK_E_CONFIG, "kwargs_typo.yaml:11:11",
+                       "unknown key 'match_target_ress' in model.model_kwargs (did you mean 'match_target_res'?)");
+    ork_config_free(cfg);
+}
+
 /* ---- ai-toolkit's own configs ---- */
 static ork_config *load_example(const char *name) {
     char p[1024];
@@ -397,7 +441,7 @@ static void t_example_flux2(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
     CU_ASSERT_PTR_NULL(logged("ignored: model.quantize_te", NULL)); /* implemented: core/text/conditioner.h */
     CU_ASSERT_PTR_NULL(logged("ignored: model.qtype_te", NULL));
-    CU_ASSERT_EQUAL(g_warn, 1); /* train.ema_config */
+    CU_ASSERT_EQUAL(g_warn, 0); /* ema_config with use_ema: false is what orakul does */
     const ork_process_config *p = ork_config_process(cfg);
     CU_ASSERT_EQUAL(p->model.quantize_te, 1);
     CU_ASSERT_STRING_EQUAL(p->model.qtype_te, "qfloat8");
@@ -452,6 +496,7 @@ static const ork_test_case cases[] = {
     {"explicit zero", t_explicit_zero},
     {"couplings", t_couplings},
     {"component params", t_component_params},
+    {"known keys that act only with another", t_known_when},
     {"example flux", t_example_flux},
     {"example flux2", t_example_flux2},
     {NULL, NULL}};

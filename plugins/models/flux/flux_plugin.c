@@ -307,7 +307,9 @@ static const ork_model_vtable flux_vtable = {
 #ifdef FLUX_ABI_MINOR_2
 static const char *const flux12_aliases[] = {"flux12", NULL};
 #else
-static const char *const flux_aliases[] = {"flux", "flux1", "flux2", "flex1", "flux2_klein", NULL};
+/* ai-toolkit's model.arch names (its UI: flux, flux2, flux2_klein_4b, flux2_klein_9b; flex1 is FLUX.1) */
+static const char *const flux_aliases[] = {"flux", "flux1", "flux2", "flex1", "flux2_klein", "flux2_klein_4b",
+                                           "flux2_klein_9b", NULL};
 #endif
 
 static const ork_component flux_component = {
