@@ -8,7 +8,9 @@
  * Δ = rowsum(dO∘O) comes from a small pre-pass. Splitting dq from dkdv costs two
  * extra matmuls over FA2's atomics but keeps the backward deterministic.
  * Fragment layouts follow the PTX ISA's m16n8k16 figures: g = lane/4, t = lane%4;
- * C rows g, g+8 and columns 2t, 2t+1 of each 8-wide n-tile. */
+ * C rows g, g+8 and columns 2t, 2t+1 of each 8-wide n-tile. Every matmul goes through
+ * one of two shared loops, mma_abt (C += A·Bᵀ from shared tiles) and mma_pb (C += P·B with
+ * P reused from registers), so each accumulator sees one k order in every kernel. */
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_attn.h"
 #include <math.h>
@@ -53,6 +55,11 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  "{%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* The two 8-wide n-tiles c0, c1 of one 16-wide B fragment pair (b[0..1], b[2..3]). */
+__device__ __forceinline__ void mma_pair(float c0[4], float c1[4], const uint32_t a[4], const uint32_t b[4]) {
+    mma(c0, a, b[0], b[1]);
+    mma(c1, a, b[2], b[3]);
 }
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -105,6 +112,72 @@ __device__ __forceinline__ bool visible(const AttnP &p, const uint8_t *km, int q
 
 constexpr int NW = 4, NT = NW * 32;
 
+/* ---- the MMA loops every kernel shares (one accumulation order each) ---- */
+/* C += A·Bᵀ over k = 0..D. A: MT m-tiles of 16 rows from row r0 of a swizzled [row][D]
+ * tile; B: a swizzled [N][D] tile. C: (16·MT) × N per warp, in C fragments. */
+template <int D, int N, int MT>
+__device__ __forceinline__ void mma_abt(float (*c)[N / 8][4], uint32_t sA, int r0, uint32_t sB, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) lda_frag<D>(a[mt], sA, r0 + mt * 16, kk * 16, lane);
+#pragma unroll
+        for (int np = 0; np < N / 16; np++) {
+            uint32_t bb[4];
+            ldb_nk<D>(bb, sB, np * 16, kk * 16, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) mma_pair(c[mt][2 * np], c[mt][2 * np + 1], a[mt], bb);
+        }
+    }
+}
+/* An A fragment (16×16, bf16) from two 8-wide n-tiles of C fragments (FA2's register reuse). */
+__device__ __forceinline__ void acc_to_a(uint32_t a[4], const float c0[4], const float c1[4]) {
+    a[0] = pack_bf16(c0[0], c0[1]);
+    a[1] = pack_bf16(c0[2], c0[3]);
+    a[2] = pack_bf16(c1[0], c1[1]);
+    a[3] = pack_bf16(c1[2], c1[3]);
+}
+/* C += P·B over k = 0..N. P: (16·MT) × N per warp in C fragments, rounded to bf16 as A;
+ * B: a swizzled [N][D] tile (k-major). C: (16·MT) × D. */
+template <int D, int N, int MT>
+__device__ __forceinline__ void mma_pb(float (*c)[D / 8][4], const float (*pm)[N / 8][4], uint32_t sB, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < N / 16; kk++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], pm[mt][2 * kk], pm[mt][2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t bb[4];
+            ldb_kn<D>(bb, sB, dp * 16, kk * 16, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) mma_pair(c[mt][2 * dp], c[mt][2 * dp + 1], a[mt], bb);
+        }
+    }
+}
+
+/* ---- the query-stationary kernels' key loop (fwd, dq) ---- */
+/* Key tiles of BN that rows [q0, q0+BM) visit: all, or under causal up to the last visible key. */
+template <int BM, int BN> __device__ __forceinline__ int kv_tiles(const AttnP &p, int q0) {
+    int nkv = (p.Lk + BN - 1) / BN;
+    if (p.causal) {
+        int last = min(q0 + BM, p.Lq) - 1 + (p.Lk - p.Lq); /* last key any row here sees */
+        nkv = last < 0 ? 0 : min(nkv, last / BN + 1);
+    }
+    return nkv;
+}
+/* Async copy of key tile j of K and V into buffer j&1 of the double-buffered sK0/sV0. */
+template <int D, int BN>
+__device__ __forceinline__ void load_kv(uint32_t sK0, uint32_t sV0, const bf16 *K, const bf16 *V, int j, int Lk) {
+    const int nb = j & 1;
+    load_tile<D, BN, NT>(sK0 + nb * BN * D * 2, K, j * BN, Lk);
+    load_tile<D, BN, NT>(sV0 + nb * BN * D * 2, V, j * BN, Lk);
+}
+__device__ __forceinline__ void store_bf16x2(bf16 *dst, float lo, float hi) {
+    *(__nv_bfloat162 *)dst = __floats2bfloat162_rn(lo, hi);
+}
+
 /* ---------------------------------------------------------------- forward */
 /* CTA: BM = 128 query rows (4 warps × 2 m-tiles of 16); key tiles of BN = 64. */
 template <int D>
@@ -119,13 +192,9 @@ __global__ void __launch_bounds__(NT, 2) attn_fwd(AttnP p) {
     const bf16 *V = p.v + ((size_t)b * p.Hkv + hk) * p.Lk * D;
     const uint8_t *km = p.kmask ? p.kmask + (size_t)b * p.Lk : nullptr;
 
-    int nkv = (p.Lk + BN - 1) / BN;
-    if (p.causal) {
-        int last = min(q0 + BM, p.Lq) - 1 + (p.Lk - p.Lq); /* last key any row here sees */
-        nkv = last < 0 ? 0 : min(nkv, last / BN + 1);
-    }
+    const int nkv = kv_tiles<BM, BN>(p, q0);
     load_tile<D, BM, NT>(sQ, Q, q0, p.Lq);
-    if (nkv > 0) { load_tile<D, BN, NT>(sK0, K, 0, p.Lk); load_tile<D, BN, NT>(sV0, V, 0, p.Lk); }
+    if (nkv > 0) load_kv<D, BN>(sK0, sV0, K, V, 0, p.Lk);
     cp_commit();
 
     float o[MT][D / 8][4] = {}, m[MT][2], l[MT][2] = {};
@@ -136,31 +205,12 @@ __global__ void __launch_bounds__(NT, 2) attn_fwd(AttnP p) {
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         __syncthreads();
-        if (j + 1 < nkv) {
-            int nb = (j + 1) & 1;
-            load_tile<D, BN, NT>(sK0 + nb * BN * D * 2, K, (j + 1) * BN, p.Lk);
-            load_tile<D, BN, NT>(sV0 + nb * BN * D * 2, V, (j + 1) * BN, p.Lk);
-        }
+        if (j + 1 < nkv) load_kv<D, BN>(sK0, sV0, K, V, j + 1, p.Lk);
         cp_commit();
         const uint32_t sK = sK0 + (j & 1) * BN * D * 2, sV = sV0 + (j & 1) * BN * D * 2;
 
         float s[MT][BN / 8][4] = {}; /* S = Q·Kᵀ, (16·MT) × BN per warp */
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) lda_frag<D>(a[mt], sQ, wrow + mt * 16, kk * 16, lane);
-#pragma unroll
-            for (int np = 0; np < BN / 16; np++) {
-                uint32_t bb[4];
-                ldb_nk<D>(bb, sK, np * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(s[mt][2 * np], a[mt], bb[0], bb[1]);
-                    mma(s[mt][2 * np + 1], a[mt], bb[2], bb[3]);
-                }
-            }
-        }
+        mma_abt<D, BN, MT>(s, sQ, wrow, sK, lane);
         const int k0 = j * BN;
         const bool need_mask = k0 + BN > p.Lk || p.causal || km;
 #pragma unroll
@@ -202,28 +252,7 @@ __global__ void __launch_bounds__(NT, 2) attn_fwd(AttnP p) {
 #pragma unroll
                 for (int dn = 0; dn < D / 8; dn++) { o[mt][dn][2 * hf] *= alpha; o[mt][dn][2 * hf + 1] *= alpha; }
             }
-        /* O += P·V */
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t a[MT][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t bb[4];
-                ldb_kn<D>(bb, sV, dp * 16, kk * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    mma(o[mt][2 * dp], a[mt], bb[0], bb[1]);
-                    mma(o[mt][2 * dp + 1], a[mt], bb[2], bb[3]);
-                }
-            }
-        }
+        mma_pb<D, BN, MT>(o, s, sV, lane); /* O += P·V */
     }
     cp_wait_all();
 
@@ -242,8 +271,7 @@ __global__ void __launch_bounds__(NT, 2) attn_fwd(AttnP p) {
             bf16 *orow = O + (size_t)qi * D + 2 * t;
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn++)
-                *(__nv_bfloat162 *)(orow + dn * 8) =
-                    __floats2bfloat162_rn(o[mt][dn][2 * hf] * inv, o[mt][dn][2 * hf + 1] * inv);
+                store_bf16x2(orow + dn * 8, o[mt][dn][2 * hf] * inv, o[mt][dn][2 * hf + 1] * inv);
             if (t == 0) lse[qi] = ls > 0.f ? (m[mt][hf] + log2f(ls)) * LN2_F : -INFINITY;
         }
 }
@@ -278,14 +306,10 @@ __global__ void __launch_bounds__(NT, 2) attn_bwd_dq(AttnP p) {
     const bf16 *V = p.v + ((size_t)b * p.Hkv + hk) * p.Lk * D;
     const uint8_t *km = p.kmask ? p.kmask + (size_t)b * p.Lk : nullptr;
 
-    int nkv = (p.Lk + BN - 1) / BN;
-    if (p.causal) {
-        int last = min(q0 + BM, p.Lq) - 1 + (p.Lk - p.Lq);
-        nkv = last < 0 ? 0 : min(nkv, last / BN + 1);
-    }
+    const int nkv = kv_tiles<BM, BN>(p, q0);
     load_tile<D, BM, NT>(sQ, p.q + qoff * D, q0, p.Lq);
     load_tile<D, BM, NT>(sdO, p.dO + qoff * D, q0, p.Lq);
-    if (nkv > 0) { load_tile<D, BN, NT>(sK0, K, 0, p.Lk); load_tile<D, BN, NT>(sV0, V, 0, p.Lk); }
+    if (nkv > 0) load_kv<D, BN>(sK0, sV0, K, V, 0, p.Lk);
     cp_commit();
 
     const int wrow = warp * 16;
@@ -301,30 +325,12 @@ __global__ void __launch_bounds__(NT, 2) attn_bwd_dq(AttnP p) {
     for (int j = 0; j < nkv; j++) {
         cp_wait_all();
         __syncthreads();
-        if (j + 1 < nkv) {
-            int nb = (j + 1) & 1;
-            load_tile<D, BN, NT>(sK0 + nb * BN * D * 2, K, (j + 1) * BN, p.Lk);
-            load_tile<D, BN, NT>(sV0 + nb * BN * D * 2, V, (j + 1) * BN, p.Lk);
-        }
+        if (j + 1 < nkv) load_kv<D, BN>(sK0, sV0, K, V, j + 1, p.Lk);
         cp_commit();
         const uint32_t sK = sK0 + (j & 1) * BN * D * 2, sV = sV0 + (j & 1) * BN * D * 2;
         float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4], ad[4];
-            lda_frag<D>(a, sQ, wrow, kk * 16, lane);
-            lda_frag<D>(ad, sdO, wrow, kk * 16, lane);
-#pragma unroll
-            for (int np = 0; np < BN / 16; np++) {
-                uint32_t bb[4];
-                ldb_nk<D>(bb, sK, np * 16, kk * 16, lane);
-                mma(s[2 * np], a, bb[0], bb[1]);
-                mma(s[2 * np + 1], a, bb[2], bb[3]);
-                ldb_nk<D>(bb, sV, np * 16, kk * 16, lane);
-                mma(dp[2 * np], ad, bb[0], bb[1]);
-                mma(dp[2 * np + 1], ad, bb[2], bb[3]);
-            }
-        }
+        mma_abt<D, BN, 1>(&s, sQ, wrow, sK, lane);   /* S = Q·Kᵀ */
+        mma_abt<D, BN, 1>(&dp, sdO, wrow, sV, lane); /* dP = dO·Vᵀ */
         const int k0 = j * BN;
         const bool need_mask = k0 + BN > p.Lk || p.causal || km;
 #pragma unroll
@@ -336,20 +342,7 @@ __global__ void __launch_bounds__(NT, 2) attn_bwd_dq(AttnP p) {
                 if (need_mask && !visible(p, km, q0 + wrow + g + hf * 8, k0 + nt * 8 + 2 * t + (e & 1))) pr = 0.f;
                 s[nt][e] = pr * (dp[nt][e] - dl[hf]); /* dS */
             }
-        /* dQ += dS·K */
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dn = 0; dn < D / 16; dn++) {
-                uint32_t bb[4];
-                ldb_kn<D>(bb, sK, dn * 16, kk * 16, lane);
-                mma(dq[2 * dn], a, bb[0], bb[1]);
-                mma(dq[2 * dn + 1], a, bb[2], bb[3]);
-            }
-        }
+        mma_pb<D, BN, 1>(&dq, &s, sK, lane); /* dQ += dS·K */
     }
     cp_wait_all();
     bf16 *dQ = p.dq + qoff * D;
@@ -359,8 +352,7 @@ __global__ void __launch_bounds__(NT, 2) attn_bwd_dq(AttnP p) {
         if (qi >= p.Lq) continue;
 #pragma unroll
         for (int dn = 0; dn < D / 8; dn++)
-            *(__nv_bfloat162 *)(dQ + (size_t)qi * D + dn * 8 + 2 * t) =
-                __floats2bfloat162_rn(dq[dn][2 * hf] * p.scale, dq[dn][2 * hf + 1] * p.scale);
+            store_bf16x2(dQ + (size_t)qi * D + dn * 8 + 2 * t, dq[dn][2 * hf] * p.scale, dq[dn][2 * hf + 1] * p.scale);
     }
 }
 
@@ -406,18 +398,7 @@ __global__ void __launch_bounds__(NT, 1) attn_bwd_dkdv(AttnP p) {
         const float *sl = fL0 + buf * BQ, *sd = fD0 + buf * BQ;
 
         float st[BQ / 8][4] = {}; /* Sᵀ = K·Qᵀ: 16 keys × BQ queries per warp */
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4];
-            lda_frag<D>(a, sK, wrow, kk * 16, lane);
-#pragma unroll
-            for (int np = 0; np < BQ / 16; np++) {
-                uint32_t bb[4];
-                ldb_nk<D>(bb, sQ, np * 16, kk * 16, lane);
-                mma(st[2 * np], a, bb[0], bb[1]);
-                mma(st[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        mma_abt<D, BQ, 1>(&st, sK, wrow, sQ, lane);
         const bool need_mask = qi0 + BQ > p.Lq || k0 + BN > p.Lk || p.causal || km;
 #pragma unroll
         for (int nt = 0; nt < BQ / 8; nt++)
@@ -429,51 +410,14 @@ __global__ void __launch_bounds__(NT, 1) attn_bwd_dkdv(AttnP p) {
                     pr = 0.f;
                 st[nt][e] = pr; /* Pᵀ */
             }
-        /* dV += Pᵀ·dO */
-#pragma unroll
-        for (int kk = 0; kk < BQ / 16; kk++) {
-            uint32_t a[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]), pack_bf16(st[2 * kk][2], st[2 * kk][3]),
-                             pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                             pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-#pragma unroll
-            for (int dn = 0; dn < D / 16; dn++) {
-                uint32_t bb[4];
-                ldb_kn<D>(bb, sdO, dn * 16, kk * 16, lane);
-                mma(dv[2 * dn], a, bb[0], bb[1]);
-                mma(dv[2 * dn + 1], a, bb[2], bb[3]);
-            }
-        }
+        mma_pb<D, BQ, 1>(&dv, &st, sdO, lane); /* dV += Pᵀ·dO */
         float dpt[BQ / 8][4] = {}; /* dPᵀ = V·dOᵀ */
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4];
-            lda_frag<D>(a, sV, wrow, kk * 16, lane);
-#pragma unroll
-            for (int np = 0; np < BQ / 16; np++) {
-                uint32_t bb[4];
-                ldb_nk<D>(bb, sdO, np * 16, kk * 16, lane);
-                mma(dpt[2 * np], a, bb[0], bb[1]);
-                mma(dpt[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        mma_abt<D, BQ, 1>(&dpt, sV, wrow, sdO, lane);
 #pragma unroll
         for (int nt = 0; nt < BQ / 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) dpt[nt][e] = st[nt][e] * (dpt[nt][e] - sd[nt * 8 + 2 * t + (e & 1)]);
-        /* dK += dSᵀ·Q */
-#pragma unroll
-        for (int kk = 0; kk < BQ / 16; kk++) {
-            uint32_t a[4] = {pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]), pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]),
-                             pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
-                             pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
-#pragma unroll
-            for (int dn = 0; dn < D / 16; dn++) {
-                uint32_t bb[4];
-                ldb_kn<D>(bb, sQ, dn * 16, kk * 16, lane);
-                mma(dk[2 * dn], a, bb[0], bb[1]);
-                mma(dk[2 * dn + 1], a, bb[2], bb[3]);
-            }
-        }
+        mma_pb<D, BQ, 1>(&dk, &dpt, sQ, lane); /* dK += dSᵀ·Q */
     }
     cp_wait_all();
 #pragma unroll
@@ -483,10 +427,8 @@ __global__ void __launch_bounds__(NT, 1) attn_bwd_dkdv(AttnP p) {
         size_t base = (koff + kj) * D + 2 * t;
 #pragma unroll
         for (int dn = 0; dn < D / 8; dn++) {
-            if (p.dk) *(__nv_bfloat162 *)(p.dk + base + dn * 8) =
-                __floats2bfloat162_rn(dk[dn][2 * hf] * p.scale, dk[dn][2 * hf + 1] * p.scale);
-            if (p.dv) *(__nv_bfloat162 *)(p.dv + base + dn * 8) =
-                __floats2bfloat162_rn(dv[dn][2 * hf], dv[dn][2 * hf + 1]);
+            if (p.dk) store_bf16x2(p.dk + base + dn * 8, dk[dn][2 * hf] * p.scale, dk[dn][2 * hf + 1] * p.scale);
+            if (p.dv) store_bf16x2(p.dv + base + dn * 8, dv[dn][2 * hf], dv[dn][2 * hf + 1]);
         }
     }
 }
