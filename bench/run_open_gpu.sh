@@ -24,7 +24,7 @@
 #           LoRA saved in fp32, every saved file compared tensor by tensor
 #           (cmp_safetensors.py; DETERM_CASES, default f1:0 f1:0 f1:12), no clipping (a streamed trainable
 #           state clips with the previous step's norm) (issue #8 §5)
-#   handover ORAKUL_ZERO_CHUNKS=32 vs 1, alternated (HANDOVER, HANDOVER_CASE): the
+#   handover ORAKUL_TRAINABLE_CHUNKS=32 vs 1, alternated (HANDOVER, HANDOVER_CASE): the
 #           overlapped slot hand-over against the default, one case ~200 s (4 runs: 2 calls)
 #   select  ORAKUL_STREAM_SELECT=even vs dense (SELECT, SELECT_CASE; default the r1280 1024²
 #           seed): the plan's densest-blocks-first selection against the even spread
@@ -66,8 +66,8 @@ for ph in "${phases[@]}"; do
             python3 bench/stream/cmp_safetensors.py /tmp/determ_1 /tmp/determ_$j; done
           paste /tmp/determ_*.loss ;;
   handover) # the slot hand-over A/B (docs/PERF.md, fourth session): chunked write-back vs whole record, alternated
-          for c in ${HANDOVER:-32 1 32 1}; do echo "== ORAKUL_ZERO_CHUNKS=$c"
-            ORAKUL_ZERO_CHUNKS=$c STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${HANDOVER_CASE:-seed:1280:512:24} \
+          for c in ${HANDOVER:-32 1 32 1}; do echo "== ORAKUL_TRAINABLE_CHUNKS=$c"
+            ORAKUL_TRAINABLE_CHUNKS=$c STEPS=${STEPS:-4} TRAIN_TIMEOUT=${TRAIN_TIMEOUT:-240} bash bench/stream/run_gpu.sh ${HANDOVER_CASE:-seed:1280:512:24} \
               | grep -E "^==|streaming measured"; done ;;
   select) # the streamed-set A/B (docs/PERF.md, fifth session): even spread vs densest blocks first
           for sel in ${SELECT:-even dense}; do echo "== ORAKUL_STREAM_SELECT=$sel"

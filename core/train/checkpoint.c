@@ -188,8 +188,8 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     ork_st_writer_checksum(w, 1); /* verified when resumed (st_check.h) */
     void **bufs = calloc((size_t)j->n_params * 2, sizeof *bufs);
     ork_status s = bufs ? ORK_OK : ORK_E_NOMEM;
-    if (s == ORK_OK && j->zero) s = ork_train_streamed_save(j, w);
-    for (int i = 0; s == ORK_OK && !j->zero && i < j->n_params; i++) {
+    if (s == ORK_OK && j->tstream) s = ork_train_streamed_save(j, w);
+    for (int i = 0; s == ORK_OK && !j->tstream && i < j->n_params; i++) {
         ork_tensor *ts[2] = {j->pt[i], j->state[i]};
         for (int q = 0; s == ORK_OK && q < 2; q++) {
             size_t nb = ork_tensor_nbytes(ts[q]);
@@ -212,8 +212,8 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     if (s == ORK_OK) s = data_pos_save(j, w, step);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "optimizer", j->c_opt->c->id);
     if (s == ORK_OK) s = cfg_save(j, w);
-    if (s == ORK_OK && j->zero) { /* the previous step's norm: the clip factor of the next step */
-        snprintf(v, sizeof v, "%.17g", ork_tstream_prev_norm(j->zero));
+    if (s == ORK_OK && j->tstream) { /* the previous step's norm: the clip factor of the next step */
+        snprintf(v, sizeof v, "%.17g", ork_tstream_prev_norm(j->tstream));
         s = ork_st_writer_meta(w, "prev_norm", v);
     }
     char path[1200];
@@ -370,8 +370,8 @@ ork_status ork_train_load_state(job *j, int64_t *step) {
         ORK_WARN("%s: written without checksums (by an older orakul): resuming from it unverified", path);
     if (s == ORK_OK) s = state_meta_read(j, f, path, &m);
     if (s == ORK_OK) s = state_tensors_check(j, f, path);
-    if (s == ORK_OK && j->zero) s = ork_train_streamed_load(j, f, path);
-    for (int i = 0; s == ORK_OK && !j->zero && i < j->n_params; i++) {
+    if (s == ORK_OK && j->tstream) s = ork_train_streamed_load(j, f, path);
+    for (int i = 0; s == ORK_OK && !j->tstream && i < j->n_params; i++) {
         ork_tensor *ts[2] = {j->pt[i], j->state[i]};
         for (int q = 0; s == ORK_OK && q < 2; q++) {
             char key[64];
@@ -448,7 +448,7 @@ ork_status ork_train_save_lora(job *j, int64_t step) {
     const char *meta[] = {"ss_network_dim", rank, "ss_network_alpha", alpha, "ss_network_module", "networks.lora",
                           "orakul_base_model", j->p->model.name_or_path, "orakul_variant", j->info.variant,
                           "training_info.step", st, "orakul_version", ORAKUL_VERSION, NULL, NULL};
-    if (j->zero) ORK_TRY(ork_tstream_sync(j->zero)); /* the LoRA values are read from the host records */
+    if (j->tstream) ORK_TRY(ork_tstream_sync(j->tstream)); /* the LoRA values are read from the host records */
     ORK_TRY(ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta));
     ORK_INFO("saved %s", path);
     /* keep the newest max_step_saves_to_keep step files */

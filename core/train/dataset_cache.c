@@ -192,32 +192,61 @@ ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_d
                               .is_reg = dc->is_reg, .caption_dropout_rate = (float)dc->caption_dropout_rate};
 }
 
+ork_status ork_train_dataset(job *j, size_t d, const ork_dataset **out) {
+    const size_t n = j->p->datasets.n;
+    if (d >= n) return ORK_FAIL(ORK_E_INVALID, "dataset %zu: the config has %zu", d, n);
+    if (!j->scans && !(j->scans = calloc(n, sizeof *j->scans))) return ORK_FAIL(ORK_E_NOMEM, "datasets: no memory");
+    ork_dataset *ds = &j->scans[d];
+    if (!ds->items) {
+        ork_dataset_opts o = ork_train_dataset_opts(j->p, &j->p->datasets.v[d]);
+        /* the scan's own line would repeat the one run (build_dataset) or plan prints */
+        ork_log_level lvl = ork_log_get_level();
+        if (lvl < ORK_LOG_WARN) ork_log_set_level(ORK_LOG_WARN);
+        ork_status s = ork_dataset_scan(&o, ds);
+        ork_log_set_level(lvl);
+        ORK_TRY(s);
+    }
+    *out = ds;
+    return ORK_OK;
+}
+
+size_t ork_train_dataset_uncaptioned(const ork_dataset *ds) {
+    size_t missing = 0;
+    for (size_t i = 0; i < ds->n; i++) missing += !ds->items[i].has_caption_file;
+    return missing;
+}
+
+void ork_train_datasets_free(job *j) {
+    for (size_t d = 0; j->scans && d < j->p->datasets.n; d++) ork_dataset_free(&j->scans[d]);
+    free(j->scans);
+    j->scans = NULL;
+}
+
 static ork_status build_dataset(job *j) {
     const ork_process_config *p = j->p;
     j->T = j->info.context_len > 0 ? j->info.context_len : 512;
     const uint64_t codec_hash = model_params_hash(j);
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
-        ork_dataset ds;
-        ork_dataset_opts o = ork_train_dataset_opts(p, dc);
-        ORK_TRY(ork_dataset_scan(&o, &ds));
+        const ork_dataset *ds;
+        ORK_TRY(ork_train_dataset(j, d, &ds));
         int res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512;
         char cache_dir[1100];
-        snprintf(cache_dir, sizeof cache_dir, "%s/_latent_cache", ds.folder);
+        snprintf(cache_dir, sizeof cache_dir, "%s/_latent_cache", ds->folder);
         /* the cache is an optimisation: what stops it is a warning, never an error line (a run that succeeds
          * prints none), and is said once per dataset */
         int nocache = ork_train_mkdir_p(cache_dir) != 0;
         if (nocache) ORK_WARN("cannot create %s (%s): latents are not cached on disk", cache_dir, strerror(errno));
         int64_t reps = dc->num_repeats > 0 ? dc->num_repeats : 1;
-        item *grown = realloc(j->items, (size_t)(j->n_items + ds.n * reps) * sizeof *grown);
-        if (!grown) { ork_dataset_free(&ds); return ORK_E_NOMEM; }
+        item *grown = realloc(j->items, (size_t)(j->n_items + ds->n * reps) * sizeof *grown);
+        if (!grown) return ORK_E_NOMEM;
         j->items = grown;
         ork_status s = ORK_OK;
         int first = j->n_items, encoded = 0, cached = 0, old = 0;
-        for (size_t i = 0; s == ORK_OK && i < ds.n; i++) {
+        for (size_t i = 0; s == ORK_OK && i < ds->n; i++) {
             item *it = &j->items[j->n_items];
             memset(it, 0, sizeof *it);
-            it->path = strdup(ds.items[i].path);
+            it->path = strdup(ds->items[i].path);
             j->n_items++;
             ork_file_fp fp;
             s = ork_file_fingerprint(it->path, 1, &fp);
@@ -281,10 +310,11 @@ static ork_status build_dataset(job *j) {
             it->ds = (int)d;
             if (s == ORK_OK) s = ork_train_text_item(j, (int)d, i, it); /* text_glue.c */
         }
-        ork_dataset_free(&ds);
         if (s != ORK_OK) return s;
-        ORK_INFO("dataset %s: %d images (%d encoded, %d from the latent cache)", dc->folder_path, j->n_items - first,
-                 encoded, cached);
+        const size_t missing = ork_train_dataset_uncaptioned(ds);
+        ORK_INFO("dataset %s: %d images, %zu without a %s caption%s (%d encoded, %d from the latent cache)",
+                 dc->folder_path, j->n_items - first, missing, ds->caption_ext,
+                 missing && dc->default_caption ? ", default_caption used" : "", encoded, cached);
         if (old)
             ORK_INFO("latent cache: %d file%s written before the cache carried checksums, encoded again", old,
                      old == 1 ? "" : "s");
@@ -338,6 +368,7 @@ ork_status ork_train_encode_dataset(job *j) {
     ork_wstore_attach(j->ws, eg);
     j->g = eg;
     ork_status s = build_dataset(j);
+    ork_train_datasets_free(j); /* the items hold what training reads */
     j->g = train_g;
     ork_status s2 = ork_graph_sync(eg);
     ork_graph_destroy(eg);

@@ -91,6 +91,7 @@ typedef struct job {
     ork_copy_engine *ce;
     ork_lora_net *lora;
     ork_runner *runner;
+    ork_dataset *scans;     /* [p->datasets.n] each folder scanned once (ork_train_dataset), freed once encoded */
     item *items;
     int n_items;
     int T;                  /* text tokens */
@@ -117,9 +118,15 @@ typedef struct job {
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
     /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
-    ork_tstream *zero;         /* NULL: the LoRA tensors and their state are resident */
+    union { /* the streamer of the trainable state (stream/trainable_stream.h); NULL: the LoRA
+             * tensors and their state are resident. `zero` is its old name, kept only until
+             * outputs.c reads tstream (ZeRO-offload, not zero-filling) */
+        ork_tstream *tstream;
+        ork_tstream *zero;
+    };
     ork_block_hooks ws_hooks; /* the weight store's, called before the runtime's */
-    int *zp_first, *zp_list; /* params of block b: zp_list[zp_first[b] .. zp_first[b + 1]) */
+    int *block_param_first; /* [n_blocks + 1] the streamed params of block b: */
+    int *block_params;      /* block_params[block_param_first[b] .. block_param_first[b + 1]) */
     int64_t cur_step;       /* optimizer step number and lr for the per-block step */
     double cur_lr;
     /* streaming figures (ork_train_stream_stats_mark): [0] after the first step, [1] at the last */
@@ -164,8 +171,11 @@ enum { ORK_TRAIN_SKIP_LIMIT = 20 };
 enum { ORK_TRAIN_STATE_SLOTS = 2 };
 
 /* train.c */
-/* A bench switch set to "0" (ORAKUL_STREAM_LEND, ORAKUL_INPUTS_AHEAD). */
-int ork_train_env_zero(const char *name);
+/* The environment variable name, else old_name (an older name kept as an alias for
+ * scripts; may be NULL), else NULL. */
+const char *ork_train_getenv(const char *name, const char *old_name);
+/* A bench switch set to "0" (ORAKUL_STREAM_LEND, ORAKUL_INPUTS_AHEAD; old_name as above). */
+int ork_train_switched_off(const char *name, const char *old_name);
 double ork_train_now(void); /* monotonic seconds */
 
 /* components.c: the plugins and the backend */
@@ -177,6 +187,12 @@ int ork_train_fp8_gemm(const job *j);
 
 /* dataset_cache.c: the latent cache, text embeddings, batches */
 ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_dataset_config *dc);
+/* datasets[d] scanned (data/dataset.c) on the first call and kept in j->scans: the caption
+ * encode, the latent encode and plan read the one scan. The scan's own log line is
+ * silenced: build_dataset (run) and plan each say the dataset once. */
+ork_status ork_train_dataset(job *j, size_t d, const ork_dataset **out);
+size_t ork_train_dataset_uncaptioned(const ork_dataset *ds); /* images without a caption file */
+void ork_train_datasets_free(job *j);
 int ork_train_mkdir_p(const char *path);
 ork_status ork_train_encode_dataset(job *j);
 int ork_train_batch_of(const job *j);

@@ -168,7 +168,7 @@ ork_status ork_train_check_host(job *j) {
  * never wait for a slot. Not with data parallelism (its flat buffer holds the
  * gradients). ORAKUL_STREAM_LEND=0 (bench) turns it off. */
 ork_status ork_train_setup_grad_pool(job *j) {
-    if (!ork_wstore_streamer(j->ws) || j->zero || j->gsync || j->lend_off) return ORK_OK;
+    if (!ork_wstore_streamer(j->ws) || j->tstream || j->gsync || j->lend_off) return ORK_OK;
     size_t bytes = 0;
     for (int i = 0; i < j->n_params; i++)
         bytes += ork_grad_pool_bytes(ork_tensor_numel(j->pt[i]));

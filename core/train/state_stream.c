@@ -39,14 +39,14 @@ void ork_train_streamed_clip_check(job *j, int64_t step, double norm, float appl
 /* Point block b's LoRA tensors (and their grad headers) at its slot, or at nothing. */
 static void state_point(job *j, int b, int on) {
     if (b < 0 || b >= j->info.n_blocks) return;
-    for (int q = j->zp_first[b]; q < j->zp_first[b + 1]; q++) {
-        int i = j->zp_list[q];
+    for (int q = j->block_param_first[b]; q < j->block_param_first[b + 1]; q++) {
+        int i = j->block_params[q];
         ork_tensor *t = j->pt[i];
-        t->base = on ? ork_tstream_data(j->zero, i) : NULL;
+        t->base = on ? ork_tstream_data(j->tstream, i) : NULL;
         t->offset = 0;
         /* a forward visit may read the parameter's BF16 shadow (trainable_stream.h) */
-        t->dtype = on ? ork_tstream_data_dtype(j->zero, i) : ork_tstream_get_layout(j->zero)->params[i].dtype;
-        t->grad->base = on ? (void *)ork_tstream_grad(j->zero, i) : NULL;
+        t->dtype = on ? ork_tstream_data_dtype(j->tstream, i) : ork_tstream_get_layout(j->tstream)->params[i].dtype;
+        t->grad->base = on ? (void *)ork_tstream_grad(j->tstream, i) : NULL;
         t->grad->offset = 0;
     }
 }
@@ -55,12 +55,12 @@ static void state_point(job *j, int b, int on) {
 static ork_status state_pass_begin(void *ctx, const int *order, int n) {
     job *j = ctx;
     if (j->ws_hooks.pass_begin) ORK_TRY(j->ws_hooks.pass_begin(j->ws_hooks.ctx, order, n));
-    return ork_tstream_pass_begin(j->zero, order, n);
+    return ork_tstream_pass_begin(j->tstream, order, n);
 }
 static ork_status state_enter(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.enter) ORK_TRY(j->ws_hooks.enter(j->ws_hooks.ctx, b));
-    ORK_TRY(ork_tstream_enter(j->zero, b));
+    ORK_TRY(ork_tstream_enter(j->tstream, b));
     state_point(j, b, 1);
     return ORK_OK;
 }
@@ -68,17 +68,17 @@ static ork_status state_leave(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.leave) ORK_TRY(j->ws_hooks.leave(j->ws_hooks.ctx, b));
     state_point(j, b, 0);
-    return ork_tstream_leave(j->zero, b);
+    return ork_tstream_leave(j->tstream, b);
 }
 static ork_status state_pass_end(void *ctx) {
     job *j = ctx;
     if (j->ws_hooks.pass_end) ORK_TRY(j->ws_hooks.pass_end(j->ws_hooks.ctx));
-    return ork_tstream_pass_end(j->zero);
+    return ork_tstream_pass_end(j->tstream);
 }
 static ork_status state_grads_ready(void *ctx, int b) {
     job *j = ctx;
     if (j->ws_hooks.grads_ready) ORK_TRY(j->ws_hooks.grads_ready(j->ws_hooks.ctx, b));
-    return ork_tstream_grads_ready(j->zero, b);
+    return ork_tstream_grads_ready(j->tstream, b);
 }
 
 /* The runner's hooks when the trainable state streams (the sampler's too). */
@@ -91,11 +91,11 @@ ork_block_hooks ork_train_streamed_hooks(job *j) {
 /* ork_lora_save's reader: parameter values from the host records. */
 static ork_status state_reader(void *ctx, const ork_tensor *t, float *host) {
     job *j = ctx;
-    const ork_tstream_layout *L = ork_tstream_get_layout(j->zero);
+    const ork_tstream_layout *L = ork_tstream_get_layout(j->tstream);
     for (int i = 0; i < j->n_params; i++) {
         if (j->pt[i] != t) continue;
         const ork_tstream_param *p = &L->params[i];
-        const char *src = (const char *)ork_tstream_host(j->zero, p->block) + p->data_offset;
+        const char *src = (const char *)ork_tstream_host(j->tstream, p->block) + p->data_offset;
         if (p->dtype == ORK_F32) memcpy(host, src, p->data_bytes);
         else ork_bf16_to_f32_n((const uint16_t *)src, (size_t)p->numel, host);
         return ORK_OK;
@@ -108,8 +108,8 @@ static ork_status state_reader(void *ctx, const ork_tensor *t, float *host) {
  * rounding as the resident upload, so both runs start bit-identical). */
 static ork_status state_init_cb(void *ctx, int i, ork_tensor *t, const float *host) {
     job *j = ctx;
-    const ork_tstream_param *p = &ork_tstream_get_layout(j->zero)->params[i];
-    char *dst = ork_tstream_host(j->zero, p->block) + p->data_offset;
+    const ork_tstream_param *p = &ork_tstream_get_layout(j->tstream)->params[i];
+    char *dst = ork_tstream_host(j->tstream, p->block) + p->data_offset;
     size_t n = (size_t)ork_tensor_numel(t);
     if (t->dtype == ORK_F32) memcpy(dst, host, n * sizeof *host);
     else ork_bf16_from_f32(host, n, (uint16_t *)dst);
@@ -126,28 +126,30 @@ ork_status ork_train_streamed_setup(job *j) {
     ork_dtype *dt = calloc((size_t)np + 1, sizeof *dt);
     int64_t *numel = calloc((size_t)np + 1, sizeof *numel);
     size_t *sb = calloc((size_t)np + 1, sizeof *sb);
-    j->zp_first = calloc((size_t)nb + 2, sizeof *j->zp_first);
-    j->zp_list = calloc((size_t)np + 1, sizeof *j->zp_list);
-    ork_status s = (blk && dt && numel && sb && j->zp_first && j->zp_list) ? ORK_OK : ORK_E_NOMEM;
+    j->block_param_first = calloc((size_t)nb + 2, sizeof *j->block_param_first);
+    j->block_params = calloc((size_t)np + 1, sizeof *j->block_params);
+    ork_status s = (blk && dt && numel && sb && j->block_param_first && j->block_params) ? ORK_OK : ORK_E_NOMEM;
     for (int i = 0; s == ORK_OK && i < np; i++) {
         blk[i] = ork_lora_block(j->lora, i / 2);
         dt[i] = j->pt[i]->dtype;
         numel[i] = ork_tensor_numel(j->pt[i]);
         s = j->ovt->state_bytes(j->opt, dt[i], numel[i], &sb[i]);
     }
-    /* ORAKUL_ZERO_CHUNKS=1: the whole record out before the next load (bench A/B) */
-    const char *chunks = getenv("ORAKUL_ZERO_CHUNKS");
+    /* ORAKUL_TRAINABLE_CHUNKS=1 (old name ORAKUL_ZERO_CHUNKS): the whole record out before
+     * the next load (bench A/B) */
+    const char *chunks = ork_train_getenv("ORAKUL_TRAINABLE_CHUNKS", "ORAKUL_ZERO_CHUNKS");
     /* BF16 activations: forward visits read BF16 shadows of the F32 masters
      * (what the linear op would cast them to; half the bytes over PCIe) */
     ork_tstream_opts o = {nb, np, blk, dt, numel, sb, ORK_TRAIN_STATE_SLOTS, j->plan->n_streamed > 0 ? ork_streamer_n_events(j->plan->n_slots) : 0,
                        j->p->train.max_grad_norm, state_step_cb, j,
                        j->plan->lora_shadow && j->g->act_dt == ORK_BF16 ? ORK_BF16 : 0,
                        chunks ? atoi(chunks) : 0};
-    if (s == ORK_OK) s = ork_tstream_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->zero);
+    if (s == ORK_OK) s = ork_tstream_create(j->ce, j->alloc, j->be, &j->g->k, &o, &j->tstream);
     free(blk); free(dt); free(numel); free(sb);
     ORK_TRY(s);
-    if (ork_train_env_zero("ORAKUL_ZERO_AHEAD")) ork_tstream_set_ahead(j->zero, 0); /* bench A/B: the first loads at pass_begin */
-    const ork_tstream_layout *L = ork_tstream_get_layout(j->zero);
+    /* ORAKUL_TRAINABLE_AHEAD=0 (old name ORAKUL_ZERO_AHEAD), bench A/B: the first loads at pass_begin */
+    if (ork_train_switched_off("ORAKUL_TRAINABLE_AHEAD", "ORAKUL_ZERO_AHEAD")) ork_tstream_set_ahead(j->tstream, 0);
+    const ork_tstream_layout *L = ork_tstream_get_layout(j->tstream);
     for (int i = 0; i < np; i++) {
         ork_tensor *t = j->pt[i];
         const ork_tstream_param *p = &L->params[i];
@@ -155,16 +157,16 @@ ork_status ork_train_streamed_setup(job *j) {
         ORK_TRY(ork_tensor_wrap(j->be->device, ORK_F32, t->ndim, t->shape, NULL, NULL, &gr));
         if (t->grad && t->grad->owner == ORK_OWN_ALLOC) ork_tensor_free(t->grad);
         t->grad = gr; /* the LoRA was created deferred: t has no device memory */
-        j->zp_first[p->block + 1]++;
+        j->block_param_first[p->block + 1]++;
     }
     ORK_TRY(ork_lora_init(j->lora, state_init_cb, j)); /* initial values straight into the host records */
-    ork_tstream_refresh_shadows(j->zero);
-    for (int b = 0; b < nb; b++) j->zp_first[b + 1] += j->zp_first[b];
+    ork_tstream_refresh_shadows(j->tstream);
+    for (int b = 0; b < nb; b++) j->block_param_first[b + 1] += j->block_param_first[b];
     int *fill = calloc((size_t)nb + 1, sizeof *fill);
     if (!fill) return ORK_E_NOMEM;
     for (int i = 0; i < np; i++) {
         int b = L->params[i].block;
-        j->zp_list[j->zp_first[b] + fill[b]++] = i;
+        j->block_params[j->block_param_first[b] + fill[b]++] = i;
     }
     free(fill);
     ork_lora_set_reader(j->lora, state_reader, j);
@@ -183,16 +185,16 @@ ork_status ork_train_streamed_setup(job *j) {
 /* Streamed: parameter i's data and optimizer state in its block's host record
  * (read or written between passes only: after ork_tstream_sync). */
 static char *state_part(job *j, int i, int state, size_t *nbytes) {
-    const ork_tstream_param *p = &ork_tstream_get_layout(j->zero)->params[i];
+    const ork_tstream_param *p = &ork_tstream_get_layout(j->tstream)->params[i];
     *nbytes = state ? p->state_bytes : p->data_bytes;
-    return (char *)ork_tstream_host(j->zero, p->block) + (state ? p->state_offset : p->data_offset);
+    return (char *)ork_tstream_host(j->tstream, p->block) + (state ? p->state_offset : p->data_offset);
 }
 
 /* The same tensors as the resident state (lora.i in its dtype, opt.i as U8 of
  * at least one byte), from the host records. */
 ork_status ork_train_streamed_save(job *j, ork_st_writer *w) {
     static const uint8_t pad = 0;
-    ORK_TRY(ork_tstream_sync(j->zero));
+    ORK_TRY(ork_tstream_sync(j->tstream));
     for (int i = 0; i < j->n_params; i++) {
         size_t nd, ns;
         char *d = state_part(j, i, 0, &nd), *st = state_part(j, i, 1, &ns), key[64];
@@ -206,7 +208,7 @@ ork_status ork_train_streamed_save(job *j, ork_st_writer *w) {
 }
 
 ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path) {
-    ORK_TRY(ork_tstream_sync(j->zero));
+    ORK_TRY(ork_tstream_sync(j->tstream));
     for (int i = 0; i < j->n_params; i++)
         for (int q = 0; q < 2; q++) {
             size_t nb;
@@ -218,8 +220,8 @@ ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path) {
                 return ORK_FAIL(ORK_E_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, key);
             memcpy(h, t->data, nb);
         }
-    ork_tstream_refresh_shadows(j->zero);
+    ork_tstream_refresh_shadows(j->tstream);
     const char *pn = ork_st_meta(f, "prev_norm");
-    ork_tstream_set_prev_norm(j->zero, pn ? strtod(pn, NULL) : 0.0);
+    ork_tstream_set_prev_norm(j->tstream, pn ? strtod(pn, NULL) : 0.0);
     return ORK_OK;
 }

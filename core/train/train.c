@@ -15,9 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-/* A bench switch set to "0" (ORAKUL_STREAM_LEND, ORAKUL_INPUTS_AHEAD). */
-int ork_train_env_zero(const char *name) {
+const char *ork_train_getenv(const char *name, const char *old_name) {
     const char *v = getenv(name);
+    return v || !old_name ? v : getenv(old_name);
+}
+
+int ork_train_switched_off(const char *name, const char *old_name) {
+    const char *v = ork_train_getenv(name, old_name);
     return v && !strcmp(v, "0");
 }
 
@@ -35,16 +39,17 @@ static void job_free(job *j) {
     ork_metrics_close(j->metrics);
     ork_samples_destroy(j->samples);
     ork_train_text_free(j);
+    ork_train_datasets_free(j);
     ork_gsync_destroy(j->gsync); /* gives the LoRA tensors their grads back */
     ork_dist_destroy(j->dist, j->failed); /* before the allocator: its scratch lives there */
     if (j->runner) ork_runner_destroy(j->runner);
-    if (j->zero) {
+    if (j->tstream) {
         for (int i = 0; i < j->n_params; i++) { /* the slot headers: grads are ours, data is the slot's */
             free(j->pt[i]->grad);
             j->pt[i]->grad = NULL;
             j->pt[i]->base = NULL;
         }
-        ork_tstream_destroy(j->zero);
+        ork_tstream_destroy(j->tstream);
     }
     for (int i = 0; j->grad_pool && i < j->n_params; i++) { /* headers over the pool (ork_graph_set_grad_pool) */
         ork_tensor *gr = j->pt[i]->grad;
@@ -54,8 +59,8 @@ static void job_free(job *j) {
             j->pt[i]->grad = NULL;
         }
     }
-    free(j->zp_first);
-    free(j->zp_list);
+    free(j->block_param_first);
+    free(j->block_params);
     for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
     free(j->state);
     free(j->pt);
@@ -275,9 +280,9 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_train_preflight_status(ork_train_check_host(j)));
     ORK_TRY(ork_train_preflight(j)); /* what plan checks too: codec, streaming, loss, optimizer, samples */
     ork_wstore_quant wq = {j->qvt, j->quant, j->c_quant ? j->c_quant->c->id : NULL};
-    int zero_events = j->plan->trainable_streamed ? ork_tstream_n_events(ORK_TRAIN_STATE_SLOTS) : 0;
+    int tstream_events = j->plan->trainable_streamed ? ork_tstream_n_events(ORK_TRAIN_STATE_SLOTS) : 0;
     if (j->plan->n_streamed > 0) {
-        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, ork_streamer_n_events(j->plan->n_slots) + zero_events, &j->ce));
+        ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, ork_streamer_n_events(j->plan->n_slots) + tstream_events, &j->ce));
         const char *tm = getenv("ORAKUL_STREAM_TIMING"); /* a diagnostic: where the streamed step waits */
         j->ss_timing = tm && atoi(tm) > 0;
         const char *tp = getenv("ORAKUL_STREAM_TRACE"); /* a diagnostic: the lanes' timeline (bench/stream/trace_timeline.py) */
@@ -297,7 +302,7 @@ static ork_status setup(job *j) {
         char hint[400];
         if (ork_stream_plan_trainable_hint(j->plan, hint, sizeof hint)) ORK_INFO("plan: %s", hint);
     } else {
-        if (zero_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, zero_events, &j->ce));
+        if (tstream_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, tstream_events, &j->ce));
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));
     }
     ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
@@ -369,7 +374,7 @@ static ork_status train_loop(job *j) {
         ork_progress_begin(j->progress);
         int64_t skipped0 = j->skipped;
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_STEP));
-        if (!j->zero) {
+        if (!j->tstream) {
             if (!(j->grad_pool && j->grads_dead)) ORK_TRY(ork_train_zero_grads(j)); /* else zeroed after the forward, after the loan */
         } else { /* the runtime steps each block at grads_ready with these */
             j->cur_step = step - j->skipped;
@@ -387,21 +392,21 @@ static ork_status train_loop(job *j) {
         ORK_TRY(ork_train_dist_step_end(j, &loss, &bad));
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_NORM)); /* the lane trace's tail */
         double norm = 0, tp = ork_prof_enabled() ? (ork_graph_sync(j->g), ork_prof_now()) : 0;
-        int zskip = 0;
+        int stream_skip = 0;
         float applied = 1.0f;
-        if (j->zero) ORK_TRY(ork_tstream_step_end(j->zero, &norm, &applied, &zskip)); /* stepped already, per block */
+        if (j->tstream) ORK_TRY(ork_tstream_step_end(j->tstream, &norm, &applied, &stream_skip)); /* stepped already, per block */
         else ORK_TRY(ork_train_grad_norm(j, &norm));
-        if (j->zero && !zskip && !bad && isfinite(norm)) ork_train_streamed_clip_check(j, step, norm, applied);
+        if (j->tstream && !stream_skip && !bad && isfinite(norm)) ork_train_streamed_clip_check(j, step, norm, applied);
         if (ork_prof_enabled()) ork_prof_add("phase", "gradient norm", ork_prof_now() - tp);
-        if (zskip) {
+        if (stream_skip) {
             ORK_WARN("step %lld skipped: %d blocks had non-finite gradients and were not updated (loss %g, gradient norm %g)",
-                     (long long)step, zskip, (double)loss, norm);
+                     (long long)step, stream_skip, (double)loss, norm);
             j->skipped++;
         } else if (bad || !isfinite(norm)) {
             ORK_WARN("step %lld skipped: non-finite %s (loss %g, gradient norm %g)", (long long)step,
                      bad ? "loss" : "gradient", (double)loss, norm);
             j->skipped++;
-        } else if (!j->zero) { /* streamed: stepped already, per block */
+        } else if (!j->tstream) { /* streamed: stepped already, per block */
             float gs = ork_clip_factor(t->max_grad_norm, norm);
             double lr = ork_lr_at(&j->lr, step - 1);
             tp = ork_prof_enabled() ? ork_prof_now() : 0;
@@ -462,9 +467,9 @@ static ork_status train_loop(job *j) {
 static ork_status common_init(job *j, ork_config *cfg, const ork_registry *reg) {
     memset(j, 0, sizeof *j);
     j->in_cur.k = j->in_next.k = -1;
-    j->inputs_sync = ork_train_env_zero("ORAKUL_INPUTS_AHEAD");
-    j->ahead_off = ork_train_env_zero("ORAKUL_STREAM_AHEAD");
-    j->lend_off = ork_train_env_zero("ORAKUL_STREAM_LEND");
+    j->inputs_sync = ork_train_switched_off("ORAKUL_INPUTS_AHEAD", NULL);
+    j->ahead_off = ork_train_switched_off("ORAKUL_STREAM_AHEAD", NULL);
+    j->lend_off = ork_train_switched_off("ORAKUL_STREAM_LEND", NULL);
     j->cfg = cfg;
     j->reg = reg;
     j->p = ork_config_process(cfg);
@@ -496,13 +501,13 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
     if (s == ORK_OK) s = ork_train_check_datasets(&j);
     if (s == ORK_OK) s = ork_train_open_model(&j);
     for (size_t d = 0; s == ORK_OK && d < j.p->datasets.n; d++) {
-        ork_dataset ds;
-        ork_dataset_opts o = {.folder_path = j.p->datasets.v[d].folder_path, .caption_ext = j.p->datasets.v[d].caption_ext};
-        s = ork_dataset_scan(&o, &ds);
+        const ork_dataset *ds;
+        s = ork_train_dataset(&j, d, &ds);
         if (s == ORK_OK) {
-            fprintf(out, "dataset %s: %zu images\n", j.p->datasets.v[d].folder_path, ds.n);
-            s = ork_train_check_texts(&j, &ds); /* the text embeddings beside the images, as run reads them */
-            ork_dataset_free(&ds);
+            size_t missing = ork_train_dataset_uncaptioned(ds);
+            fprintf(out, "dataset %s: %zu images, %zu without a %s caption%s\n", j.p->datasets.v[d].folder_path, ds->n,
+                    missing, ds->caption_ext, missing && j.p->datasets.v[d].default_caption ? " (default_caption used)" : "");
+            s = ork_train_check_texts(&j, ds); /* the text embeddings beside the images, as run reads them */
         }
     }
     if (s == ORK_OK) s = ork_train_plan_text(&j, out); /* the captions' encode, before the plan as in run (text_glue.c) */

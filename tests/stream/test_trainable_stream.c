@@ -423,4 +423,4 @@ static const ork_test_case cases[] = {{"bitwise_without_clipping", bitwise_no_cl
                                       {"found_in_slots_until_host_writes", found_until_host_writes},
                                       {"nonfinite_block_not_stepped", nonfinite_block},
                                       {NULL, NULL}};
-ORK_TEST_MAIN("stream_zero", NULL, NULL, cases)
+ORK_TEST_MAIN("stream_trainable", NULL, NULL, cases)

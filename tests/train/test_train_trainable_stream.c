@@ -1,4 +1,4 @@
-/* test_train_zero.c — `orakul run` with the trainable state streamed per block
+/* test_train_trainable_stream.c — `orakul run` with the trainable state streamed per block
  * (docs/streaming.md §4, stream/trainable_stream.h wired into train.c) on the CPU with the
  * quickstart's model; ORAKUL_STREAM_TRAINABLES=1 makes a plan that fits
  * stream the trainable state anyway (the test-only switch):
@@ -9,7 +9,7 @@
  *    previous step's norm travels in the state file's "prev_norm");
  *  - accumulation_refused: gradient_accumulation_steps 2 is refused with one
  *    line naming the key.
- * Built a second time with TT_GPU (train_zero_cuda, label gpu): the same on
+ * Built a second time with TT_GPU (train_trainable_stream_cuda, label gpu): the same on
  * device cuda:0, where BF16 activations make the forward visits read BF16
  * shadows of the F32 LoRA parameters — bit-identical to the resident run is
  * the check that the shadows round as the linear op's own cast. */
@@ -134,7 +134,7 @@ static int ab_setup(ab_runs *q, const char *tag, const char *b, int steps, int e
 /* Streamed == resident, 4 steps, no clipping; `wdt`: network.weight_dtype (NULL: F32). */
 static void equals_resident_case(const char *wdt) {
     ab_runs q;
-    CU_ASSERT_FATAL(ab_setup(&q, "zero", "streamed", 4, 2, 4) == 0);
+    CU_ASSERT_FATAL(ab_setup(&q, "tstream", "streamed", 4, 2, 4) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     if (wdt) c.wdt = wdt;
@@ -160,7 +160,7 @@ static void test_streamed_equals_resident_bf16(void) { equals_resident_case("bf1
  * never with a budget that fits changes nothing. */
 static void test_stream_trainable_state_key(void) {
     char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], cc[1100], oc[1100], p[1200];
-    CU_ASSERT_FATAL(tt_setup("zero_key", root, sizeof root) == 0);
+    CU_ASSERT_FATAL(tt_setup("tstream_key", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
     tt_fmt(oa, sizeof oa, "%s/resident", root);
     tt_fmt(ob, sizeof ob, "%s/always", root);
@@ -200,7 +200,7 @@ static void test_stream_trainable_state_key(void) {
 static void test_stream_compression_key(void) {
     ab_runs q;
     char p[1200];
-    CU_ASSERT_FATAL(ab_setup(&q, "zero_codec", "coded", 3, 3, 2) == 0);
+    CU_ASSERT_FATAL(ab_setup(&q, "tstream_codec", "coded", 3, 3, 2) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
@@ -230,7 +230,7 @@ static void test_stream_compression_key(void) {
 static void lent_case(int accum) {
     ab_runs q;
     char p[1200];
-    CU_ASSERT_FATAL(ab_setup(&q, "zero_lend", "lent", 4, 2, 4) == 0);
+    CU_ASSERT_FATAL(ab_setup(&q, "tstream_lend", "lent", 4, 2, 4) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0.02", accum) == 0);
@@ -273,7 +273,7 @@ static void test_lent_grads_accumulated(void) { lent_case(2); }
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
     char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb2[1100], cb4[1100], lb2[1100], lb4[1100];
-    CU_ASSERT_FATAL(tt_setup("zero_resume", root, sizeof root) == 0);
+    CU_ASSERT_FATAL(tt_setup("tstream_resume", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
     tt_fmt(oa, sizeof oa, "%s/straight", root);
     tt_fmt(ob, sizeof ob, "%s/resumed", root);
@@ -316,7 +316,7 @@ static void test_streamed_resume_clipped(void) { resume_case("0.01"); }
 
 static void test_accumulation_refused(void) {
     char root[1024], data[1100], o[1100], cf[1100], p[1200];
-    CU_ASSERT_FATAL(tt_setup("zero_accum", root, sizeof root) == 0);
+    CU_ASSERT_FATAL(tt_setup("tstream_accum", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
     tt_fmt(o, sizeof o, "%s/out", root);
     tt_fmt(cf, sizeof cf, "%s/accum.yaml", root);
@@ -342,7 +342,7 @@ static void test_encode_budget(void) {
     char taef1[1024], root[1024], data[1100], o[1100], cf[1100], p[1200], kw[1400];
     if (!ork_test_shared("assets/taef1/taef1_encoder.safetensors", taef1, sizeof taef1)) return;
     *strrchr(taef1, '/') = 0;
-    CU_ASSERT_FATAL(tt_setup("zero_encode", root, sizeof root) == 0);
+    CU_ASSERT_FATAL(tt_setup("tstream_encode", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
     tt_fmt(o, sizeof o, "%s/out", root);
     tt_fmt(cf, sizeof cf, "%s/encode.yaml", root);
@@ -409,8 +409,8 @@ static const ork_test_case cases[] = {{"streamed_equals_resident", test_streamed
 #include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
 int main(void) {
     if (ork_cuda_device_count() <= 0) return 77;
-    return ork_test_run("train_zero_cuda", NULL, NULL, cases);
+    return ork_test_run("train_trainable_stream_cuda", NULL, NULL, cases);
 }
 #else
-ORK_TEST_MAIN("train_zero", NULL, NULL, cases)
+ORK_TEST_MAIN("train_trainable_stream", NULL, NULL, cases)
 #endif
