@@ -16,7 +16,10 @@
  * forward passes and the outputs' copies back; encode_captions_per_s),
  * captions_per_s, peak_gib (the allocator's high-water mark: weights +
  * activations; the CUDA context and cuBLAS workspace are not in it),
- * weight_gib, layer_major, chunk. Not a test. */
+ * weight_gib, layer_major, chunk, retries (chunks the budget refused, 0
+ * when the plan's activation figure is right), act_peak_gib (the most
+ * activation bytes live at once), act_planned_gib (the arena the plan sized)
+ * and act_arena_gib (its size at the end: larger when it grew). Not a test. */
 #include "plugin/registry.h"
 #include "tensor/backend.h"
 #include "text/conditioner.h"
@@ -145,11 +148,13 @@ int main(int argc, char **argv) {
         printf("{\"impl\": \"orakul\", \"tag\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"captions\": %d, \"T\": %d, "
                "\"seconds\": %.3f, \"captions_per_s\": %.2f, \"load_seconds\": %.3f, \"tokenize_seconds\": %.3f, "
                "\"encode_seconds\": %.3f, \"encode_captions_per_s\": %.2f, \"peak_gib\": %.3f, \"weight_gib\": %.3f, "
-               "\"layer_major\": %d, \"chunk\": %d, \"budget_gib\": %.2f, \"finite\": %d, \"repeat\": %d}\n",
+               "\"layer_major\": %d, \"chunk\": %d, \"retries\": %d, \"act_peak_gib\": %.3f, \"act_planned_gib\": %.3f, "
+               "\"act_arena_gib\": %.3f, \"budget_gib\": %.2f, \"finite\": %d, \"repeat\": %d}\n",
                tag, name, o.quantize ? o.qtype : be->device == ORK_DEV_CUDA ? "bf16" : "f32", n, e.T, s.seconds,
                s.seconds > 0 ? n / s.seconds : 0.0, s.load_seconds, s.tokenize_seconds, s.encode_seconds,
                s.encode_seconds > 0 ? n / s.encode_seconds : 0.0, s.peak_bytes / 1073741824.0, s.weight_bytes / 1073741824.0,
-               s.layer_major, s.chunk, budget_gb, finite, r);
+               s.layer_major, s.chunk, s.retries, s.act_peak_bytes / 1073741824.0, s.act_planned_bytes / 1073741824.0,
+               s.act_arena_bytes / 1073741824.0, budget_gb, finite, r);
         fflush(stdout);
         ork_text_embed_free(&e);
     }

@@ -45,24 +45,59 @@ struct ork_textcond {
  * grows into it; cuBLAS's workspace). */
 #define TC_MARGIN ((size_t)64 << 20)
 
-/* The encode's plan for one slot on a backend within budget (0: none). */
+/* The encode's plan for one slot on a backend within budget (0: none).
+ *
+ * The activations of a chunk of c captions (ork_tc_chunk_bytes: what the
+ * graph's arena holds at its peak, counted from what the t5clip blocks
+ * allocate; the arena is reset at every block, so one block's). Per caption,
+ * with e = L·D·s and f = L·F·s (s the activation dtype's size, F the widest
+ * linear output, the feed-forward's):
+ *   feed-forward: 5e + 3f (the block's input, q, k, v — pinned by the heads'
+ *                 views until the block ends —, x1, gelu(wi_0·h), wi_1·h and
+ *                 their product), plus one dequantized weight (N·K·s) per
+ *                 chunk when the weights are quantized;
+ *   attention:    8e (input, q, k, v, the three head copies, the output)
+ *                 plus the scores (F32) and probabilities (s, when s < 4) of
+ *                 H·L² each, for at most attn_slice captions at once;
+ *   embeddings:   e, plus the position bias being made once per chunk
+ *                 (bucket ids L²·4, the gathered table and its permuted copy
+ *                 2·H·L²·s);
+ * the largest of the three, plus the allocator's rounding and first-fit's
+ * holes (1/16). That is T5's (its blocks drop each tensor once used); for
+ * any other family (CLIP's blocks drop none) both phases count every tensor
+ * the block makes: L·s·(Σ linear outputs + 12 D + F) per caption. Measured
+ * on the CPU (F32) at T5 d_model 32 and 256, CLIP width 16 and 256, chunks
+ * of 1-16, resident and layer-major: 1-15 % above the arena's peak. What
+ * lives outside the arena: the weights, the carries between blocks
+ * (carry_per_caption each, twice while a block's output is saved) and what
+ * every caption of a chunk shares (T5's position bias). */
 typedef struct tc_plan {
     size_t w_total;        /* stored bytes of every weight */
     size_t w_block_max;    /* of the largest block */
-    size_t act_per_caption;/* activations of one caption through the largest block (estimate), of which */
-    size_t attn_seq;       /* its attention scores + probabilities, held for ... */
+    size_t act_per_caption;/* ork_tc_chunk_bytes(p, 1): one caption's activations (describe, shares) */
+    size_t act_ff;         /* per caption: the feed-forward phase */
+    size_t act_attn;       /* per caption: the attention phase without its scores */
+    size_t attn_seq;       /* per caption: its attention scores + probabilities, held for ... */
     int attn_slice;        /* ... at most this many captions at once (ORK_ATTN_BIAS_SLICE) */
-    size_t scratch;        /* dequantize scratch, workspace margin, the position bias being made */
+    size_t act_deq;        /* per chunk: the largest dequantized weight (quantized weights), else 0 */
+    size_t act_embed;      /* per chunk: the position bias being made (block 0) */
+    double act_scale;      /* ORAKUL_TEXT_ACT_SCALE (tests: a wrong estimate), else 1 */
+    int heads;             /* H of the scores: T5's position-bias table, else D/64 */
+    size_t scratch;        /* outside the arena: the margin for what the estimate misses (cuBLAS's workspace) */
     int layer_major;
     int chunk;             /* captions per chunk */
-    size_t peak;           /* predicted device peak */
+    size_t peak;           /* predicted device peak: weights, the chunk's arena, its carries */
     double flops_per_caption;
-    size_t carry_per_caption; /* layer-major: one caption's carry between blocks (estimate) */
+    size_t carry_per_caption; /* one caption's carry between blocks */
     size_t carry_shared;      /* ... and what every caption shares (T5's position bias) */
 } tc_plan;
 
 /* Activation bytes of a chunk of `chunk` captions under plan p (the arena's size). */
 size_t ork_tc_chunk_bytes(const tc_plan *p, int chunk);
+/* What such a chunk needs beside the weights and the margin: its arena, its
+ * carries and the shared ones. The plan's chunk is the largest whose need
+ * fits what the budget leaves. */
+size_t ork_tc_chunk_need(const tc_plan *p, int chunk);
 /* Stored bytes of weight d under slot t's storage (act dtype of be, quantizer). */
 size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype store_dt);
 /* The plan (tc_plan) for n captions; ORK_E_BUDGET with one line when nothing fits. */

@@ -2,7 +2,10 @@
  * then per encoder (one after the other, each within the whole budget) make
  * an allocator, a no-grad graph and a weight store of its own, run
  *   RESIDENT:    every weight loaded once; captions in chunks, each chunk
- *                through begin + every block + end;
+ *                through begin + every block + end, the arena reset at
+ *                every block (the carry kept apart in between, as
+ *                layer-major's on the device): a chunk's activations are
+ *                one block's, what the plan counts;
  *   LAYER-MAJOR: for block k: load block k's weights (a store holding only
  *                them, filled through a sink that passes only their puts),
  *                push every chunk's carry (kept between blocks) through
@@ -170,32 +173,6 @@ static ork_text_encoder_inputs inputs_of(const tc_slot *t, const int32_t *ids, c
     ork_text_encoder_inputs in = {ORK_ABI_INIT(ork_text_encoder_inputs), B, t->L, ids + (size_t)c0 * t->L,
                                   t->use_mask ? mask + (size_t)c0 * t->L : NULL};
     return in;
-}
-
-static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
-                               ork_text_embed *out, int keep) {
-    tc_slot *t = r->t;
-    if (!r->ws) ORK_TRY(store_load(r, -1));
-    for (int c0 = 0; c0 < n; c0 += chunk) {
-        int B = n - c0 < chunk ? n - c0 : chunk;
-        ORK_TRY(ork_graph_reset(r->g));
-        ork_text_encoder_inputs in = inputs_of(t, ids, mask, c0, B);
-        ork_carry c;
-        ORK_TRY(t->vt->begin(t->self, r->g, &in, &c));
-        for (int k = 0; k < t->info.n_blocks; k++) {
-            ork_carry before = c;
-            ORK_TRY(t->vt->block(t->self, r->g, k, &c));
-            /* a slot the block replaced is dead: give its memory back now */
-            for (int s = 0; s < before.n && s < ORK_CARRY_MAX; s++)
-                if (before.t[s] && before.t[s] != c.t[s] && ork_tensor_api_has_drop(r->ta)) r->ta->drop(r->g, before.t[s]);
-        }
-        ork_text_encoder_outputs o;
-        ORK_TRY(t->vt->end(t->self, r->g, &c, &o));
-        ORK_TRY(copy_out(r, &o, c0, B, out));
-    }
-    ORK_TRY(ork_graph_reset(r->g));
-    if (!keep) store_free(r);
-    return ORK_OK;
 }
 
 /* ---- layer-major: every chunk's carry kept between blocks ----------------- */
@@ -390,6 +367,29 @@ static ork_status restore_carry(runner *r, hcarry *h, int ci, ork_tensor **share
     return ORK_OK;
 }
 
+/* Block k of chunk ci (captions [c0, c0 + B)) in a fresh arena: its carry
+ * from begin (k 0) or old[ci], then the block, then the outputs into out (the
+ * last block) or the carry saved into nw[ci]. */
+static ork_status run_block(runner *r, lm_state *ls, const int32_t *ids, const int32_t *mask, int k, int c0, int B,
+                            int ci, hcarry *old, hcarry *nw, ork_tensor **shared, ork_text_embed *out) {
+    tc_slot *t = r->t;
+    ORK_TRY(ork_graph_reset(r->g));
+    ork_carry c;
+    if (k == 0) {
+        ork_text_encoder_inputs in = inputs_of(t, ids, mask, c0, B);
+        ORK_TRY(t->vt->begin(t->self, r->g, &in, &c));
+    } else {
+        ORK_TRY(restore_carry(r, &old[ci], ci, shared, &c));
+    }
+    ORK_TRY(t->vt->block(t->self, r->g, k, &c));
+    if (k == t->info.n_blocks - 1) {
+        ork_text_encoder_outputs o;
+        ORK_TRY(t->vt->end(t->self, r->g, &c, &o));
+        return copy_out(r, &o, c0, B, out);
+    }
+    return save_carry(r, ls, &c, k > 0 ? old : NULL, nw, ci, B);
+}
+
 static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, const int32_t *mask, int n,
                                   int chunk, ork_text_embed *out) {
     tc_slot *t = r->t;
@@ -415,24 +415,7 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
         }
         for (int ci = 0; ci < nch && st == ORK_OK; ci++) {
             int c0 = ci * chunk, B = n - c0 < chunk ? n - c0 : chunk;
-            st = ork_graph_reset(r->g);
-            ork_carry c;
-            if (st == ORK_OK) {
-                if (k == 0) {
-                    ork_text_encoder_inputs in = inputs_of(t, ids, mask, c0, B);
-                    st = t->vt->begin(t->self, r->g, &in, &c);
-                } else {
-                    st = restore_carry(r, &old[ci], ci, shared, &c);
-                }
-            }
-            if (st == ORK_OK) st = t->vt->block(t->self, r->g, k, &c);
-            if (st == ORK_OK && k == nb - 1) {
-                ork_text_encoder_outputs o;
-                st = t->vt->end(t->self, r->g, &c, &o);
-                if (st == ORK_OK) st = copy_out(r, &o, c0, B, out);
-            } else if (st == ORK_OK) {
-                st = save_carry(r, &ls, &c, k > 0 ? old : NULL, nw, ci, B);
-            }
+            st = run_block(r, &ls, ids, mask, k, c0, B, ci, old, nw, shared, out);
         }
         if (st == ORK_OK) st = ork_graph_reset(r->g);
         for (int i = 0; i < ORK_CARRY_MAX; i++) {
@@ -452,6 +435,48 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
     hpool_free(&ls.pool);
     free(old);
     free(nw);
+    return st;
+}
+
+/* ---- resident: every weight loaded once, the captions in chunks ----------- */
+
+/* Chunk by chunk, each through begin + every block + end. The arena is reset
+ * at every block and the carry kept between blocks in device tensors of its
+ * own (save_carry, as layer-major's on-device carries): what a block leaves
+ * in the arena — tensors it cannot drop, such as one a view was made of (the
+ * heads' reshape of q, k, v) — dies with the block instead of piling up over
+ * all of them (24 T5-XXL blocks pinned 3 L·D per caption each: 24 GiB for 64
+ * captions). The activations of a chunk are then those of one block, what
+ * the plan counts. The same ops on the same chunks: the same bits. */
+static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mask, int n, int chunk,
+                               ork_text_embed *out, int keep) {
+    tc_slot *t = r->t;
+    if (!r->ws) ORK_TRY(store_load(r, -1));
+    int nb = t->info.n_blocks;
+    lm_state ls;
+    memset(&ls, 0, sizeof ls);
+    ls.on_device = 1;
+    hcarry hc[2];
+    memset(hc, 0, sizeof hc);
+    ork_tensor *shared[ORK_CARRY_MAX] = {0};
+    ork_status st = ORK_OK;
+    for (int c0 = 0; c0 < n && st == ORK_OK; c0 += chunk) {
+        int B = n - c0 < chunk ? n - c0 : chunk;
+        hcarry *old = &hc[0], *nw = &hc[1];
+        for (int k = 0; k < nb && st == ORK_OK; k++) {
+            for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
+            st = run_block(r, &ls, ids, mask, k, c0, B, 0, old, nw, shared, out);
+            hcarry_free(old, &ls.pool); /* slots nw took over are no longer old's to free */
+            hcarry *tmp = old;
+            old = nw;
+            nw = tmp;
+        }
+        hcarry_free(&hc[0], &ls.pool);
+        hcarry_free(&hc[1], &ls.pool);
+    }
+    if (st == ORK_OK) st = ork_graph_reset(r->g);
+    hpool_free(&ls.pool);
+    if (!keep) store_free(r);
     return st;
 }
 
@@ -479,7 +504,7 @@ void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int
     size_t per = p->carry_per_caption ? p->carry_per_caption : 1, fit;
     const char *force = getenv("ORAKUL_TEXT_CARRY");
     size_t avail = !budget ? (size_t)16 << 30
-                 : budget > p->peak + p->carry_shared ? budget - p->peak - p->carry_shared : 0;
+                 : budget > p->peak ? budget - p->peak : 0; /* the peak counts the chunk's own carries */
     fit = avail / per;
     *on_device = fit >= (size_t)p->chunk;
     if (force && !strcmp(force, "host")) *on_device = 0;
@@ -496,6 +521,10 @@ void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int
     }
     *group = (size_t)n > fit ? (int)(fit / (size_t)p->chunk * (size_t)p->chunk) : n;
 }
+
+/* The arena a plan sizes up front: the chunk's activations (the margin,
+ * p->scratch, stays outside: what the estimate misses grows into it). */
+static size_t tc_arena_bytes(const tc_plan *p) { return ork_tc_chunk_bytes(p, p->chunk); }
 
 static void runner_close(runner *r) {
     store_free(r);
@@ -528,7 +557,7 @@ static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *b
         go.arena_tag = "text encode";
         /* the arena before the weights: what the plan gave the activations (within
          * the budget with the weights); on the CPU the pages are touched only when used */
-        if (p) go.arena_initial = ork_tc_chunk_bytes(p, p->chunk) + (p->scratch > TC_MARGIN ? p->scratch - TC_MARGIN : 0);
+        if (p) go.arena_initial = tc_arena_bytes(p);
         st = ork_graph_create(be, r->a, &go, &r->g);
     }
     if (st == ORK_OK) {
@@ -563,7 +592,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     if (st == ORK_OK && !kept) st = runner_open(tc, t, be, budget, &p, r);
     else if (!kept) memset(r, 0, sizeof *r);
     double load0 = r->load_s;
-    int on_device = 0;
+    int on_device = 0, retries = 0;
     /* The plan's activation figure is an estimate: a chunk the budget refuses
      * is tried again at half the captions (the refusal a warning), down to one */
     for (;;) {
@@ -572,6 +601,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
                      p.chunk, budget / 1073741824.0, p.chunk / 2);
             p.chunk /= 2;
+            retries++;
             if (kept) { /* the caller's runner (encode_each): its arena stays */
                 store_free(r);
                 ork_graph_reset(r->g);
@@ -600,6 +630,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
         if (st == ORK_OK) break;
     }
     size_t peak = r->a ? ork_alloc_peak(r->a) : 0;
+    size_t act_peak = r->g ? ork_arena_peak(r->g->arena) : 0, act_cap = r->g ? ork_arena_capacity(r->g->arena) : 0;
     double t_load = r->load_s - load0;
     if (!kept) runner_close(r);
     free(ids);
@@ -607,6 +638,12 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     if (st != ORK_OK) return st;
     double dt = now_s() - t0;
     if (peak > stats->peak_bytes) stats->peak_bytes = peak;
+    if (act_peak > stats->act_peak_bytes) {
+        stats->act_peak_bytes = act_peak;
+        stats->act_planned_bytes = tc_arena_bytes(&p);
+        stats->act_arena_bytes = act_cap;
+    }
+    stats->retries += retries;
     stats->layer_major |= p.layer_major;
     if (t->feeds & ORK_TEXT_FEEDS_TXT) stats->chunk = p.chunk;
     stats->weight_bytes += p.w_total;
@@ -615,12 +652,14 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     stats->tokenize_seconds += t_tok;
     stats->encode_seconds += t_enc > 0 ? t_enc : 0;
     ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s): weights to the device %.2f s, tokenize %.2f s, "
-             "encode %.2f s (%.1f/s); %s, %d per chunk, peak %.2f GiB%s", t->s.encoder,
+             "encode %.2f s (%.1f/s); %s, %d per chunk, peak %.2f GiB (activations %.1f MiB of the %.1f MiB "
+             "planned)%s", t->s.encoder,
              t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0, t_load, t_tok,
              t_enc, t_enc > 0 ? n / t_enc : 0.0,
              !p.layer_major ? (kept ? "resident (weights kept for the next group)" : "resident")
              : on_device ? "layer-major (carries on the device)"
                          : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
+             act_peak / 1048576.0, tc_arena_bytes(&p) / 1048576.0,
              t->qpc ? ", quantized" : "");
     return ORK_OK;
 }

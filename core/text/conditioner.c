@@ -17,6 +17,7 @@
 #include "config/config.h"
 
 #include "stream/plan.h"
+#include "tensor/alloc.h" /* ORK_ALLOC_ALIGN */
 #include "tensor/ops_text.h" /* ORK_ATTN_BIAS_SLICE */
 #include "tensor/tensor.h"
 #include "text/tokenizer.h"
@@ -442,17 +443,34 @@ size_t ork_tc_weight_bytes(const tc_slot *t, const ork_weight_decl *d, ork_dtype
 }
 
 size_t ork_tc_chunk_bytes(const tc_plan *p, int chunk) {
-    size_t c = (size_t)(chunk > 0 ? chunk : 1), full = (size_t)(p->attn_slice > 0 ? p->attn_slice : 1);
-    return c * p->act_per_caption - (c > full ? (c - full) * p->attn_seq : 0);
+    size_t c = (size_t)(chunk > 0 ? chunk : 1), sl = (size_t)(p->attn_slice > 0 ? p->attn_slice : 1);
+    size_t ff = c * p->act_ff + p->act_deq;
+    size_t at = c * p->act_attn + (c < sl ? c : sl) * p->attn_seq;
+    size_t em = c * (p->act_attn / 8) + p->act_embed;
+    size_t m = ff > at ? ff : at;
+    if (em > m) m = em;
+    /* each live tensor rounded to ORK_ALLOC_ALIGN (about 16 a caption at once), first-fit's holes */
+    m += m / 16 + (c * 16 + 64) * ORK_ALLOC_ALIGN;
+    return p->act_scale != 1.0 ? (size_t)((double)m * p->act_scale) + 1 : m;
 }
 
-/* The most captions whose activations fit in room (at least one). */
-static int tc_chunk_fit(const tc_plan *p, size_t room) {
-    size_t full = (size_t)(p->attn_slice > 0 ? p->attn_slice : 1), rest = p->act_per_caption - p->attn_seq;
-    size_t c = room / (p->act_per_caption ? p->act_per_caption : 1);
-    if (c > full && rest) c = (room - full * p->attn_seq) / rest; /* past a slice: no more scores */
-    if (c < 1) c = 1;
-    return c > (size_t)1 << 30 ? 1 << 30 : (int)c;
+/* What a chunk of c captions needs beside the weights and the margin: its
+ * arena and its carries (the block's input and its saved output; layer-major
+ * keeps the others' apart, ork_tc_lm_group). */
+size_t ork_tc_chunk_need(const tc_plan *p, int c) {
+    return ork_tc_chunk_bytes(p, c) + 2 * (size_t)c * p->carry_per_caption + p->carry_shared;
+}
+
+/* The most captions (at most cap) whose chunk fits in room; 0: not one. */
+static int tc_chunk_fit(const tc_plan *p, size_t room, int cap) {
+    if (ork_tc_chunk_need(p, 1) > room) return 0;
+    int lo = 1, hi = cap > 1 ? cap : 1; /* need() grows with c: the largest c that fits */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (ork_tc_chunk_need(p, mid) <= room) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n, int quiet, tc_plan *out) {
@@ -460,96 +478,105 @@ ork_status ork_tc_plan(const tc_slot *t, ork_dtype act_dt, size_t budget, int n,
     const ork_text_encoder_info *in = &t->info;
     int nb = in->n_blocks;
     size_t *wb = calloc((size_t)(nb > 0 ? nb : 1), sizeof *wb);
-    int64_t *outsum = calloc((size_t)(nb > 0 ? nb : 1), sizeof *outsum);
-    if (!wb || !outsum) {
+    if (!wb) return ORK_E_NOMEM;
+    size_t asz = ork_dtype_size(act_dt);
+    int64_t max_lin = 0, max_out = 0, heads = 0, *outsum = calloc((size_t)(nb > 0 ? nb : 1), sizeof *outsum);
+    double lin_params = 0;
+    int n_attn = 0, *has_lin = calloc((size_t)(nb > 0 ? nb : 1), sizeof *has_lin);
+    if (!has_lin || !outsum) {
         free(wb);
+        free(has_lin);
         free(outsum);
         return ORK_E_NOMEM;
     }
-    size_t asz = ork_dtype_size(act_dt);
-    int64_t max_lin = 0;
-    double lin_params = 0;
-    int n_attn = 0;
     for (int i = 0; i < in->n_weights; i++) {
         const ork_weight_decl *d = &in->weights[i];
         if (d->block < 0 || d->block >= nb) continue;
         wb[d->block] += ork_tc_weight_bytes(t, d, act_dt);
         if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
+            has_lin[d->block] = 1;
             outsum[d->block] += d->shape[0];
             if (d->shape[0] * d->shape[1] > max_lin) max_lin = d->shape[0] * d->shape[1];
+            if (d->shape[0] > max_out) max_out = d->shape[0];
             lin_params += (double)d->shape[0] * (double)d->shape[1];
         }
+        /* T5's position-bias table (buckets, H) says the heads */
+        if (d->ndim == 2 && strstr(d->name, "relative_attention_bias")) heads = d->shape[1];
     }
-    int64_t max_out = 0;
+    int64_t max_sum = 0;
     for (int b = 0; b < nb; b++) {
         out->w_total += wb[b];
         if (wb[b] > out->w_block_max) out->w_block_max = wb[b];
-        if (outsum[b] > max_out) max_out = outsum[b];
-        if (outsum[b] > 0) n_attn++;
+        if (outsum[b] > max_sum) max_sum = outsum[b];
+        n_attn += has_lin[b];
     }
     free(wb);
+    free(has_lin);
     free(outsum);
-    int64_t L = t->L, D = in->hidden_dim, H = D / 64 > 0 ? D / 64 : 1;
-    /* one caption through the largest block: every linear output at once and
-     * the carry in and out (T5's gated feed-forward peaks at x, x1, gelu(wi_0·h),
-     * wi_1·h and their product: 9.5 L·D, under this 12 L·D); the attention's
-     * F32 scores and probabilities come in slices of whole sequences
-     * (ORK_ATTN_BIAS_SLICE): per caption up to attn_seq_bytes, then fixed */
-    out->attn_seq = (size_t)(H * L * L) * (4 + (asz < 4 ? asz : 0));
-    out->attn_seq += out->attn_seq / 8;
-    out->act_per_caption = (size_t)(L * max_out) * asz + (size_t)(2 * L * D) * asz;
-    out->act_per_caption += out->act_per_caption / 4 + out->attn_seq; /* allocator rounding, views */
-    size_t s32 = (size_t)(H * L * L) * 4;
+    int64_t L = t->L, D = in->hidden_dim, F = max_out > D ? max_out : D;
+    int64_t H = heads > 0 ? heads : D / 64 > 0 ? D / 64 : 1;
+    size_t e = (size_t)(L * D) * asz, f = (size_t)(L * F) * asz, hll = (size_t)(H * L * L);
+    out->heads = (int)H;
+    if (in->family && !strcmp(in->family, "t5")) { /* measured: T5's blocks drop what they can */
+        out->act_ff = 5 * e + 3 * f;
+        out->act_attn = 8 * e;
+    } else { /* any other (CLIP's blocks drop nothing): every tensor the block makes at once — its
+              * linears' outputs, the head copies, norms, residuals and activation: Σout + 12 D + F */
+        out->act_ff = (size_t)(L * (max_sum + 12 * D + F)) * asz;
+        out->act_attn = out->act_ff;
+    }
+    out->attn_seq = hll * (4 + (asz < 4 ? asz : 0));
+    size_t s32 = hll * 4;
     out->attn_slice = (int)(s32 ? ORK_ATTN_BIAS_SLICE / s32 : 1);
     if (out->attn_slice < 1) out->attn_slice = 1;
-    /* dequantize scratch, workspace margin, and the position bias while it is
-     * made (bucket ids I32, the gathered table and its permuted copy) */
-    out->scratch = (size_t)max_lin * 2 + TC_MARGIN + (size_t)(H * L * L) * (4 + 2 * asz);
+    out->act_deq = t->qpc ? (size_t)max_lin * asz : 0;
+    out->act_embed = (size_t)(L * L) * 4 + 2 * hll * asz;
+    out->act_scale = 1.0;
     const char *as = getenv("ORAKUL_TEXT_ACT_SCALE"); /* tests: a wrong estimate, to see encode recover */
-    if (as && atof(as) > 0) {
-        out->attn_seq = (size_t)((double)out->attn_seq * atof(as));
-        out->act_per_caption = (size_t)((double)out->act_per_caption * atof(as)) + 1;
-        out->scratch = (size_t)((double)out->scratch * atof(as));
-    }
-    out->carry_per_caption = (size_t)(L * D) * asz + (size_t)L * 16 + 1024;
-    out->carry_shared = (size_t)(H * L * L) * 4;
+    if (as && atof(as) > 0) out->act_scale = atof(as);
+    out->act_per_caption = ork_tc_chunk_bytes(out, 1);
+    out->scratch = out->act_scale != 1.0 ? (size_t)((double)TC_MARGIN * out->act_scale) : TC_MARGIN;
+    out->carry_per_caption = e + (size_t)L * 16 + 1024;
+    out->carry_shared = hll * asz + ORK_ALLOC_ALIGN;
     out->flops_per_caption = 2.0 * lin_params * (double)L + 4.0 * (double)n_attn * (double)L * (double)L * (double)D;
     const char *lm = getenv("ORAKUL_TEXT_LAYER_MAJOR");
     int force_lm = lm && *lm && strcmp(lm, "0") != 0;
-    int cap = 64; /* captions per chunk at most: bigger chunks gain nothing once GEMMs are large */
+    /* captions per chunk at most: ORAKUL_TEXT_CHUNK, else ORAKUL_TEXT_CHUNK_TOKENS (16384) tokens and 64
+     * captions: past some 8k rows the GEMMs gain nothing from a bigger chunk, the activations keep growing */
+    long tok = 16384;
+    const char *ct = getenv("ORAKUL_TEXT_CHUNK_TOKENS");
+    if (ct && atol(ct) > 0) tok = atol(ct);
+    int cap = (int)(tok / (L > 0 ? L : 1));
+    if (cap > 64) cap = 64;
     const char *cc = getenv("ORAKUL_TEXT_CHUNK");
     if (cc && atoi(cc) > 0) cap = atoi(cc);
     if (n > 0 && cap > n) cap = n;
     if (cap < 1) cap = 1;
     size_t need_res = out->w_total + out->scratch, need_lm = out->w_block_max + out->scratch;
-    size_t one = out->act_per_caption;
-    if (!budget) {
-        out->layer_major = force_lm;
-        out->chunk = cap;
-    } else if (!force_lm && budget > need_res + one) {
-        out->chunk = tc_chunk_fit(out, budget - need_res);
-    } else if (budget > need_lm + one) {
+    int c_res = !budget ? cap : budget > need_res ? tc_chunk_fit(out, budget - need_res, cap) : 0;
+    int c_lm = !budget ? cap : budget > need_lm ? tc_chunk_fit(out, budget - need_lm, cap) : 0;
+    if (!force_lm && c_res > 0) {
+        out->chunk = c_res;
+    } else if (c_lm > 0) {
         out->layer_major = 1;
-        out->chunk = tc_chunk_fit(out, budget - need_lm);
+        out->chunk = c_lm;
     } else {
         if (!quiet)
             ORK_FAIL(ORK_E_BUDGET, "text encoder %s: its largest block (%.2f GiB) and one caption's activations "
                      "(%.2f GiB) do not fit in model.vram_budget_gb (%.2f GiB)", t->s.encoder,
-                     out->w_block_max / 1073741824.0, one / 1073741824.0, budget / 1073741824.0);
+                     out->w_block_max / 1073741824.0, ork_tc_chunk_need(out, 1) / 1073741824.0, budget / 1073741824.0);
         return ORK_E_BUDGET;
     }
-    if (out->chunk > cap) out->chunk = cap;
-    if (out->chunk < 1) out->chunk = 1;
     /* layer-major: every caption's carry on the device beats a bigger chunk whose
      * carries go down to the host and up again at every block (copies of
      * L·D each way per caption and block), as long as the chunk stays 16 or more */
-    size_t carries = (size_t)(n > 0 ? n : 1) * out->carry_per_caption + out->carry_shared;
-    if (out->layer_major && budget && budget < need_lm + ork_tc_chunk_bytes(out, out->chunk) + carries &&
-        budget > need_lm + out->act_per_caption + carries) {
-        int c = tc_chunk_fit(out, budget - need_lm - carries);
-        if (c >= 16 || c >= out->chunk) out->chunk = c < out->chunk ? c : out->chunk;
+    size_t carries = (size_t)(n > 0 ? n : 1) * out->carry_per_caption;
+    if (out->layer_major && budget && budget < need_lm + carries + ork_tc_chunk_need(out, out->chunk) &&
+        budget > need_lm + carries + ork_tc_chunk_need(out, 1)) {
+        int c = tc_chunk_fit(out, budget - need_lm - carries, out->chunk);
+        if (c >= 16 || c >= out->chunk) out->chunk = c;
     }
-    out->peak = (out->layer_major ? need_lm : need_res) + ork_tc_chunk_bytes(out, out->chunk);
+    out->peak = (out->layer_major ? need_lm : need_res) + ork_tc_chunk_need(out, out->chunk);
     return ORK_OK;
 }
 
@@ -572,11 +599,13 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
     fprintf(out, ", within %.2f GiB (%s)", budget_bytes / 1073741824.0, bwhy);
     fprintf(out, "; its memory is given back before training\n");
     double total = 0;
+    size_t peak_all = 0;
     for (int i = 0; i < tc->n; i++) {
         const tc_slot *t = &tc->sl[i];
         tc_plan p;
         ork_status s = ork_tc_plan(t, act, budget_bytes, n_captions, 0, &p);
         if (s != ORK_OK) return s;
+        if (p.peak > peak_all) peak_all = p.peak;
         double rate = dk.tflops * 1e12 * (dk.mfu > 0 ? dk.mfu : 0.5);
         double t_comp = p.flops_per_caption * n_captions / rate;
         int on_device = 1, group = n_captions > 0 ? n_captions : 1;
@@ -602,7 +631,7 @@ ork_status ork_textcond_describe(const ork_textcond *tc, const ork_backend *be, 
                 p.act_per_caption / 1073741824.0, t_comp + t_pcie, t_comp, 100 * (dk.mfu > 0 ? dk.mfu : 0.5),
                 dk.name, dk.tflops, t_pcie);
     }
-    fprintf(out, "  text encode predicted %.1f s in all (%.1f captions/s)\n", total,
-            total > 0 ? n_captions / total : 0.0);
+    fprintf(out, "  text encode predicted %.1f s in all (%.1f captions/s), device peak %.2f GiB (the largest "
+            "encoder's; one encoder at a time)\n", total, total > 0 ? n_captions / total : 0.0, peak_all / 1073741824.0);
     return ORK_OK;
 }

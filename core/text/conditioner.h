@@ -34,6 +34,8 @@
  * host|device places layer-major's carries; ORAKUL_TEXT_HOST_GIB (8) bounds
  * host carries per weight pass; ORAKUL_TEXT_GROUP_GIB (4) encode_each's
  * groups; ORAKUL_TEXT_ACT_SCALE scales the activation estimate;
+ * ORAKUL_TEXT_CHUNK_TOKENS (16384) caps a chunk's tokens (T5 at 512: 32
+ * captions) where a larger one would only cost memory;
  * ORAKUL_TEXT_ATTN_UNFUSED=1 runs attention_bias's biases, softmax and cast as
  * separate passes on CUDA (the A/B of cuda_text.cu's kernel);
  * ORAKUL_TEXT_PREFETCH_THREADS (cores / 4, at most 4; 0 none) the t5clip
@@ -147,6 +149,11 @@ typedef struct ork_textcond_stats {
                            * quantize), every encoder, every layer-major block */
     double encode_seconds;/* of seconds: the forward passes and the copies of the outputs back */
     double tokenize_seconds;
+    int retries;          /* chunks the budget refused after all, retried at half the size (the plan's
+                           * activation figure was too low): 0 when the plan is right */
+    size_t act_peak_bytes;   /* the highest activation bytes live at once in any encoder's arena */
+    size_t act_planned_bytes;/* what the plan sized that arena to (the chunk's activations and scratch) */
+    size_t act_arena_bytes;  /* that arena's size at the end: more than planned when it had to grow */
 } ork_textcond_stats;
 void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out);
 

@@ -278,8 +278,8 @@ static void test_layer_major(void) {
     CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_OK);
     tc_plan p;
     CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], TC_ACT, 0, K, 1, &p), ORK_OK);
-    size_t budget = p.w_block_max + p.scratch + 2 * p.act_per_caption + 1;
-    CU_ASSERT_FATAL(budget < p.w_total + p.scratch + p.act_per_caption); /* the resident path does not fit */
+    size_t budget = p.w_block_max + p.scratch + ork_tc_chunk_need(&p, 2) + 1;
+    CU_ASSERT_FATAL(budget < p.w_total + p.scratch + ork_tc_chunk_need(&p, 1)); /* the resident path does not fit */
     tc_plan q;
     CU_ASSERT_EQUAL(ork_tc_plan(&tc->sl[0], TC_ACT, budget, K, 1, &q), ORK_OK);
     CU_ASSERT(q.layer_major == 1 && q.chunk == 2);
@@ -312,7 +312,7 @@ static void test_layer_major(void) {
     setenv("ORAKUL_TEXT_CARRY", "host", 1);
     setenv("ORAKUL_TEXT_CHUNK", "1", 1);
     CU_ASSERT_EQUAL_FATAL(encode_with(&h5.mi, NULL, 0, &one, &sb), ORK_OK); /* one caption at a time: its peak */
-    size_t tight = sb.peak_bytes + 1;
+    size_t tight = sb.peak_bytes + sb.peak_bytes / 2; /* room for an arena grown by doubling, not for 2 */
     setenv("ORAKUL_TEXT_ACT_SCALE", "1e-9", 1);
     unsetenv("ORAKUL_TEXT_CHUNK");
     last_line[0] = 0;
@@ -351,6 +351,76 @@ static void test_layer_major(void) {
     ork_text_embed_free(&a);
     ork_text_embed_free(&c);
     ork_text_embed_free(&d);
+    printf("\n  ");
+}
+
+/* The plan's chunk is the largest that fits and runs without a retry: at
+ * budgets just over what c captions need (weights, margin, the chunk's
+ * activations and carries), F32 (TC_GPU: BF16) and fp8 (qfloat8) weights,
+ * resident and layer-major, at 512 tokens (4 MiB of scores per caption: the
+ * chunks differ in size), the plan picks c, the encode runs c per chunk with
+ * zero retries and its arena never grows past the plan's size nor its device
+ * bytes past the budget; c + 1 does not fit by the plan, nor by what c + 1
+ * captions really take (their arena's peak, measured without a budget, and
+ * their carries). */
+static void test_plan_fits(void) {
+    static const char *const env[] = {"ORAKUL_TEXT_ACT_SCALE", "ORAKUL_TEXT_CHUNK", "ORAKUL_TEXT_LAYER_MAJOR",
+                                      "ORAKUL_TEXT_CARRY", "ORAKUL_TEXT_CHUNK_TOKENS", NULL};
+    for (int i = 0; env[i]; i++) unsetenv(env[i]); /* what an earlier case's failure may have left */
+    hand h;
+    hand_model(&h, dir_m, 512);
+    for (int qi = 0; qi < 2; qi++) {
+        ork_textcond_opts o = {0};
+        o.quantize = qi;
+        ork_textcond *tc = NULL;
+        CU_ASSERT_EQUAL_FATAL(ork_textcond_open(reg, &h.mi, &o, &tc), ORK_OK);
+        tc_plan p0;
+        CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], TC_ACT, 0, K, 1, &p0), ORK_OK);
+        CU_ASSERT_EQUAL(p0.heads, 4); /* the position-bias table's, not D/64 */
+        for (int lm = 0; lm < 2; lm++) {
+            if (lm) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+            size_t fixed = (lm ? p0.w_block_max : p0.w_total) + p0.scratch;
+            for (int want = 2; want <= 4; want++) { /* past 1, where making the position bias is the peak */
+                size_t lo = ork_tc_chunk_need(&p0, want), hi = ork_tc_chunk_need(&p0, want + 1);
+                size_t budget = fixed + lo + (hi - lo) / 4;
+                tc_plan p;
+                CU_ASSERT_EQUAL_FATAL(ork_tc_plan(&tc->sl[0], TC_ACT, budget, K, 1, &p), ORK_OK);
+                CU_ASSERT_EQUAL(p.layer_major, lm);
+                CU_ASSERT(p.peak <= budget);
+                ork_text_embed e;
+                ork_textcond_stats st, big;
+                if (!lm) CU_ASSERT_EQUAL(p.chunk, want);
+                if (lm) setenv("ORAKUL_TEXT_CARRY", "host", 1); /* the others' carries need not fit too */
+                CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, TC_BE(), budget, K, CAPS, &e), ORK_OK);
+                ork_textcond_last_stats(tc, &st);
+                ork_text_embed_free(&e);
+                CU_ASSERT_EQUAL(st.retries, 0);
+                CU_ASSERT_EQUAL(st.chunk, p.chunk);
+                CU_ASSERT(st.peak_bytes <= budget);
+                CU_ASSERT(st.act_peak_bytes <= st.act_planned_bytes);
+                CU_ASSERT_EQUAL(st.act_arena_bytes, st.act_planned_bytes); /* never grew */
+                /* chunk + 1: what it really takes, one chunk of it, without a budget */
+                char c1[16];
+                snprintf(c1, sizeof c1, "%d", p.chunk + 1);
+                setenv("ORAKUL_TEXT_CHUNK", c1, 1);
+                CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tc, TC_BE(), 0, p.chunk + 1, CAPS, &e), ORK_OK);
+                unsetenv("ORAKUL_TEXT_CHUNK");
+                unsetenv("ORAKUL_TEXT_CARRY");
+                ork_textcond_last_stats(tc, &big);
+                ork_text_embed_free(&e);
+                CU_ASSERT(fixed + ork_tc_chunk_need(&p, p.chunk + 1) > budget);
+                size_t real = fixed + big.act_peak_bytes + 2 * (size_t)(p.chunk + 1) * p.carry_per_caption +
+                              p.carry_shared;
+                CU_ASSERT(real > budget);
+                printf("\n    %s %s: budget %.2f MiB: %d per chunk, activations %.2f of %.2f MiB planned, %d "
+                       "retries; %d per chunk would take %.2f MiB", qi ? "fp8" : "f32", lm ? "layer-major" : "resident",
+                       budget / 1048576.0, st.chunk, st.act_peak_bytes / 1048576.0, st.act_planned_bytes / 1048576.0,
+                       st.retries, p.chunk + 1, real / 1048576.0);
+            }
+            unsetenv("ORAKUL_TEXT_LAYER_MAJOR");
+        }
+        ork_textcond_close(tc);
+    }
     printf("\n  ");
 }
 
@@ -594,6 +664,7 @@ static const ork_test_case cases[] = {
     {"layer-major (budget or env) gives the resident path's bits; plan lines", test_layer_major},
     {"encode_each: groups of captions to a callback, the same rows; its failure stops", test_each},
     {"quantize_te: T5 in fp8 (qfloat8), CLIP not; layer-major the same bits", test_quantize},
+    {"the plan's chunk is the largest that fits; it runs with zero retries", test_plan_fits},
     {"FLUX plugin: slots and source folder of a diffusers folder and of a hub snapshot", test_flux},
     {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
     {"identity: stable; changes with mask, quantizer, length, file times", test_identity},
