@@ -35,18 +35,19 @@ Usage:
                              4 layers, layers [1, 3, 4] used (4 = the last:
                              the final norm applies, as transformers gives it)
         llm_ref.safetensors  inputs and float64 outputs
-  python3 llm_encoder_ref.py --real OUTDIR [--which mistral|qwen3|both] [--device cuda]
+  python3 llm_encoder_ref.py --real OUTDIR [--which mistral|qwen3|both] [--device cuda] [--small]
       The REAL shapes with random bf16 weights (on the GPU machine):
       Mistral-Small-3.x's language model (hidden 5120, 32 heads of 128, 8 kv
       heads, intermediate 32768, vocab 131072, rope_theta 1e9; the 30 layers
       the pipeline reads, config.json saying 40) and Qwen3-4B (hidden 2560,
       32 heads of 128, 8 kv heads, intermediate 9728, vocab 151936, rope_theta
-      1e6; 27 of 36 layers), saved as OUTDIR/<which>/ (config.json +
-      model.safetensors) with OUTDIR/<which>_ref.safetensors: in.ids, in.mask
+      1e6; 27 of 36 layers), saved as OUTDIR/<which>/ (config.json + shards
+      of 4 layers + index) with OUTDIR/<which>_ref.safetensors: in.ids, in.mask
       (B = 2, L = 512, left- and right-padded rows), ref.f32 (the float32
       forward of the bf16 weights: the truth) and, in the metadata,
       transformers' own bf16 forward's error against it (hf_bf16_max,
-      hf_bf16_mean, scale = max |ref|).
+      hf_bf16_mean, scale = max |ref|). --small: the same layer counts at tiny
+      widths (a CPU smoke test: --device cpu).
 
 Tiny configs: hidden 32, 4 heads of head_dim 12 (not hidden / heads, as
 Mistral-Small's 128 is not 5120 / 32), 2 kv heads (GQA), intermediate 40,
@@ -207,9 +208,12 @@ def real_cfg(which):
                        attn_implementation="sdpa"), (9, 18, 27)
 
 
-def real(outdir, which, device):
+def real(outdir, which, device, small=False):
     import time
     cfg, layers = real_cfg(which)
+    if small:  # a smoke test of this path and the C side on the CPU: the real layer counts, tiny widths
+        cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.head_dim = 1000, 64, 96, 16
+        cfg.num_attention_heads, cfg.num_key_value_heads, cfg.pad_token_id = 4, 2, 11
     full_layers = cfg.num_hidden_layers
     cfg_json = json.loads(cfg.to_json_string())
     cfg.num_hidden_layers = max(layers)  # only the layers the pipeline reads: hooks take their outputs
@@ -217,6 +221,10 @@ def real(outdir, which, device):
     torch.manual_seed(29)
     with torch.device(device):
         model = (MistralModel if which == "mistral" else Qwen3Model)(cfg).to(torch.bfloat16).eval()
+    # .to(bf16) rounds the rotary inv_freq buffer too; from_pretrained(torch_dtype=bf16), as the
+    # pipelines load, keeps it float32 (computed with dtype=torch.float): restore that
+    dim, base = cfg.head_dim, cfg.rope_parameters["rope_theta"]
+    model.rotary_emb.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float, device=device) / dim))
     with torch.no_grad():  # transformers' init gives N(0, 0.02) linears: norms ~U(0.5, 1.5) to exercise them
         for n, p in model.named_parameters():
             if "norm" in n:
@@ -249,8 +257,20 @@ def real(outdir, which, device):
     d = os.path.join(outdir, which)
     os.makedirs(d, exist_ok=True)
     t0 = time.time()
-    save_file({"model." + k: v.contiguous().cpu() for k, v in model.state_dict().items()},
-              os.path.join(d, "model.safetensors"))
+    sd = model.state_dict()  # shards of 4 layers (the index path, and no 35 GB host copy at once)
+    wmap, shards = {}, {}
+    for k in sd:
+        i = int(k.split(".")[1]) // 4 + 1 if k.startswith("layers.") else 0
+        shards.setdefault(i, []).append(k)
+    n = len(shards)
+    for j, (i, keys) in enumerate(sorted(shards.items())):
+        fn = "model-%05d-of-%05d.safetensors" % (j + 1, n)
+        save_file({"model." + k: sd[k].contiguous().cpu() for k in keys}, os.path.join(d, fn))
+        for k in keys:
+            wmap["model." + k] = fn
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wmap}, f)
+    del sd
     cfg_json["architectures"] = ["MistralForCausalLM" if which == "mistral" else "Qwen3ForCausalLM"]
     cfg_json["num_hidden_layers"] = full_layers
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -278,6 +298,6 @@ if __name__ == "__main__":
         which = a[a.index("--which") + 1] if "--which" in a else "both"
         device = a[a.index("--device") + 1] if "--device" in a else "cuda"
         for w in (("mistral", "qwen3") if which == "both" else (which,)):
-            real(outdir, w, device)
+            real(outdir, w, device, "--small" in a)
     else:
         tiny(a[0] if a else os.path.join(HERE, "..", "fixtures", "text"))
