@@ -212,12 +212,43 @@ static void suffixes(const char *format, const char **down, const char **up) {
     *up = kohya ? "lora_up.weight" : "lora_B.weight";
 }
 
+/* Whether the format carries the scale in the weights (lora.h: "peft",
+ * "peft-bfl"): diffusers' converter for `diffusion_model.` lora_A/lora_B has no
+ * place for .alpha (Flux2LoraLoaderMixin refuses the file), so the file holds
+ * sqrt(alpha/rank)·lora_A and sqrt(alpha/rank)·lora_B and no .alpha: every
+ * loader's default scale 1 applies the trained alpha/rank·B·A. */
+static int folds_scale(const char *format) { return strcmp(format, "kohya") != 0; }
+
+/* meta with ss_network_alpha said as the file's effective alpha (= rank) and
+ * orakul_lora_scale saying what was folded; *out freed by the caller. */
+static ork_status folded_meta(const ork_lora_net *n, const char *const *meta, const char ***out, char *rank,
+                              char *note, size_t note_n) {
+    size_t k = 0;
+    while (meta && meta[k] && meta[k + 1]) k += 2;
+    const char **m = calloc(k + 4, sizeof *m);
+    if (!m) return ORK_FAIL(ORK_E_NOMEM, "LoRA save: out of memory");
+    snprintf(rank, 32, "%lld", (long long)n->rank);
+    snprintf(note, note_n, "alpha/rank = %g/%lld = %.9g folded into the weights: lora_A and lora_B each x %.9g; "
+             "no .alpha keys, load at strength 1 (trained with alpha %g)", n->alpha, (long long)n->rank,
+             n->alpha / (double)n->rank, sqrt(n->alpha / (double)n->rank), n->alpha);
+    size_t j = 0;
+    for (size_t i = 0; i < k; i += 2) {
+        m[j++] = meta[i];
+        m[j++] = !strcmp(meta[i], "ss_network_alpha") ? rank : meta[i + 1];
+    }
+    m[j++] = "orakul_lora_scale";
+    m[j++] = note;
+    *out = m;
+    return ORK_OK;
+}
+
 ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
                          const char *const *meta) {
     ork_st_writer *w;
     ORK_TRY(ork_st_writer_new(&w));
     const char *sd, *su;
     suffixes(format, &sd, &su);
+    const int fold = folds_scale(format);
     /* host copies must outlive the commit: one block per tensor, freed at the end */
     void **bufs = calloc((size_t)n->n * 3 + 1, sizeof *bufs);
     ork_status st = bufs ? ORK_OK : ORK_E_NOMEM;
@@ -240,6 +271,10 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                 st = ORK_FAIL(ORK_E_NUMERIC, "%s: not written: tensor '%s' element %lld is %s: the LoRA's values are "
                               "not finite (training diverged; earlier LoRA files are kept)", path, key, (long long)bad,
                               ork_nonfinite_kind(ORK_F32, f, (uint64_t)bad));
+            if (st == ORK_OK && fold) { /* the file's copy only: the trainer's values stay unscaled */
+                float r = (float)sqrt((double)m->lora.scale);
+                for (size_t q = 0; q < numel; q++) f[q] *= r;
+            }
             void *out = f;
             if (st == ORK_OK && save_dt != ORK_F32) {
                 uint16_t *h = malloc(numel * 2);
@@ -260,6 +295,7 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                 st = ork_st_writer_add(w, key, save_dt, 2, ts[j]->shape, out, numel * ork_dtype_size(save_dt));
         }
         if (st != ORK_OK) break;
+        if (fold) continue;
         float *alpha = malloc(sizeof *alpha);
         if (!alpha) { st = ORK_E_NOMEM; break; }
         /* alpha so that alpha / rank of THIS module is the scale we trained with */
@@ -268,9 +304,14 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
         snprintf(key, sizeof key, "%s.alpha", prefix);
         st = ork_st_writer_add(w, key, ORK_F32, 0, NULL, alpha, sizeof *alpha);
     }
+    const char **fm = NULL;
+    char rank[32], note[320];
+    if (st == ORK_OK && fold) st = folded_meta(n, meta, &fm, rank, note, sizeof note);
+    if (fm) meta = fm;
     for (int i = 0; st == ORK_OK && meta && meta[i] && meta[i + 1]; i += 2) st = ork_st_writer_meta(w, meta[i], meta[i + 1]);
     if (st == ORK_OK) st = ork_st_writer_commit(w, path);
     ork_st_writer_free(w);
+    free(fm);
     if (bufs)
         for (int i = 0; i < n->n * 3; i++) free(bufs[i]);
     free(bufs);
@@ -289,6 +330,9 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
         ork_lora_key_prefixed(m->name, format, n->prefix, prefix, sizeof prefix);
         ork_tensor *ts[2] = {m->lora.down, m->lora.up};
         const char *sfx[2] = {sd, su};
+        /* a folded file (no .alpha; files of older orakul versions carry one, unscaled) */
+        snprintf(key, sizeof key, "%s.alpha", prefix);
+        float unfold = folds_scale(format) && !ork_st_find(f, key) ? (float)(1.0 / sqrt((double)m->lora.scale)) : 1.0f;
         for (int j = 0; st == ORK_OK && j < 2; j++) {
             snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
             const ork_st_tensor *t = ork_st_find(f, key);
@@ -299,6 +343,8 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
             float *h = malloc((size_t)ork_tensor_numel(ts[j]) * sizeof *h);
             if (!h) { st = ORK_E_NOMEM; break; }
             st = ork_st_read_f32(t, h);
+            if (unfold != 1.0f)
+                for (int64_t q = 0; q < ork_tensor_numel(ts[j]); q++) h[q] *= unfold;
             if (st == ORK_OK) st = upload(n, ts[j], h);
             free(h);
         }

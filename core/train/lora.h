@@ -56,9 +56,13 @@ int ork_lora_block(const ork_lora_net *n, int i);    /* model block index */
 int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter count */
 
 /* Write the LoRA file (atomic). format "kohya" (lora_down / lora_up / alpha)
- * or "peft" / "peft-bfl" (lora_A / lora_B / alpha), keys after the model's
- * lora_prefix (ork_lora_key_prefixed); save_dt F32,
+ * or "peft" / "peft-bfl" (lora_A / lora_B, the scale folded in: each times
+ * sqrt(alpha/rank), no .alpha, because diffusers' reader of that format has no
+ * place for one; metadata orakul_lora_scale says so and ss_network_alpha is the
+ * file's effective alpha, the rank; docs/DECISIONS.md "LoRA file format"), keys
+ * after the model's lora_prefix (ork_lora_key_prefixed); save_dt F32,
  * F16 or BF16. meta: NULL-terminated key, value pairs added to __metadata__.
+ * The network's own values (the training state) are never scaled.
  * ORK_E_NUMERIC (one line naming the tensor and element), nothing written,
  * when a value is NaN or Inf, as trained or once converted to save_dt. */
 ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
@@ -69,8 +73,9 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
 typedef ork_status (*ork_lora_reader)(void *ctx, const ork_tensor *t, float *host);
 void ork_lora_set_reader(ork_lora_net *n, ork_lora_reader fn, void *ctx);
 
-/* Read adapter values back from a file written by ork_lora_save (any dtype);
- * used by resume and by tests. */
+/* Read adapter values back from a file written by ork_lora_save (any dtype),
+ * unfolding a folded file's scale (one without .alpha in a folding format);
+ * used by tests. */
 ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format);
 
 /* The key prefix of module m in the given format ("lora_unet_double_blocks_0_img_attn_qkv"
