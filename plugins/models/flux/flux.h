@@ -49,6 +49,9 @@ typedef struct flux_params { /* model.model_kwargs, see flux_plugin.c */
      * the diffusers folder's text_encoder_2/ (T5), text_encoder/ (CLIP),
      * tokenizer_2/, tokenizer/ */
     const char *t5_path, *clip_path, *t5_tokenizer_path, *clip_tokenizer_path;
+    /* FLUX.2's text encoder (Mistral-Small-3.x for flux2-dev, Qwen3 for klein):
+     * explicit paths, else the diffusers folder's text_encoder/, tokenizer/ */
+    const char *text_encoder_path, *text_encoder_tokenizer_path;
 } flux_params;
 
 typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL, FLUX_CODEC_VAE } flux_codec;
@@ -81,6 +84,7 @@ typedef struct flux_model {
     int n_text_slots;
     char src_dir[1024];      /* the diffusers folder the transformer came from, or "" */
     char t5_path[1024], clip_path[1024], t5_tok_path[1024], clip_tok_path[1024];
+    char te_path[1024], te_tok_path[1024]; /* FLUX.2's text encoder and tokenizer */
     /* Source checkpoint; NULL for presets (random weights). */
     ork_st_set *src;
     char src_path[1024];     /* what src was opened from (a file, an index or a folder) */

@@ -86,4 +86,26 @@ static inline ork_model_schedule flux_schedule(const char *variant, int token_ch
     return s;
 }
 
+/* FLUX.2's text slot: its language model's stacked hidden states -> txt, as
+ * diffusers' pipelines take them (the llm plugin: "mistral3", Mistral-Small-3.x's
+ * layers 10, 20, 30 = 3 x 5120 for flux2-dev; "qwen3", Qwen3's 9, 18, 27 =
+ * 3 x 2560 (4B) or 3 x 4096 (8B) for klein), weights in text_encoder/, the
+ * tokenizer in tokenizer/ of a diffusers folder (or the explicit paths, NULL
+ * when not given), max_length tokens (the pipelines' 512), quantized with
+ * model.quantize_te. A custom size with one of those context widths gets the
+ * same encoder; any other: 0 (no slot). */
+static inline int flux2_text_slot(const char *variant, int context_dim, int max_length, const char *path,
+                                  const char *tokenizer_path, ork_text_slot *out) {
+    const char *enc = NULL;
+    if (variant && !strncmp(variant, "flux2-klein", 11)) enc = "qwen3";
+    else if (variant && !strcmp(variant, "flux2-dev")) enc = "mistral3";
+    else if (context_dim == 15360) enc = "mistral3";
+    else if (context_dim == 7680 || context_dim == 12288) enc = "qwen3";
+    if (!enc) return 0;
+    *out = (ork_text_slot){enc, ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder", "tokenizer",
+                           max_length > 0 ? max_length : 512, "text_encoder_path", "text_encoder_tokenizer_path",
+                           path, tokenizer_path};
+    return 1;
+}
+
 #endif

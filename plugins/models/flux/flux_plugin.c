@@ -44,6 +44,8 @@ static const ork_param flux_keys[] = {
     {"clip_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(clip_path), "FLUX.1's CLIP-L text encoder: a .safetensors file or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
     {"t5_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(t5_tokenizer_path), "T5's tokenizer: tokenizer.json, spiece.model or a folder holding one (default: tokenizer_2/, else beside t5_path)"},
     {"clip_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(clip_tokenizer_path), "CLIP's tokenizer: tokenizer.json, vocab.json + merges.txt or a folder holding them (default: tokenizer/, else beside clip_path)"},
+    {"text_encoder_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_path), "FLUX.2's text encoder (Mistral-Small-3.x for flux2-dev, Qwen3 for klein): a .safetensors file, an index json or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
+    {"text_encoder_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_tokenizer_path), "FLUX.2's tokenizer: tokenizer.json or a folder holding one (default: tokenizer/, else beside text_encoder_path)"},
     {NULL},
 };
 #undef P
@@ -75,6 +77,11 @@ static ork_status flux_create(const ork_host *host, const void *params, void **s
     f->p.clip_path = f->clip_path;
     f->p.t5_tokenizer_path = f->t5_tok_path;
     f->p.clip_tokenizer_path = f->clip_tok_path;
+    snprintf(f->te_path, sizeof f->te_path, "%s", f->p.text_encoder_path ? f->p.text_encoder_path : "");
+    snprintf(f->te_tok_path, sizeof f->te_tok_path, "%s",
+             f->p.text_encoder_tokenizer_path ? f->p.text_encoder_tokenizer_path : "");
+    f->p.text_encoder_path = f->te_path;
+    f->p.text_encoder_tokenizer_path = f->te_tok_path;
     f->p.codec = f->codec_name;
     f->p.taef1_path = f->taef1_path;
     f->p.vae_path = f->vae_path;
@@ -113,7 +120,8 @@ static void apply_overrides(flux_model *f) {
 }
 
 /* FLUX.1: T5 (text_encoder_2) -> txt, CLIP (text_encoder) -> vec, when the
- * model takes them; FLUX.2 (Mistral / Qwen3) declares none yet. */
+ * model takes them; FLUX.2: its language model (text_encoder) -> txt
+ * (flux_decl.h: flux2_text_slot). */
 static void flux_text_slots(flux_model *f, ork_model_info *info) {
     f->n_text_slots = 0;
     if (f->cfg.version == 1) {
@@ -127,6 +135,9 @@ static void flux_text_slots(flux_model *f, ork_model_info *info) {
                                   "clip_tokenizer_path", f->clip_path[0] ? f->clip_path : NULL,
                                   f->clip_tok_path[0] ? f->clip_tok_path : NULL};
         }
+    } else if (flux2_text_slot(f->cfg.variant, f->cfg.context_dim, info->context_len, f->te_path[0] ? f->te_path : NULL,
+                               f->te_tok_path[0] ? f->te_tok_path : NULL, &f->text_slots[0])) {
+        f->n_text_slots = 1;
     }
     info->n_text_slots = f->n_text_slots;
     info->text_slots = f->n_text_slots ? f->text_slots : NULL;
