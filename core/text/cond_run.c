@@ -26,6 +26,7 @@
 #include "tensor/graph.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "text/prompt_format.h"
 #include "text/tokenizer.h"
 #include "train/wstore.h"
 #include "util/log.h"
@@ -482,12 +483,22 @@ static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mas
 
 /* ---- one encoder over all captions ----------------------------------------- */
 
+const char *ork_tc_prompt_format(const tc_slot *t) {
+    const char *f = t->info.family ? t->info.family : "";
+    return !strcmp(f, "mistral3") ? "mistral3-flux2" : !strcmp(f, "qwen3") ? "qwen3-klein" : NULL;
+}
+
 static ork_status tokenize(const tc_slot *t, int n, const char *const *captions, int32_t *ids, int32_t *mask) {
     for (int i = 0; i < n; i++) {
         const char *cap = captions[i] ? captions[i] : "";
         int32_t got = 0;
-        ORK_TRY(ork_tokenizer_encode(t->tok, cap, strlen(cap), t->L, ORK_TOK_TRUNCATE | ORK_TOK_PAD,
-                                     ids + (size_t)i * t->L, mask + (size_t)i * t->L, t->L, &got));
+        const char *fmt = ork_tc_prompt_format(t);
+        if (fmt)
+            ORK_TRY(ork_prompt_encode(t->tok, fmt, cap, strlen(cap), t->L, ids + (size_t)i * t->L,
+                                      mask + (size_t)i * t->L, t->L, &got));
+        else
+            ORK_TRY(ork_tokenizer_encode(t->tok, cap, strlen(cap), t->L, ORK_TOK_TRUNCATE | ORK_TOK_PAD,
+                                         ids + (size_t)i * t->L, mask + (size_t)i * t->L, t->L, &got));
         if (got != t->L)
             return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: caption %d gave %d tokens, not %d", t->s.encoder, i,
                             (int)got, t->L);

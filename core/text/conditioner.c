@@ -212,7 +212,7 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
                  t->info.max_length, t->info.max_length);
         t->L = t->info.max_length;
     }
-    t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && tc->o.attn_mask;
+    t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && (tc->o.attn_mask || ork_tc_prompt_format(t));
     if (tc->o.quantize && (s->flags & ORK_TEXT_SLOT_QUANTIZE)) {
         ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_QUANT, tc->qtype, "model.qtype_te", &t->qpc));
         /* the storage of a square weight, for the plan (the store asks per shape) */
