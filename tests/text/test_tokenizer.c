@@ -9,6 +9,7 @@
  * full encodings, FLUX's truncated + padded call, and without special tokens.
  * Then malformed files: each one refused with one error line naming it. */
 #include "ork_test.h"
+#include "tok_fixtures.h"
 
 #include "plugin/host.h"
 #include "text/tokenizer.h"
@@ -24,112 +25,15 @@
 #define FIX ORK_SOURCE_DIR "/tests/fixtures/text"
 #define TOK FIX "/tok"
 
-/* ---- fixtures ------------------------------------------------------------------------- */
-typedef struct caption {
-    char *p;
-    size_t n;
-} caption;
+/* ---- fixtures (tok_fixtures.c) ----------------------------------------------------------- */
+static tokfx g_fx;
+typedef tokfx_expect expect;
 
-static caption *g_caps;
-static size_t g_ncaps;
-
-typedef struct expect {
-    char name[32];
-    int n_pre, n_post, pad, maxlen;
-    int32_t **ids; /* per caption */
-    int32_t *n;
-} expect;
-
-static expect g_exp[16];
-static int g_nexp;
-
-static char *read_gz(const char *path, size_t *n) {
-    gzFile f = gzopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, len = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (len + 65536 > cap) b = realloc(b, (cap *= 2) + 1);
-        int r = gzread(f, b + len, 65536);
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    gzclose(f);
-    b[len] = 0;
-    *n = len;
-    return b;
-}
-
-static int load_captions(void) {
-    size_t n;
-    char *all = read_gz(FIX "/captions.txt", &n);
-    if (!all) return 1;
-    g_caps = calloc(4096, sizeof *g_caps);
-    char *p = all, *end = all + n;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t ln = (size_t)(nl - p);
-        caption c = {malloc(ln + 1), 0};
-        if (ln >= 4 && !memcmp(p, "@@x ", 4)) { /* escaped line: see make_captions.py */
-            for (size_t i = 4; i < ln; i++) {
-                if (p[i] == '\\' && i + 1 < ln) {
-                    char e = p[i + 1];
-                    if (e == 'n') { c.p[c.n++] = '\n'; i++; continue; }
-                    if (e == 'r') { c.p[c.n++] = '\r'; i++; continue; }
-                    if (e == 't') { c.p[c.n++] = '\t'; i++; continue; }
-                    if (e == '\\') { c.p[c.n++] = '\\'; i++; continue; }
-                    if (e == 'x' && i + 3 < ln) {
-                        char h[3] = {p[i + 2], p[i + 3], 0};
-                        c.p[c.n++] = (char)strtol(h, NULL, 16);
-                        i += 3;
-                        continue;
-                    }
-                }
-                c.p[c.n++] = p[i];
-            }
-        } else {
-            memcpy(c.p, p, ln);
-            c.n = ln;
-        }
-        g_caps[g_ncaps++] = c;
-        p = nl + 1;
-    }
-    free(all);
-    return 0;
-}
-
-static expect *find_exp(const char *name) {
-    for (int i = 0; i < g_nexp; i++)
-        if (!strcmp(g_exp[i].name, name)) return &g_exp[i];
-    return NULL;
-}
+static expect *find_exp(const char *name) { return tokfx_find(&g_fx, name); }
 
 static int suite_init(void) {
-    if (load_captions()) return 1;
-    size_t n;
-    char *all = read_gz(TOK "/expected.txt.gz", &n);
-    if (!all || g_ncaps < 1000) return 1;
-    char *save = NULL;
-    for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (line[0] == 'T') {
-            expect *e = &g_exp[g_nexp++];
-            sscanf(line, "T %31s %d %d %d %d", e->name, &e->n_pre, &e->n_post, &e->pad, &e->maxlen);
-            e->ids = calloc(g_ncaps, sizeof *e->ids);
-            e->n = calloc(g_ncaps, sizeof *e->n);
-        } else if (line[0] == 'C') {
-            char name[32];
-            int idx, cnt, off;
-            sscanf(line, "C %31s %d %d%n", name, &idx, &cnt, &off);
-            expect *e = find_exp(name);
-            if (!e || idx < 0 || (size_t)idx >= g_ncaps) return 1;
-            e->n[idx] = cnt;
-            e->ids[idx] = malloc(((size_t)cnt + 1) * sizeof(int32_t));
-            char *q = line + off;
-            for (int k = 0; k < cnt; k++) e->ids[idx][k] = (int32_t)strtol(q, &q, 10);
-        }
-    }
-    free(all);
-    return 0;
+    if (tokfx_load_captions(&g_fx, FIX "/captions.txt") || g_fx.ncaps < 1000) return 1;
+    return tokfx_load_expected(&g_fx, TOK "/expected.txt.gz");
 }
 
 /* ---- log capture ------------------------------------------------------------------------ */
@@ -146,54 +50,8 @@ static void sink(ork_log_level lvl, const char *line, void *user) {
 static void capture(void) { g_errors = g_warnings = 0; g_last[0] = 0; ork_log_set_sink(sink, NULL); }
 static void release(void) { ork_log_set_sink(NULL, NULL); }
 
-/* ---- the corpus comparison ---------------------------------------------------------------- */
-static int print_mismatch(const expect *e, size_t i, const char *what, const int32_t *got, int32_t ng,
-                          const int32_t *want, int32_t nw) {
-    printf("\n  %s caption %zu (%s): got %d ids, want %d\n    got: ", e->name, i, what, ng, nw);
-    for (int k = 0; k < ng && k < 40; k++) printf("%d ", got[k]);
-    printf("\n    want:");
-    for (int k = 0; k < nw && k < 40; k++) printf(" %d", want[k]);
-    printf("\n    text: %.*s\n", (int)(g_caps[i].n > 200 ? 200 : g_caps[i].n), g_caps[i].p);
-    return 1;
-}
-
-/* Every caption: full, FLUX's call (truncate + pad to maxlen, mask), no specials. */
-static int check_corpus(const ork_tokenizer *t, const expect *e) {
-    int bad = 0, shown = 0;
-    int32_t *ids = malloc(4096 * sizeof *ids), *mask = malloc(4096 * sizeof *mask), *want = malloc(4096 * sizeof *want);
-    for (size_t i = 0; i < g_ncaps; i++) {
-        const int32_t *full = e->ids[i];
-        int32_t nf = e->n[i], n = -1;
-        ork_status st = ork_tokenizer_encode(t, g_caps[i].p, g_caps[i].n, 0, 0, ids, NULL, 4096, &n);
-        int ok = st == ORK_OK && n == nf && !memcmp(ids, full, (size_t)nf * sizeof *ids);
-        if (!ok && shown++ < 5) print_mismatch(e, i, "full", ids, n, full, nf);
-        bad += !ok;
-        if (!ok) continue;
-        /* FLUX: padding="max_length", truncation=True */
-        int32_t body = nf - e->n_pre - e->n_post, keep = e->maxlen - e->n_pre - e->n_post;
-        if (keep > body) keep = body;
-        int32_t k = 0;
-        for (int q = 0; q < e->n_pre; q++) want[k++] = full[q];
-        for (int q = 0; q < keep; q++) want[k++] = full[e->n_pre + q];
-        for (int q = 0; q < e->n_post; q++) want[k++] = full[nf - e->n_post + q];
-        int32_t real = k;
-        while (k < e->maxlen) want[k++] = e->pad;
-        st = ork_tokenizer_encode(t, g_caps[i].p, g_caps[i].n, e->maxlen, ORK_TOK_TRUNCATE | ORK_TOK_PAD, ids, mask, 4096, &n);
-        ok = st == ORK_OK && n == e->maxlen && !memcmp(ids, want, (size_t)n * sizeof *ids);
-        for (int32_t q = 0; ok && q < n; q++) ok = mask[q] == (q < real);
-        if (!ok && shown++ < 5) print_mismatch(e, i, "truncated+padded", ids, n, want, e->maxlen);
-        bad += !ok;
-        st = ork_tokenizer_encode(t, g_caps[i].p, g_caps[i].n, 0, ORK_TOK_NO_SPECIAL, ids, NULL, 4096, &n);
-        ok = st == ORK_OK && n == body && !memcmp(ids, full + e->n_pre, (size_t)body * sizeof *ids);
-        if (!ok && shown++ < 5) print_mismatch(e, i, "no special tokens", ids, n, full + e->n_pre, body);
-        bad += !ok;
-    }
-    free(ids);
-    free(mask);
-    free(want);
-    if (bad) printf("  %s: %d mismatches over %zu captions\n", e->name, bad, g_ncaps);
-    return bad;
-}
+/* ---- the corpus comparison (tok_fixtures.c) ------------------------------------------------- */
+static int check_corpus(const ork_tokenizer *t, const expect *e) { return tokfx_check_corpus(&g_fx, t, e); }
 
 static void test_clip_txt_gz(void) {
     ork_tokenizer *t = NULL;
@@ -217,7 +75,7 @@ static void put_cp(char **p, uint32_t cp) {
 
 static void make_vocab_merges(const char *dir) {
     size_t n;
-    char *all = read_gz(TOK "/clip/bpe_simple_vocab_16e6.txt.gz", &n);
+    char *all = tokfx_read_gz(TOK "/clip/bpe_simple_vocab_16e6.txt.gz", &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(all);
     int bs[256], cs[256], nb = 0;
     for (int b = '!'; b <= '~'; b++) bs[nb++] = b;
@@ -309,7 +167,7 @@ static void test_clip_vocab_merges(void) {
 
 static json_t *load_t5_json(void) {
     size_t n;
-    char *b = read_gz(TOK "/t5/tokenizer.json.gz", &n);
+    char *b = tokfx_read_gz(TOK "/t5/tokenizer.json.gz", &n);
     json_error_t err;
     json_t *j = b ? json_loadb(b, n, 0, &err) : NULL;
     free(b);
@@ -377,7 +235,7 @@ static void test_t5_spiece_model(void) {
     ork_tokenizer_free(t);
     /* malformed: cut short inside a piece, and not a protobuf at all */
     size_t n;
-    char *all = read_gz(TOK "/t5spm/spiece.model", &n);
+    char *all = tokfx_read_gz(TOK "/t5spm/spiece.model", &n);
     char dir[] = "/tmp/ork_tokspm_XXXXXX", path[256];
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/spiece.model", dir);
@@ -455,8 +313,8 @@ static void *work(void *arg) {
     worker *w = arg;
     int32_t ids[4096], n;
     for (int rep = 0; rep < 2; rep++)
-        for (size_t i = 0; i < g_ncaps; i++) {
-            ork_status st = ork_tokenizer_encode(w->t, g_caps[i].p, g_caps[i].n, 0, 0, ids, NULL, 4096, &n);
+        for (size_t i = 0; i < g_fx.ncaps; i++) {
+            ork_status st = ork_tokenizer_encode(w->t, g_fx.caps[i].p, g_fx.caps[i].n, 0, 0, ids, NULL, 4096, &n);
             w->bad += st != ORK_OK || n != w->e->n[i] || memcmp(ids, w->e->ids[i], (size_t)n * sizeof *ids);
         }
     return NULL;
@@ -622,8 +480,8 @@ static void test_malformed_json(void) {
         ork_tokenizer *t = NULL;
         CU_ASSERT_EQUAL_FATAL(ork_tokenizer_load(g_dir, &t), ORK_OK);
         int32_t ids[8192], n;
-        for (size_t i = 0; i < g_ncaps; i++)
-            CU_ASSERT_EQUAL(ork_tokenizer_encode(t, g_caps[i].p, g_caps[i].n, 0, 0, ids, NULL, 8192, &n), ORK_OK);
+        for (size_t i = 0; i < g_fx.ncaps; i++)
+            CU_ASSERT_EQUAL(ork_tokenizer_encode(t, g_fx.caps[i].p, g_fx.caps[i].n, 0, 0, ids, NULL, 8192, &n), ORK_OK);
         ork_tokenizer_free(t);
     }
 }
@@ -660,7 +518,7 @@ static void test_malformed_files(void) {
     unlink(path);
     /* CLIP's .txt.gz cut short: too few merges */
     size_t n;
-    char *all = read_gz(TOK "/clip/bpe_simple_vocab_16e6.txt.gz", &n);
+    char *all = tokfx_read_gz(TOK "/clip/bpe_simple_vocab_16e6.txt.gz", &n);
     snprintf(path, sizeof path, "%s/bpe_simple_vocab_16e6.txt.gz", g_dir);
     gzFile g = gzopen(path, "wb1");
     gzwrite(g, all, (unsigned)(n / 20)); /* CLIP uses the first 48,894 of its 262k lines */

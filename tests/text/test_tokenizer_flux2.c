@@ -1,0 +1,292 @@
+/* test_tokenizer_flux2.c — FLUX.2's tokenizers and prompt formats against the
+ * references (tests/reference/tokenizer_flux2_ref.py): Mistral's tekken
+ * byte-level BPE (as transformers converts mistral-common's tekken.json, and
+ * with the pattern Mistral-Small-3.1's tokenizer.json shipped) and Qwen3's
+ * (NFC, \p{L}/\p{N} pattern with single digits, Qwen3's added tokens), trimmed
+ * vocabularies that give the full ones' ids on the corpus, compared on every
+ * caption of tests/fixtures/text/captions.txt; then every caption through the
+ * "mistral3-flux2" and "qwen3-klein" prompt formats against the ids and mask
+ * diffusers' Flux2Pipeline / Flux2KleinPipeline feed their encoders; the
+ * rendered templates byte for byte; and the formatter's edges and errors. */
+#include "ork_test.h"
+#include "tok_fixtures.h"
+
+#include "plugin/host.h"
+#include "text/prompt_format.h"
+#include "text/tokenizer.h"
+#include "train/services.h"
+#include "util/log.h"
+
+#include <stddef.h>
+
+#define FIX ORK_SOURCE_DIR "/tests/fixtures/text"
+#define TOKF FIX "/tok_flux2"
+
+static tokfx g_fx;
+
+static int suite_init(void) {
+    if (tokfx_load_captions(&g_fx, FIX "/captions.txt") || g_fx.ncaps < 1000) return 1;
+    if (tokfx_load_expected(&g_fx, TOKF "/expected.txt.gz")) return 1;
+    return g_fx.nexp == 3 && g_fx.nprompts == 3 * g_fx.ncaps ? 0 : 1;
+}
+
+/* ---- log capture ---------------------------------------------------------------------------- */
+static int g_errors;
+static char g_last[1024];
+static void sink(ork_log_level lvl, const char *line, void *user) {
+    (void)user;
+    if (lvl >= ORK_LOG_ERROR) {
+        g_errors++;
+        snprintf(g_last, sizeof g_last, "%s", line);
+    }
+}
+static void capture(void) { g_errors = 0; g_last[0] = 0; ork_log_set_sink(sink, NULL); }
+static void release(void) { ork_log_set_sink(NULL, NULL); }
+
+static ork_tokenizer *load(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", TOKF, name);
+    ork_tokenizer *t = NULL;
+    return ork_tokenizer_load(path, &t) == ORK_OK ? t : NULL;
+}
+
+/* ---- the tokenizers on the corpus ----------------------------------------------------------- */
+static void test_mistral_tekken(void) {
+    ork_tokenizer *t = load("mistral");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    /* mistral-common's special tokens keep their ranks; <pad> from tokenizer_config.json */
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<s>"), 1);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "[INST]"), 3);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "[/INST]"), 4);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "[SYSTEM_PROMPT]"), 17);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "[/SYSTEM_PROMPT]"), 18);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<SPECIAL_999>"), 999);
+    CU_ASSERT_EQUAL(ork_tokenizer_pad_id(t), 11);
+    CU_ASSERT_EQUAL(tokfx_check_corpus(&g_fx, t, tokfx_find(&g_fx, "mistral")), 0);
+    /* tekken's pattern splits camel case and keeps digits single: "HelloWorld 2024" */
+    int32_t a[32], n = 0;
+    CU_ASSERT_EQUAL(ork_tokenizer_encode(t, "HelloWorld 2024", 15, 0, 0, a, NULL, 32, &n), ORK_OK);
+    CU_ASSERT(n >= 6); /* Hello, World, " ", 2, 0, 2, 4: at least the four digits apart */
+    ork_tokenizer_free(t);
+}
+
+static void test_mistral_hf31(void) {
+    ork_tokenizer *t = load("mistral_hf31");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(tokfx_check_corpus(&g_fx, t, tokfx_find(&g_fx, "mistral_hf31")), 0);
+    /* the two patterns differ where a word holds combining marks (\p{M}: tekken keeps them in
+     * the word, \p{L}+ does not), e.g. the Devanagari caption: not the same test twice */
+    const tokfx_expect *a = tokfx_find(&g_fx, "mistral"), *b = tokfx_find(&g_fx, "mistral_hf31");
+    int differ = 0;
+    for (size_t i = 0; a && b && i < g_fx.ncaps; i++)
+        differ += a->n[i] != b->n[i] || memcmp(a->ids[i], b->ids[i], (size_t)a->n[i] * sizeof(int32_t));
+    CU_ASSERT(differ >= 1);
+    ork_tokenizer_free(t);
+}
+
+static void test_qwen3(void) {
+    ork_tokenizer *t = load("qwen3");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<|endoftext|>"), 151643);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<|im_start|>"), 151644);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<|im_end|>"), 151645);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<think>"), 151667);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "</think>"), 151668);
+    CU_ASSERT_EQUAL(ork_tokenizer_pad_id(t), 151643);
+    CU_ASSERT_EQUAL(tokfx_check_corpus(&g_fx, t, tokfx_find(&g_fx, "qwen3")), 0);
+    /* \p{N} one digit at a time */
+    int32_t a[32], n = 0;
+    CU_ASSERT_EQUAL(ork_tokenizer_encode(t, "2024", 4, 0, 0, a, NULL, 32, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 4);
+    ork_tokenizer_free(t);
+}
+
+/* ---- the prompt formats against diffusers' pipelines ------------------------------------------- */
+/* One P row: the ids and mask prompt encode gives, against the pipeline's. */
+static int check_row(const ork_tokenizer *t, const tokfx_prompt *r, int32_t *ids, int32_t *mask) {
+    const tokfx_caption *c = &g_fx.caps[r->idx];
+    int32_t n = -1, pad = ork_tokenizer_pad_id(t), np = r->maxlen - r->n;
+    ork_status st = ork_prompt_encode(t, r->format, c->p, c->n, r->maxlen, ids, mask, r->maxlen, &n);
+    int ok = st == ORK_OK && n == r->maxlen;
+    for (int32_t i = 0; ok && i < n; i++) {
+        int real = r->pad_left ? i >= np : i < r->n;
+        int32_t want = !real ? pad : r->ids[r->pad_left ? i - np : i];
+        ok = ids[i] == want && mask[i] == real;
+        if (!ok)
+            printf("\n  %s/%s caption %d: position %d has %d (mask %d), the pipeline %d (mask %d)\n", r->format,
+                   r->name, r->idx, (int)i, (int)ids[i], (int)mask[i], (int)want, real);
+    }
+    if (st != ORK_OK || n != r->maxlen)
+        printf("\n  %s/%s caption %d: status %d, %d ids\n", r->format, r->name, r->idx, (int)st, (int)n);
+    return !ok;
+}
+
+static void test_prompt_rows(void) {
+    static const char *const names[] = {"mistral", "mistral_hf31", "qwen3"};
+    ork_tokenizer *toks[3];
+    for (int k = 0; k < 3; k++) {
+        toks[k] = load(names[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(toks[k]);
+    }
+    int32_t ids[512], mask[512];
+    int bad = 0, rows[3] = {0}, truncated = 0, left = 0;
+    for (size_t i = 0; i < g_fx.nprompts; i++) {
+        const tokfx_prompt *r = &g_fx.prompts[i];
+        int k = !strcmp(r->name, "mistral") ? 0 : !strcmp(r->name, "mistral_hf31") ? 1 : 2;
+        CU_ASSERT_EQUAL_FATAL(r->maxlen, 512);
+        bad += check_row(toks[k], r, ids, mask);
+        rows[k]++;
+        truncated += r->n == r->maxlen;
+        left += r->pad_left;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    for (int k = 0; k < 3; k++) CU_ASSERT_EQUAL(rows[k], (int)g_fx.ncaps);
+    CU_ASSERT(truncated > 0);                      /* long captions are cut to 512 */
+    CU_ASSERT_EQUAL(left, 2 * (int)g_fx.ncaps);    /* Mistral's rows pad on the left, Qwen3's on the right */
+    for (int k = 0; k < 3; k++) ork_tokenizer_free(toks[k]);
+}
+
+/* ---- the rendered templates ----------------------------------------------------------------- */
+static void check_render(const char *format, const char *in, size_t n, const char *want) {
+    char *out = NULL;
+    size_t on = 0;
+    CU_ASSERT_EQUAL_FATAL(ork_prompt_format_render(format, in, n, &out, &on), ORK_OK);
+    CU_ASSERT_EQUAL(on, strlen(want));
+    CU_ASSERT_STRING_EQUAL(out, want);
+    if (on != strlen(want) || strcmp(out, want)) printf("\n  %s rendered: [%s]\n  want: [%s]\n", format, out, want);
+    free(out);
+}
+
+#define SYS                                                                                                         \
+    "You are an AI that reasons about image descriptions. You give structured responses focusing on object "       \
+    "relationships, object\nattribution and actions without speculation."
+#define FFFD "\xef\xbf\xbd"
+
+static void test_render(void) {
+    check_render("mistral3-flux2", "a photo of ohwx", 15,
+                 "<s>[SYSTEM_PROMPT]" SYS "[/SYSTEM_PROMPT][INST]a photo of ohwx[/INST]");
+    check_render("mistral3-flux2", "", 0, "<s>[SYSTEM_PROMPT]" SYS "[/SYSTEM_PROMPT][INST][/INST]");
+    /* "[IMG]" removed as Python's str.replace does: left to right, the result not scanned again */
+    check_render("mistral3-flux2", "x[IMG]y [IM[IMG]G] [IMG][IMG]", 29,
+                 "<s>[SYSTEM_PROMPT]" SYS "[/SYSTEM_PROMPT][INST]xy [IMG] [/INST]");
+    /* ... and on the decoded text: an ill-formed sequence around it stays three U+FFFD, not a euro sign */
+    check_render("mistral3-flux2", "\xe2[IMG]\x82\xac", 8,
+                 "<s>[SYSTEM_PROMPT]" SYS "[/SYSTEM_PROMPT][INST]" FFFD FFFD FFFD "[/INST]");
+    check_render("qwen3-klein", "a photo of ohwx", 15,
+                 "<|im_start|>user\na photo of ohwx<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* Qwen's template keeps [IMG] and leading / trailing space as they are */
+    check_render("qwen3-klein", " [IMG] ", 7,
+                 "<|im_start|>user\n [IMG] <|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    check_render("plain", "a\xff", 2, "a" FFFD);
+    /* embedded NUL is a character of the caption */
+    char *out = NULL;
+    size_t on = 0;
+    CU_ASSERT_EQUAL(ork_prompt_format_render("qwen3-klein", "a\0b", 3, &out, &on), ORK_OK);
+    CU_ASSERT_EQUAL(on, strlen("<|im_start|>user\na") + 2 + strlen("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    free(out);
+}
+
+/* ---- the formatter's edges and errors ------------------------------------------------------- */
+static void test_prompt_edges(void) {
+    ork_tokenizer *m = load("mistral"), *q = load("qwen3");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    const ork_prompt_format *f = ork_prompt_format_find("mistral3-flux2");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(f->default_length, 512);
+    CU_ASSERT_EQUAL(f->pad_left, 1);
+    CU_ASSERT_EQUAL(ork_prompt_format_find("qwen3-klein")->pad_left, 0);
+    CU_ASSERT_PTR_NULL(ork_prompt_format_find("mistral3"));
+    CU_ASSERT_PTR_NULL(ork_prompt_format_find(NULL));
+    static int32_t ids[600], mask[600];
+    int32_t n = -1;
+    /* max_length 0: the format's 512 */
+    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 0, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 512);
+    CU_ASSERT_EQUAL(ids[0], 11);
+    CU_ASSERT_EQUAL(mask[0], 0);
+    CU_ASSERT_EQUAL(ids[511], 4); /* [/INST] last, pads before */
+    CU_ASSERT_EQUAL(mask[511], 1);
+    /* a short max_length cuts the template's end: no pads, all real, starts with <s>[SYSTEM_PROMPT] */
+    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 8, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 8);
+    CU_ASSERT_EQUAL(ids[0], 1);
+    CU_ASSERT_EQUAL(ids[1], 17);
+    CU_ASSERT_EQUAL(mask[7], 1);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a cat", 5, 16, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ids[0], 151644); /* <|im_start|> first, pads after */
+    CU_ASSERT_EQUAL(ids[15], 151643);
+    CU_ASSERT_EQUAL(mask[15], 0);
+    /* mask may be NULL */
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a cat", 5, 16, ids, NULL, 600, &n), ORK_OK);
+    /* "plain": the tokenizer's own TRUNCATE | PAD (Qwen adds nothing; right padding) */
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "plain", "a cat", 5, 8, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 8);
+    CU_ASSERT_EQUAL(mask[1], 1);
+    CU_ASSERT_EQUAL(mask[2], 0);
+    CU_ASSERT_EQUAL(ids[2], 151643);
+    /* too small a buffer: ORK_E_INVALID, the length needed, nothing logged */
+    capture();
+    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 0, ids, mask, 100, &n), ORK_E_INVALID);
+    release();
+    CU_ASSERT_EQUAL(n, 512);
+    CU_ASSERT_EQUAL(g_errors, 0);
+    /* an unknown format, a NULL tokenizer or output: one line each */
+    capture();
+    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral", "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(g_errors, 1);
+    CU_ASSERT(strstr(g_last, "'mistral'") != NULL);
+    CU_ASSERT_EQUAL(ork_prompt_encode(m, NULL, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(NULL, "qwen3-klein", "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a", 1, 0, NULL, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a", 1, 0, ids, mask, 600, NULL), ORK_E_INVALID);
+    char *out = NULL;
+    size_t on = 0;
+    CU_ASSERT_EQUAL(ork_prompt_format_render("klein", "a", 1, &out, &on), ORK_E_INVALID);
+    CU_ASSERT_PTR_NULL(out);
+    CU_ASSERT_EQUAL(ork_prompt_format_render("plain", "a", 1, NULL, &on), ORK_E_INVALID);
+    release();
+    CU_ASSERT_EQUAL(g_errors, 7);
+    /* NULL text is the empty caption */
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", NULL, 0, 0, ids, mask, 600, &n), ORK_OK);
+    int32_t e[600], ne = 0;
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "", 0, 0, e, NULL, 600, &ne), ORK_OK);
+    CU_ASSERT(ne == n && !memcmp(ids, e, (size_t)n * sizeof *e));
+    ork_tokenizer_free(m);
+    ork_tokenizer_free(q);
+}
+
+static void test_service(void) {
+    ork_host_clear_services();
+    CU_ASSERT_EQUAL_FATAL(ork_services_register(), ORK_OK);
+    const ork_tokenizer_api *api = ork_host_get_service(ORK_SERVICE_TOKENIZER);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_FATAL(ORK_TOKENIZER_HAS_PROMPT(api));
+    /* a table from before encode_prompt existed reads as lacking it */
+    ork_tokenizer_api old = *api;
+    old.abi.struct_size = (uint32_t)offsetof(ork_tokenizer_api, encode_prompt);
+    CU_ASSERT(!ORK_TOKENIZER_HAS_PROMPT(&old));
+    ork_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(api->load(TOKF "/qwen3", &t), ORK_OK);
+    int32_t ids[512], mask[512], n = 0;
+    CU_ASSERT_EQUAL(api->encode_prompt(t, ORK_PROMPT_QWEN3_KLEIN, "a photo", 7, 0, ids, mask, 512, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 512);
+    CU_ASSERT_EQUAL(ids[0], 151644);
+    CU_ASSERT_EQUAL(mask[0], 1);
+    CU_ASSERT_EQUAL(mask[511], 0);
+    api->free(t);
+    ork_host_clear_services();
+}
+
+static const ork_test_case cases[] = {
+    {"mistral tekken BPE vs tokenizers and mistral-common", test_mistral_tekken},
+    {"mistral with Mistral-Small-3.1's shipped pattern", test_mistral_hf31},
+    {"qwen3 byte-level BPE", test_qwen3},
+    {"prompt formats vs diffusers' FLUX.2 pipelines", test_prompt_rows},
+    {"rendered templates", test_render},
+    {"prompt encode edges and errors", test_prompt_edges},
+    {"the service's encode_prompt", test_service},
+    {NULL, NULL},
+};
+
+ORK_TEST_MAIN("tokenizer_flux2", suite_init, NULL, cases)
