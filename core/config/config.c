@@ -103,7 +103,7 @@ ork_status ork_config_fail_at(const ork_loc *at, ork_status s, const char *fmt, 
 }
 
 /* An error about the user's input at node n (or a bug in a table default). */
-__attribute__((format(printf, 3, 4)))
+ORK_PRINTF(3, 4)
 static ork_status fail(walker *w, const yaml_node_t *n, const char *fmt, ...) {
     char msg[1536];
     va_list ap;
@@ -116,7 +116,7 @@ static ork_status fail(walker *w, const yaml_node_t *n, const char *fmt, ...) {
     return ork_config_fail_at(&l, ORK_E_CONFIG, "%s", msg);
 }
 
-static void warn_at(const ork_loc *at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn_at(const ork_loc *at, const char *fmt, ...) ORK_PRINTF(2, 3);
 static void warn_at(const ork_loc *at, const char *fmt, ...) {
     char msg[1536];
     va_list ap;
@@ -917,3 +917,22 @@ void ork_config_dump(const ork_config *c, FILE *f) {
             fprintf(f, "  (default%s%s)\n", o->how ? ", " : "", o->how ? o->how : "");
     }
 }
+
+/* ---- the keys not implemented (docs/aitk-keys.md) -------------------------- */
+static void each_known(const ork_ck_table *t, const char *prefix, int all, ork_config_known_fn fn, void *ctx) {
+    for (const ork_ck *k = t->keys; k->key; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k->key);
+        if (k->cls == ORK_CK_KNOWN || (all && k->cls != ORK_CK_ALIAS)) fn(ctx, path, k->def, k->when);
+        else if ((k->kind == ORK_CK_MAP || k->kind == ORK_CK_LIST) && k->sub) {
+            char sub[520];
+            snprintf(sub, sizeof sub, "%s%s", path, k->kind == ORK_CK_LIST ? "[]" : "");
+            each_known(k->sub, k->sub->anonymous ? "" : sub, all || k->sub->unimplemented, fn, ctx);
+        } else if (k->kind == ORK_CK_PARAMS) {
+            const ork_ck_table *c = ork_schema_component_known(path);
+            if (c) each_known(c, path, all, fn, ctx);
+        }
+    }
+}
+
+void ork_config_each_unimplemented(ork_config_known_fn fn, void *ctx) { each_known(&ork_schema_root, "", 0, fn, ctx); }

@@ -38,7 +38,8 @@
 #define ORK_CONFIG_CONFIG_H
 
 #include <orakul/abi.h>
-#include <orakul/plugin.h> /* ork_param, ork_component_kind */
+#include <orakul/platform.h> /* ORK_PRINTF */
+#include <orakul/plugin.h>   /* ork_param, ork_component_kind */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -227,10 +228,20 @@ ork_status ork_config_component_params(ork_config *cfg, const char *section_path
 /* Log "file:line:col: message" (or "file: message" for a default) as an error
  * and return s. For the loader's own checks against config values. */
 ork_status ork_config_fail_at(const ork_loc *at, ork_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    ORK_PRINTF(3, 4);
 
 /* Every resolved key, one per line: "train.steps = 2000  (config.yaml:30:16)"
  * or "(default)"; what `orakul plan` prints. */
 void ork_config_dump(const ork_config *cfg, FILE *f);
+
+/* Every ai-toolkit key orakul knows but does not implement (the schema's KNOWN
+ * rows and a whole unimplemented section's keys), in table order, named as the
+ * warnings name them ("train.ema_config", "datasets[].mask_path",
+ * "model.model_kwargs.match_target_res"): fn(ctx, path, ai-toolkit's default
+ * or NULL, the setting it acts with or NULL). Component sections list the keys
+ * ai-toolkit knows there (a component that declares one implements it: the
+ * caller filters those). `orakul plugins --unimplemented` prints them. */
+typedef void (*ork_config_known_fn)(void *ctx, const char *path, const char *def, const char *when);
+void ork_config_each_unimplemented(ork_config_known_fn fn, void *ctx);
 
 #endif
