@@ -219,12 +219,12 @@ def real(outdir, which, device, small=False):
     cfg.num_hidden_layers = max(layers)  # only the layers the pipeline reads: hooks take their outputs
     t0 = time.time()
     torch.manual_seed(29)
-    with torch.device(device):
-        model = (MistralModel if which == "mistral" else Qwen3Model)(cfg).to(torch.bfloat16).eval()
-    # .to(bf16) rounds the rotary inv_freq buffer too; from_pretrained(torch_dtype=bf16), as the
-    # pipelines load, keeps it float32 (computed with dtype=torch.float): restore that
-    dim, base = cfg.head_dim, cfg.rope_parameters["rope_theta"]
-    model.rotary_emb.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float, device=device) / dim))
+    torch.backends.cuda.matmul.allow_tf32 = False  # the f32 truth in f32
+    torch.set_default_dtype(torch.bfloat16)  # as from_pretrained(torch_dtype=bf16): bf16 parameters,
+    with torch.device(device):               # the rotary inv_freq float32 (made with dtype=torch.float)
+        model = (MistralModel if which == "mistral" else Qwen3Model)(cfg).eval()
+    torch.set_default_dtype(torch.float32)
+    assert model.rotary_emb.inv_freq.dtype == torch.float32 and model.embed_tokens.weight.dtype == torch.bfloat16
     with torch.no_grad():  # transformers' init gives N(0, 0.02) linears: norms ~U(0.5, 1.5) to exercise them
         for n, p in model.named_parameters():
             if "norm" in n:
