@@ -142,6 +142,11 @@ void tok_model_free(tok_model *m);
  * from it (tok_spm.c), with extra_ids sentinels. */
 ork_status tok_spm_to_json(const char *data, size_t n, int extra_ids, json_t **out);
 
+/* ---- tekken --------------------------------------------------------------------------- */
+/* A parsed tekken.json (Mistral's, mistral-common's format; borrowed) -> the
+ * tokenizer.json transformers' MistralConverter builds from it (tok_tekken.c). */
+ork_status tok_tekken_to_json(json_t *root, json_t **out);
+
 /* ---- the GPT-2 byte <-> code point table (ByteLevel) ------------------------- */
 uint32_t tok_byte_to_cp(uint8_t b);
 

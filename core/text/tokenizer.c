@@ -460,6 +460,13 @@ static ork_status from_json(json_t *root, const char *folder, ork_tokenizer **ou
     *out = NULL;
     if (!json_is_object(root)) return tok_fail(ORK_E_FORMAT, "not a JSON object");
     json_t *model = json_object_get(root, "model");
+    if (!model && json_is_array(json_object_get(root, "vocab"))) {
+        json_t *conv = NULL; /* Mistral's tekken.json (tok_tekken.c) */
+        ORK_TRY(tok_tekken_to_json(root, &conv));
+        ork_status st = from_json(conv, folder, out);
+        json_decref(conv);
+        return st;
+    }
     if (!json_is_object(model)) return tok_fail(ORK_E_FORMAT, "no 'model' object");
     /* The file's "truncation" and "padding" are not applied: the caller's
      * max_length and flags decide, as transformers' call arguments do. */
@@ -662,8 +669,8 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
     char folder[4096], a[4096], b[4096];
     if (S_ISDIR(sb.st_mode)) {
         snprintf(folder, sizeof folder, "%s", path);
-        static const char *const jsons[] = {"tokenizer.json", "tokenizer.json.gz"};
-        for (int i = 0; i < 2; i++) {
+        static const char *const jsons[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json"};
+        for (int i = 0; i < 3; i++) {
             if (!pjoin(a, sizeof a, folder, jsons[i])) continue;
             if (file_exists(a)) {
                 tok_set_source(a); /* name the file, not the folder */
@@ -680,7 +687,7 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
             tok_set_source(a);
             return load_spm(a, folder, out);
         }
-        return tok_fail(ORK_E_IO, "%s: no tokenizer.json, vocab.json + merges.txt, "
+        return tok_fail(ORK_E_IO, "%s: no tokenizer.json, tekken.json, vocab.json + merges.txt, "
                         "bpe_simple_vocab_16e6.txt.gz or spiece.model", folder);
     }
     snprintf(folder, sizeof folder, "%s", path);
@@ -697,7 +704,7 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
     if (bl >= 7 && !strcmp(base + bl - 7, ".txt.gz")) return load_clip_bpe_gz(path, folder, out);
     if (bl >= 6 && !strcmp(base + bl - 6, ".model")) return load_spm(path, folder, out);
     json_t *root;
-    ORK_TRY(read_json(path, 0, &root));
+    ORK_TRY(read_json(path, JSON_ALLOW_NUL, &root)); /* tekken.json spells byte 0 as an escaped NUL */
     ork_status st = ork_tokenizer_from_json(root, folder, path, out);
     json_decref(root);
     return st;

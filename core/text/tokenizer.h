@@ -1,5 +1,5 @@
 /* text/tokenizer.h — the core's tokenizer (the service "orakul.tokenizer/1" of
- * <orakul/tokenizer.h>): load a tokenizer.json, CLIP's vocab.json + merges.txt,
+ * <orakul/tokenizer.h>): load a tokenizer.json, Mistral's tekken.json, CLIP's vocab.json + merges.txt,
  * open_clip's bpe_simple_vocab_16e6.txt.gz or T5's spiece.model, and encode
  * captions into ids identical to Hugging Face `tokenizers`. See <orakul/tokenizer.h> for what is
  * supported and what happens to invalid UTF-8.

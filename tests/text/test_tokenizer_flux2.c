@@ -278,6 +278,110 @@ static void test_service(void) {
     ork_host_clear_services();
 }
 
+/* ---- tekken.json, read natively ---------------------------------------------------------------- */
+/* mistral-common's own file: the full 131,072-token vocabulary, every caption
+ * and every mistral3-flux2 row (the trimmed fixture's ids are the full ones'). */
+static void test_real_tekken(void) {
+    const char *path = getenv("ORK_TEKKEN_JSON");
+    if (!path || !*path) path = ORK_TEKKEN_JSON;
+    if (!*path || access(path, R_OK) != 0) {
+        printf("  (mistral-common's tekken_240911.json not installed: skipped) ");
+        return;
+    }
+    ork_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_tokenizer_load(path, &t), ORK_OK);
+    CU_ASSERT_EQUAL(ork_tokenizer_vocab_size(t), 131072);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "[SYSTEM_PROMPT]"), 17);
+    CU_ASSERT_EQUAL(ork_tokenizer_pad_id(t), 11);
+    CU_ASSERT_EQUAL(tokfx_check_corpus(&g_fx, t, tokfx_find(&g_fx, "mistral")), 0);
+    int32_t ids[512], mask[512];
+    int bad = 0, rows = 0;
+    for (size_t i = 0; i < g_fx.nprompts; i++)
+        if (!strcmp(g_fx.prompts[i].name, "mistral")) {
+            bad += check_row(t, &g_fx.prompts[i], ids, mask);
+            rows++;
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(rows, (int)g_fx.ncaps);
+    ork_tokenizer_free(t);
+}
+
+static char g_dir[64];
+
+/* A tekken.json of three tokens ("a", "b", "ab") with the given pieces
+ * substituted; loads it and returns the status. */
+static ork_status tekken_try(const char *config, const char *vocab, const char *specials, ork_tokenizer **out) {
+    char path[256], text[2048];
+    snprintf(path, sizeof path, "%s/tekken.json", g_dir);
+    snprintf(text, sizeof text, "{\"config\": %s, \"vocab\": %s%s%s}", config, vocab, specials ? ", \"special_tokens\": " : "",
+             specials ? specials : "");
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+    *out = NULL;
+    return ork_tokenizer_load(path, out);
+}
+
+#define CFG(vs, ns) "{\"pattern\": \"\\\\p{L}+| ?[^\\\\s\\\\p{L}]+|\\\\s+\", \"default_vocab_size\": " #vs ", \"default_num_special_tokens\": " #ns "}"
+#define VOCAB3 "[{\"rank\": 0, \"token_bytes\": \"YQ==\"}, {\"rank\": 1, \"token_bytes\": \"Yg==\"}, {\"rank\": 2, \"token_bytes\": \"YWI=\"}]"
+
+static void test_tekken_small(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/orakul_tekken_XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(g_dir));
+    ork_tokenizer *t = NULL;
+    /* v3 (no special_tokens): mistral-common's 20 defaults, fillers to 25 */
+    CU_ASSERT_EQUAL_FATAL(tekken_try(CFG(28, 25), VOCAB3, NULL, &t), ORK_OK);
+    CU_ASSERT_EQUAL(ork_tokenizer_vocab_size(t), 28);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<pad>"), 11);
+    CU_ASSERT_EQUAL(ork_tokenizer_token_to_id(t, "<SPECIAL_24>"), 24);
+    CU_ASSERT_EQUAL(ork_tokenizer_pad_id(t), 11);
+    int32_t ids[16], n = 0;
+    CU_ASSERT_EQUAL(ork_tokenizer_encode(t, "abba</s>", 8, 0, 0, ids, NULL, 16, &n), ORK_OK);
+    CU_ASSERT(n == 4 && ids[0] == 27 && ids[1] == 26 && ids[2] == 25 && ids[3] == 2); /* ab b a </s> */
+    ork_tokenizer_free(t);
+    /* v7: the file's special tokens; default_vocab_size cuts the vocabulary (no "ab": no merge) */
+    CU_ASSERT_EQUAL_FATAL(tekken_try(CFG(4, 2), VOCAB3,
+                                     "[{\"rank\": 0, \"token_str\": \"<unk>\"}, {\"rank\": 1, \"token_str\": \"<s>\"}]", &t),
+                          ORK_OK);
+    CU_ASSERT_EQUAL(ork_tokenizer_vocab_size(t), 4);
+    CU_ASSERT_EQUAL(ork_tokenizer_encode(t, "<s>ab", 5, 0, 0, ids, NULL, 16, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    CU_ASSERT(n == 3 && ids[0] == 1 && ids[1] == 2 && ids[2] == 3);
+    ork_tokenizer_free(t);
+    /* malformed: one error line naming tekken each, nothing loaded */
+    static const struct { const char *cfg, *vocab, *specials, *what; } bad[] = {
+        {"[]", VOCAB3, NULL, "config"},
+        {"{\"default_vocab_size\": 3}", VOCAB3, NULL, "pattern"},
+        {CFG(28, 25), "[]", NULL, "vocab"},
+        {CFG(29, 25), VOCAB3, NULL, "default_vocab_size"},
+        {CFG(28, -1), VOCAB3, NULL, "default_num_special_tokens"},
+        {CFG(28, 25), "[{\"rank\": 0, \"token_bytes\": \"YQ=\"}, {\"rank\": 1, \"token_bytes\": \"Yg==\"}, {\"rank\": 2, \"token_bytes\": \"YWI=\"}]", NULL, "base64"},
+        {CFG(28, 25), "[{\"rank\": 0, \"token_bytes\": \"YQ==\"}, {\"rank\": 5, \"token_bytes\": \"Yg==\"}, {\"rank\": 2, \"token_bytes\": \"YWI=\"}]", NULL, "rank"},
+        {CFG(28, 25), "[{\"rank\": 0, \"token_bytes\": \"YQ==\"}, {\"rank\": 1, \"token_bytes\": \"YQ==\"}, {\"rank\": 2, \"token_bytes\": \"YWI=\"}]", NULL, "repeats"},
+        {CFG(28, 25), "[{\"rank\": 0, \"token_bytes\": \"\"}, {\"rank\": 1, \"token_bytes\": \"Yg==\"}, {\"rank\": 2, \"token_bytes\": \"YWI=\"}]", NULL, "base64"},
+        {CFG(5, 2), VOCAB3, "[{\"rank\": 1, \"token_str\": \"<unk>\"}, {\"rank\": 0, \"token_str\": \"<s>\"}]", "rank"},
+        {CFG(5, 2), VOCAB3, "[{\"rank\": 0, \"token_str\": \"<s>\"}, {\"rank\": 1, \"token_str\": \"<s>\"}]", "twice"},
+        {CFG(4, 1), VOCAB3, "[{\"rank\": 0, \"token_str\": \"<unk>\"}, {\"rank\": 1, \"token_str\": \"<s>\"}]", "more than"},
+        {CFG(5, 2), VOCAB3, "{}", "special_tokens"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        capture();
+        ork_status st = tekken_try(bad[i].cfg, bad[i].vocab, bad[i].specials, &t);
+        release();
+        CU_ASSERT_EQUAL(st, ORK_E_FORMAT);
+        CU_ASSERT_PTR_NULL(t);
+        CU_ASSERT_EQUAL(g_errors, 1);
+        int named = strstr(g_last, "tekken") && strstr(g_last, bad[i].what);
+        CU_ASSERT(named);
+        if (st != ORK_E_FORMAT || g_errors != 1 || !named) printf("\n  case %zu: status %d, %d errors: %s\n", i, (int)st, g_errors, g_last);
+        ork_tokenizer_free(t);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/tekken.json", g_dir);
+    remove(path);
+    rmdir(g_dir);
+}
+
 static const ork_test_case cases[] = {
     {"mistral tekken BPE vs tokenizers and mistral-common", test_mistral_tekken},
     {"mistral with Mistral-Small-3.1's shipped pattern", test_mistral_hf31},
@@ -286,6 +390,8 @@ static const ork_test_case cases[] = {
     {"rendered templates", test_render},
     {"prompt encode edges and errors", test_prompt_edges},
     {"the service's encode_prompt", test_service},
+    {"mistral-common's tekken.json read natively", test_real_tekken},
+    {"small and malformed tekken.json files", test_tekken_small},
     {NULL, NULL},
 };
 

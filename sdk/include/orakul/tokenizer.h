@@ -12,6 +12,9 @@
  *     TemplateProcessing, RobertaProcessing, BertProcessing, ByteLevel, Sequence;
  *     added tokens (special or not, normalized or not, lstrip/rstrip).
  *     Anything else is refused with one line naming the part.
+ *   tekken.json: Mistral's tekken (mistral-common's format), as transformers'
+ *     MistralConverter turns it into a tokenizer.json (special tokens first,
+ *     byte-level BPE in tiktoken's merge order, the file's split pattern).
  *   vocab.json + merges.txt: CLIP's BPE (as transformers' CLIPTokenizer builds it).
  *   bpe_simple_vocab_16e6.txt.gz: CLIP's BPE as open_clip ships it.
  *   spiece.model: T5's SentencePiece Unigram model, as transformers'
