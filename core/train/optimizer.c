@@ -92,7 +92,8 @@ ork_status ork_train_optimizer_step(job *j, int64_t step, double lr, float grad_
         n++;
     }
     ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = step, .lr = lr, .grad_scale = 1.0f,
-                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids};
+                       .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids,
+                       .whole = 1, .base_lr = j->p->train.lr};
     ork_status s = n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
     free(ps);
     free(ids);

@@ -38,7 +38,18 @@ typedef struct ork_opt_step {
      * core steps every parameter in one call or one streamed block's at a time
      * (stream/trainable_stream.h); NULL: 0..n-1. */
     const int32_t *param_ids;
+    /* Tail fields, 1.x-compatible: read them only when abi.struct_size covers
+     * them (ork_opt_step_has_whole); an older core's struct ends above. */
+    int32_t whole;  /* 1: this call steps every parameter of this optimizer step
+                     * (the resident state: an optimizer with global sums, e.g.
+                     * prodigy, may finish them inside the call); 0: a part (one
+                     * streamed block, more calls of the same step follow) or unknown */
+    double base_lr; /* train.lr before the schedule (lr = base_lr · schedule); 0: unknown */
 } ork_opt_step;
+
+/* Whether s (from a core of any 1.x minor) carries whole and base_lr. */
+#define ork_opt_step_has_whole(s) \
+    ((s)->abi.struct_size >= offsetof(ork_opt_step, base_lr) + sizeof((s)->base_lr))
 
 typedef struct ork_optimizer_vtable {
     ork_abi abi;
