@@ -28,7 +28,7 @@
 
 #define TOKF TT_FIXTURES "/tok_flux2"
 #define HID 32 /* hidden */
-#define TOK 320 /* tokens: FLUX.2-dev's system prompt, the caption, then padding */
+#define TOK 96 /* tokens: FLUX.2-dev's system prompt and the longest caption take 61 */
 
 static const char *const CAPS[] = {"a photo of ohwx dog on the beach", "",
                                    "A close-up portrait of a woman with red hair, soft light, film grain, 35mm",

@@ -22,7 +22,9 @@
  * causal mask F32 (1, 1, G·L, L) for queries grouped G = H / KV to a kv head;
  * LLM_PE the rotary table F32 (L, Dh/2, 2); LLM_ROWZ (B, 1, L, 1) 0 for query
  * rows with no visible key (left padding: sdpa gives them 0), else 1, or NULL
- * when every row sees a key; LLM_H0 .. the chosen hidden states.
+ * when every row sees a key; LLM_H0 .. the chosen hidden states. After the
+ * last block LLM_X is NULL: the carry is then the outputs' n·D wide (what
+ * the conditioner counts a caption's carry as: hidden_dim).
  * Owns (per instance): the source set, config, names and declarations. */
 #ifndef ORK_LLM_H
 #define ORK_LLM_H

@@ -187,6 +187,7 @@ static ork_status layer(llm_model *m, ork_graph *g, int l, ork_carry *c) {
     drop(m, g, x1);
     /* x (the block's input) is dropped by no one here: it may be an output slot or the caller's carry */
     keep_outputs(m, l + 1, c, c->t[LLM_X]);
+    if (l + 1 == m->n_run && !m->final_norm) c->t[LLM_X] = NULL; /* kept as an output: the carry is n·D wide */
     return ORK_OK;
 }
 
@@ -217,6 +218,7 @@ ork_status llm_block(llm_model *m, ork_graph *g, int i, ork_carry *c) {
     ORK_TRY(m->ops->rmsnorm(g, c->t[LLM_X], w, (float)m->c.eps, &y));
     for (int j = 0; j < m->n_out; j++)
         if (m->out[j] == m->c.layers) c->t[LLM_H0 + j] = y;
+    c->t[LLM_X] = NULL;
     return ORK_OK;
 }
 
