@@ -2,10 +2,12 @@
  * cache and the step's noise and timesteps (a pure function of the
  * micro-batch number), micro-batch k + 1's on a thread while the device runs
  * k's (in_next; micro_step joins it first), and uploaded in the activation
- * dtype. [control-thread; ork_train_inputs_build also on the builder thread] */
+ * dtype. A caption's text embedding is read from its text cache file here,
+ * when the batch is assembled (text_glue.c: not held in host memory). [control-thread; ork_train_inputs_build also on the builder thread] */
 #include "train/job.h"
 
 #include "train/rng.h"
+#include "train/text_cache.h" /* ork_train_text_read */
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,7 +73,17 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
             si->tg[o] = e - x;
         }
         const float *txt = it->txt, *vec = it->vec;
-        (void)ork_train_text_drop(j, k, slot[b], it, &txt, &vec); /* caption dropout (text_glue.c): NULL is zeros */
+        int dropped = ork_train_text_drop(j, k, slot[b], it, &txt, &vec); /* caption dropout (text_glue.c): NULL is zeros */
+        if (!dropped && !txt) { /* the caption's embedding, read from its text cache file (text_glue.c) */
+            int got = 0;
+            ork_status s = ork_train_text_read(j, it, si->txt + (size_t)b * T * ctx,
+                                               si->vec ? si->vec + (size_t)b * j->info.vec_dim : NULL, &got);
+            if (s != ORK_OK) {
+                ork_train_inputs_free(si);
+                return s;
+            }
+            if (got) continue;
+        }
         if (txt) memcpy(si->txt + (size_t)b * T * ctx, txt, (size_t)T * ctx * sizeof *si->txt);
         if (si->vec && vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, vec, (size_t)j->info.vec_dim * sizeof *si->vec);
     }

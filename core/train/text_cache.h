@@ -52,4 +52,16 @@ ork_status ork_text_cache_load(const char *path, const char *identity, int T, in
 ork_status ork_text_cache_write(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
                                 const char *caption, const float *txt, const float *vec);
 
+/* ---- the run's side (train/text_glue.c) --------------------------------- */
+
+struct job;
+struct item;
+/* Micro-batch assembly (prefetch.c, on the builder thread): the embedding of
+ * item it's caption when it lives in its text cache file (not held in host
+ * memory, see text_glue.c): read into txt (T, ctx_dim) and vec (vec_dim;
+ * NULL: not wanted), checked as at the start; *got 1. *got 0 (nothing
+ * written): the item's embedding is its own (it->txt, zeros when NULL).
+ * A file that no longer reads back: one line naming it, ORK_E_IO. */
+ork_status ork_train_text_read(const struct job *j, const struct item *it, float *txt, float *vec, int *got);
+
 #endif

@@ -3,8 +3,9 @@
  * (after default_caption and the trigger word), each dataset's dropout
  * caption when caption_dropout_rate > 0, the sample prompts that are text —
  * is read from the text cache (text_cache.h) or, when missing or unusable,
- * encoded by the model's text encoders (text/conditioner.h) in ONE call (one
- * pass of the encoders' weights; their memory is given back before it
+ * encoded by the model's text encoders (text/conditioner.h) in ONE call
+ * (encode_each: one pass of the encoders' weights when they stay resident,
+ * else one per group of embeddings; their memory is given back before it
  * returns) and written to the cache. An image with a <stem>.te.safetensors
  * beside it keeps that file (an override: its caption is not encoded).
  * Without the model's text encoders (the conditioner's warning says so; a
@@ -19,8 +20,20 @@
  * (ai-toolkit's: "" , or the trigger word for a non-reg dataset with one),
  * zeros without text encoders.
  *
- * Owns: the ork_train_text table (embeddings, per-image indices) of a job.
- * [control-thread; ork_train_text_drop also on prefetch.c's builder thread] */
+ * Host memory: an image's embedding is NOT held for the run (T5-XXL: 8 MiB
+ * of F32 per caption, 80 GB for 10,000 images): it stays in its text cache
+ * file and prefetch.c reads it (ork_train_text_read, checked as at the
+ * start) when it builds the micro-batch — the same F32 values training used
+ * when they were held. Held in memory: the dropout captions' embeddings, the
+ * sample prompts' until copied, and any whose cache file could not be
+ * written (an unwritable folder). The encode hands each caption's rows to a
+ * callback that writes its file (ork_textcond_encode_each: at most
+ * ORAKUL_TEXT_GROUP_GIB of embeddings on the host at once).
+ *
+ * Owns: the ork_train_text table (embeddings, their cache files, per-image
+ * indices, the (dataset, image) -> embedding map) of a job.
+ * [control-thread; ork_train_text_drop and ork_train_text_read also on
+ * prefetch.c's builder thread, reading the table only] */
 #include "train/job.h"
 
 #include "data/dataset.h"
@@ -34,10 +47,20 @@
 #include <string.h>
 #include <unistd.h>
 
+typedef struct img_ref {
+    const char *path;     /* the image's path (ork_train_text_item's item's: it lives as long as the job) */
+    int ds, e;
+} img_ref;
+
 struct ork_train_text {
     int T, ctx, vdim;
     int n, cap;           /* embeddings */
-    float **txt, **vec;   /* [n]: (T, ctx) and (vdim) or NULL */
+    float **txt, **vec;   /* [n]: (T, ctx) and (vdim) in host memory, or NULL */
+    char **file;          /* [n]: its text cache file (checked at the start), or NULL: held in memory */
+    char **caption;       /* [n]: its caption (the cache entry's check), with file */
+    char *identity;       /* the encoders' (the cache entries') */
+    img_ref *map;         /* open addressing over (ds, image path): images whose embedding is read from file */
+    int map_n, map_cap;
     int n_ds;
     size_t *n_img;        /* [n_ds] */
     int **img;            /* [n_ds][n_img]: embedding of image i, -1: none (an override file, or no encoder) */
@@ -49,9 +72,10 @@ struct ork_train_text {
 void ork_train_text_free(job *j) {
     ork_train_text *t = j->text;
     if (!t) return;
-    for (int i = 0; i < t->n; i++) free(t->txt[i]), free(t->vec[i]);
+    for (int i = 0; i < t->n; i++) free(t->txt[i]), free(t->vec[i]), free(t->file[i]), free(t->caption[i]);
     for (int d = 0; d < t->n_ds; d++) free(t->img[d]);
-    free(t->txt), free(t->vec), free(t->img), free(t->n_img), free(t->drop), free(t->uses);
+    free(t->txt), free(t->vec), free(t->file), free(t->caption), free(t->img), free(t->n_img), free(t->drop);
+    free(t->uses), free(t->identity), free(t->map);
     free(t);
     j->text = NULL;
 }
@@ -183,6 +207,7 @@ static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_tr
 
 /* ---- the encode ------------------------------------------------------------ */
 
+/* A new embedding slot, held nowhere yet. */
 static ork_status add_emb(ork_train_text *t, int *out) {
     if (t->n == t->cap) {
         int cap = t->cap ? t->cap * 2 : 64;
@@ -192,35 +217,93 @@ static ork_status add_emb(ork_train_text *t, int *out) {
         float **b = realloc(t->vec, (size_t)cap * sizeof *b);
         if (!b) return nomem();
         t->vec = b;
+        char **f = realloc(t->file, (size_t)cap * sizeof *f);
+        if (!f) return nomem();
+        t->file = f;
+        char **c = realloc(t->caption, (size_t)cap * sizeof *c);
+        if (!c) return nomem();
+        t->caption = c;
         t->cap = cap;
     }
-    float *x = malloc((size_t)t->T * t->ctx * sizeof *x), *v = t->vdim ? malloc((size_t)t->vdim * sizeof *v) : NULL;
-    if (!x || (t->vdim && !v)) {
-        free(x), free(v);
-        return nomem();
-    }
-    t->txt[t->n] = x;
-    t->vec[t->n] = v;
+    t->txt[t->n] = t->vec[t->n] = NULL;
+    t->file[t->n] = t->caption[t->n] = NULL;
     *out = t->n++;
     return ORK_OK;
 }
 
-/* Read what the cache holds, encode the rest in one call, write it. */
-static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w, ork_train_text *t) {
+/* Embedding e's rows held in memory: copies of txt (T, ctx) and vec (vdim). */
+static ork_status hold_emb(ork_train_text *t, int e, const float *txt, const float *vec) {
+    if (!t->txt[e] && !(t->txt[e] = malloc((size_t)t->T * t->ctx * sizeof(float)))) return nomem();
+    if (t->vdim && !t->vec[e] && !(t->vec[e] = malloc((size_t)t->vdim * sizeof(float)))) return nomem();
+    memcpy(t->txt[e], txt, (size_t)t->T * t->ctx * sizeof(float));
+    if (t->vdim) memcpy(t->vec[e], vec, (size_t)t->vdim * sizeof(float));
+    return ORK_OK;
+}
+
+/* Embedding e lives in its cache file path (caption: its entry's). */
+static ork_status file_emb(ork_train_text *t, int e, const char *path, const char *caption) {
+    if (!(t->file[e] = strdup(path)) || !(t->caption[e] = strdup(caption))) return nomem();
+    return ORK_OK;
+}
+
+/* encode_each's state: the misses' rows go to their cache files (or memory). */
+typedef struct fill_ctx {
+    ork_train_text *t;
+    wants *w;
+    const int *miss;      /* want index of each caption encoded */
+    const char *keep;     /* [w->n]: held in memory too (dropout captions, sample prompts) */
+    const char *identity;
+    int warned;
+} fill_ctx;
+
+static ork_status put_encoded(void *user, int m, const float *txt, const float *vec) {
+    fill_ctx *c = user;
+    ork_train_text *t = c->t;
+    wants *w = c->w;
+    const want *x = &w->v[c->miss[m]];
+    int written = 0;
+    if (w->dir_ok[x->dir]) {
+        char path[1300];
+        ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
+        ork_log_demote(1); /* the writer's line says why; a warning */
+        ork_status ws = ork_text_cache_write(path, c->identity, t->T, t->ctx, t->vdim, x->caption, txt,
+                                             t->vdim ? vec : NULL);
+        ork_log_demote(-1);
+        if (ws == ORK_OK) {
+            ORK_TRY(file_emb(t, x->emb, path, x->caption));
+            written = 1;
+        } else {
+            w->dir_ok[x->dir] = 0;
+            if (!c->warned++)
+                ORK_WARN("could not write the text cache in %s: text embeddings are not cached on disk (held in "
+                         "memory for this run)", w->dirs[x->dir]);
+        }
+    }
+    return !written || c->keep[c->miss[m]] ? hold_emb(t, x->emb, txt, vec) : ORK_OK;
+}
+
+/* Check what the cache holds (each entry read once, as training will read
+ * it), encode the rest in one pass of the encoders, each caption's rows
+ * written to its file as they come. keep[i]: want i is held in memory too. */
+static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w, const char *keep,
+                       ork_train_text *t) {
     int *miss = malloc(((size_t)w->n + 1) * sizeof *miss), n_miss = 0, bad = 0;
-    if (!miss) return nomem();
-    ork_status s = ORK_OK;
+    float *sx = malloc((size_t)t->T * t->ctx * sizeof *sx), *sv = malloc(((size_t)t->vdim + 1) * sizeof *sv);
+    ork_status s = miss && sx && sv ? ORK_OK : nomem();
     for (int i = 0; s == ORK_OK && i < w->n; i++) {
         want *x = &w->v[i];
         if ((s = add_emb(t, &x->emb)) != ORK_OK) break;
         char path[1300], why[1024];
         ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
         ork_log_hold_begin(); /* a cache entry that does not load is encoded again: a warning, not an error */
-        ork_status ls = ork_text_cache_load(path, identity, t->T, t->ctx, t->vdim, x->caption, t->txt[x->emb],
-                                            t->vec[x->emb]);
+        ork_status ls = ork_text_cache_load(path, identity, t->T, t->ctx, t->vdim, x->caption, sx, sv);
         ork_log_hold_end(why, sizeof why);
-        if (ls == ORK_E_NOMEM) s = nomem();
-        else if (ls != ORK_OK) {
+        if (ls == ORK_E_NOMEM) {
+            s = nomem();
+        } else if (ls == ORK_OK) {
+            s = file_emb(t, x->emb, path, x->caption);
+            if (s == ORK_OK && keep[i]) s = hold_emb(t, x->emb, sx, sv);
+        } else {
             if (ls != ORK_E_IO || access(path, F_OK) == 0) {
                 ORK_WARN("%s: encoding its caption again (the text cache entry cannot be used: %s)", path,
                          why[0] ? why : ork_status_str(ls));
@@ -229,39 +312,21 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
             miss[n_miss++] = i;
         }
     }
+    free(sx), free(sv);
     double secs = 0;
     if (s == ORK_OK && n_miss > 0) {
         const char **caps = malloc((size_t)n_miss * sizeof *caps);
         if (!caps) s = nomem();
         for (int m = 0; s == ORK_OK && m < n_miss; m++) caps[m] = w->v[miss[m]].caption;
-        ork_text_embed e = {0};
         size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
-        if (s == ORK_OK) s = ork_textcond_encode(tc, j->be, budget, n_miss, caps, &e);
+        fill_ctx c = {t, w, miss, keep, identity, 0};
+        if (s == ORK_OK) s = ork_textcond_encode_each(tc, j->be, budget, n_miss, caps, put_encoded, &c);
         free(caps);
         if (s == ORK_OK) {
             ork_textcond_stats st;
             ork_textcond_last_stats(tc, &st);
             secs = st.seconds;
-            int warned = 0;
-            for (int m = 0; m < n_miss; m++) {
-                const want *x = &w->v[miss[m]];
-                memcpy(t->txt[x->emb], e.txt + (size_t)m * t->T * t->ctx, (size_t)t->T * t->ctx * sizeof(float));
-                if (t->vdim) memcpy(t->vec[x->emb], e.vec + (size_t)m * t->vdim, (size_t)t->vdim * sizeof(float));
-                if (!w->dir_ok[x->dir]) continue;
-                char path[1300];
-                ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
-                ork_log_demote(1); /* the writer's line says why; a warning */
-                ork_status ws = ork_text_cache_write(path, identity, t->T, t->ctx, t->vdim, x->caption,
-                                                     t->txt[x->emb], t->vdim ? t->vec[x->emb] : NULL);
-                ork_log_demote(-1);
-                if (ws != ORK_OK) {
-                    w->dir_ok[x->dir] = 0;
-                    if (!warned++) ORK_WARN("could not write the text cache in %s: text embeddings are not cached "
-                                            "on disk", w->dirs[x->dir]);
-                }
-            }
         }
-        ork_text_embed_free(&e);
     }
     free(miss);
     if (s == ORK_OK)
@@ -313,10 +378,12 @@ ork_status ork_train_encode_text(job *j) {
     ork_train_text *t = calloc(1, sizeof *t);
     wants w = {0};
     int *samp = NULL, n_samp = 0, **img_want = NULL, *drop_want = NULL;
+    char *keep = NULL;
     ork_status s = t ? ORK_OK : nomem();
     const char *identity = ork_textcond_identity(tc);
     if (s == ORK_OK) {
         j->text = t;
+        if (!(t->identity = strdup(identity))) s = nomem();
         ork_textcond_shape(tc, &t->T, &t->ctx, &t->vdim);
         if (t->T != j->T || t->ctx != j->info.context_dim || (j->info.vec_dim > 0 && t->vdim != j->info.vec_dim))
             s = ORK_FAIL(ORK_E_CONFIG, "%s: the text encoders give txt (%d, %d) and vec (%d); the model takes (%d, %d) "
@@ -336,13 +403,19 @@ ork_status ork_train_encode_text(job *j) {
     }
     if (s == ORK_OK) s = gather_datasets(j, identity, &w, t, img_want, drop_want);
     if (s == ORK_OK) s = gather_samples(j, identity, &w, &samp, &n_samp);
-    if (s == ORK_OK) s = fill(j, tc, identity, &w, t);
+    /* held in memory whatever the cache holds: the dropout captions (any micro-batch may take them) and
+     * the sample prompts (copied into the samples below) */
+    if (s == ORK_OK && !(keep = calloc((size_t)w.n + 1, 1))) s = nomem();
+    for (size_t d = 0; s == ORK_OK && d < nd; d++)
+        if (drop_want[d] >= 0) keep[drop_want[d]] = 1;
+    for (int i = 0; s == ORK_OK && i < n_samp; i++) keep[samp[i]] = 1;
+    if (s == ORK_OK) s = fill(j, tc, identity, &w, keep, t);
     if (s == ORK_OK && !(t->uses = calloc((size_t)t->n + 1, sizeof *t->uses))) s = nomem();
     for (size_t d = 0; s == ORK_OK && d < nd; d++) { /* want indices -> embedding indices */
         if (!(t->img[d] = malloc((t->n_img[d] ? t->n_img[d] : 1) * sizeof **t->img))) { s = nomem(); break; }
         for (size_t i = 0; i < t->n_img[d]; i++) {
             t->img[d][i] = img_want[d][i] < 0 ? -1 : w.v[img_want[d][i]].emb;
-            if (t->img[d][i] >= 0) t->uses[t->img[d][i]]++;
+            if (t->img[d][i] >= 0 && !t->file[t->img[d][i]]) t->uses[t->img[d][i]]++; /* held: handed to items */
         }
         t->drop[d] = drop_want[d] < 0 ? -1 : w.v[drop_want[d]].emb;
         if (t->drop[d] >= 0) t->uses[t->drop[d]]++; /* kept for the whole run */
@@ -354,7 +427,7 @@ ork_status ork_train_encode_text(job *j) {
     for (int e = 0; s == ORK_OK && e < t->n; e++) /* the prompts' rows: copied into the samples */
         if (!t->uses[e]) free(t->txt[e]), free(t->vec[e]), t->txt[e] = t->vec[e] = NULL;
     for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
-    free(img_want), free(drop_want), free(samp);
+    free(img_want), free(drop_want), free(samp), free(keep);
     wants_free(&w);
     ork_textcond_close(tc);
     return s;
@@ -362,12 +435,70 @@ ork_status ork_train_encode_text(job *j) {
 
 /* ---- use ------------------------------------------------------------------- */
 
+static uint64_t ref_hash(int ds, const char *path) {
+    return ork_fnv1a64(path, strlen(path), ORK_FNV1A64_INIT) ^ (uint64_t)(ds + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+/* Image (ds, path) reads embedding e from its file (the table grows at half full). */
+static ork_status map_add(ork_train_text *t, int ds, const char *path, int e) {
+    if (2 * (t->map_n + 1) > t->map_cap) {
+        int cap = t->map_cap ? 2 * t->map_cap : 1024;
+        img_ref *m = calloc((size_t)cap, sizeof *m);
+        if (!m) return nomem();
+        for (int i = 0; i < t->map_cap; i++) {
+            if (!t->map[i].path) continue;
+            uint64_t q = ref_hash(t->map[i].ds, t->map[i].path) & (uint64_t)(cap - 1);
+            while (m[q].path) q = (q + 1) & (uint64_t)(cap - 1);
+            m[q] = t->map[i];
+        }
+        free(t->map);
+        t->map = m;
+        t->map_cap = cap;
+    }
+    uint64_t q = ref_hash(ds, path) & (uint64_t)(t->map_cap - 1);
+    for (; t->map[q].path; q = (q + 1) & (uint64_t)(t->map_cap - 1))
+        if (t->map[q].ds == ds && !strcmp(t->map[q].path, path)) {
+            t->map[q].e = e;
+            return ORK_OK;
+        }
+    t->map[q] = (img_ref){path, ds, e};
+    t->map_n++;
+    return ORK_OK;
+}
+
+static int map_find(const ork_train_text *t, int ds, const char *path) {
+    if (!t->map_n) return -1;
+    uint64_t q = ref_hash(ds, path) & (uint64_t)(t->map_cap - 1);
+    for (; t->map[q].path; q = (q + 1) & (uint64_t)(t->map_cap - 1))
+        if (t->map[q].ds == ds && !strcmp(t->map[q].path, path)) return t->map[q].e;
+    return -1;
+}
+
+ork_status ork_train_text_read(const job *j, const item *it, float *txt, float *vec, int *got) {
+    *got = 0;
+    const ork_train_text *t = j->text;
+    int e = t && it->path ? map_find(t, it->ds, it->path) : -1;
+    if (e < 0) return ORK_OK;
+    char why[1024];
+    ork_log_hold_begin();
+    ork_status s = ork_text_cache_load(t->file[e], t->identity, t->T, t->ctx, t->vdim, t->caption[e], txt,
+                                       t->vdim ? vec : NULL);
+    ork_log_hold_end(why, sizeof why);
+    if (s != ORK_OK)
+        return ORK_FAIL(s == ORK_E_NOMEM ? s : ORK_E_IO, "%s: the text embedding of %s cannot be read back (%s): "
+                        "the text cache changed during the run; run again to encode it anew", t->file[e], it->path,
+                        why[0] ? why : ork_status_str(s));
+    *got = 1;
+    return ORK_OK;
+}
+
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it) {
     ork_train_text *t = j->text;
-    if (!t || it->txt || ds >= t->n_ds || i >= t->n_img[ds] || t->img[ds][i] < 0 || !t->txt[t->img[ds][i]])
-        return ORK_OK;
+    if (!t || it->txt || ds >= t->n_ds || i >= t->n_img[ds] || t->img[ds][i] < 0) return ORK_OK;
     int e = t->img[ds][i];
+    if (!t->txt[e] && !t->file[e]) return ORK_OK;
     j->have_enc++;
+    if (t->file[e]) return map_add(t, ds, it->path, e); /* read when a micro-batch takes it */
     if (--t->uses[e] == 0) { /* the last image of this caption takes the arrays */
         it->txt = t->txt[e], it->vec = t->vec[e];
         t->txt[e] = t->vec[e] = NULL;

@@ -11,7 +11,9 @@
  * declares its slots and source folder. quantize_te (qfloat8) quantizes T5.
  * Missing pieces are refused with one line naming them and where they were
  * looked for; nothing at all is a warning and no conditioner. The identity
- * changes with the files, the mask and the quantizer.
+ * changes with the files, the mask and the quantizer's kind (so its cache
+ * key: a changed qtype_te re-encodes), not with a qtype alias. The plan's
+ * chunk runs with zero retries (test_plan_fits).
  *
  * TC_GPU (test_textcond_cuda, label gpu): the same on the CUDA backend in
  * BF16 (tolerance 5e-2·M + 5e-2·|ref|, as test_t5clip_cuda); exit 77
@@ -26,6 +28,7 @@
 #include "text/cond_internal.h"
 #include "config/config.h"
 #include "text/conditioner.h"
+#include "train/text_cache.h" /* the cache key an identity makes */
 #include "util/log.h"
 
 #include <fcntl.h>
@@ -634,6 +637,21 @@ static void test_identity(void) {
     o.attn_mask = 0;
     o.quantize = 1;
     char *d = identity_of(&h.mi, &o);
+    /* the quantizer's kind is in it (FP8 E5M2 embeddings are not E4M3's), its aliases are not */
+    o.qtype = "fp8_e5m2";
+    char *d5 = identity_of(&h.mi, &o);
+    o.qtype = "float8";
+    char *d8 = identity_of(&h.mi, &o);
+    CU_ASSERT(d && d5 && d8);
+    if (d && d5 && d8) {
+        CU_ASSERT_STRING_NOT_EQUAL(d, d5);
+        CU_ASSERT_STRING_EQUAL(d, d8); /* qfloat8 (the default) and float8: one component */
+        CU_ASSERT(ork_text_cache_key(d, 16, CAPS[0]) != ork_text_cache_key(d5, 16, CAPS[0])); /* re-encoded */
+        CU_ASSERT(ork_text_cache_key(d, 16, CAPS[0]) == ork_text_cache_key(d8, 16, CAPS[0]));
+        CU_ASSERT(ork_text_cache_key(d, 16, CAPS[0]) != ork_text_cache_key(a, 16, CAPS[0]));
+    }
+    free(d5);
+    free(d8);
     hand h2;
     hand_model(&h2, dir_copy, 12);
     char *e = identity_of(&h2.mi, NULL);
@@ -667,7 +685,7 @@ static const ork_test_case cases[] = {
     {"the plan's chunk is the largest that fits; it runs with zero retries", test_plan_fits},
     {"FLUX plugin: slots and source folder of a diffusers folder and of a hub snapshot", test_flux},
     {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
-    {"identity: stable; changes with mask, quantizer, length, file times", test_identity},
+    {"identity: stable; changes with mask, quantizer (not its alias), length, file times", test_identity},
     {"options from the model config: quantize_te, qtype_te (FLUX.1: qtype), attn_masking", test_opts},
     {NULL, NULL},
 };
