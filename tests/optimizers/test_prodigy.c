@@ -79,7 +79,7 @@ static void *make_params(const kv *set, int n) {
     static const struct { const char *k; double v[2]; } defs[] = {
         {"betas", {0.9, 0.999}}, {"beta3", {-1, 0}}, {"eps", {1e-6, 0}}, {"weight_decay", {0, 0}},
         {"decouple", {1, 0}}, {"use_bias_correction", {0, 0}}, {"safeguard_warmup", {0, 0}},
-        {"d0", {1e-6, 0}}, {"d_coef", {1, 0}}, {"growth_rate", {INFINITY, 0}}};
+        {"d0", {1e-6, 0}}, {"d_coef", {1, 0}}, {"growth_rate", {0, 0}}};
     for (const ork_param *p = comp->params; buf && p->key; p++) {
         double v[2] = {0, 0};
         for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)

@@ -47,8 +47,8 @@ static const ork_param prodigy_keys[] = {
      "leave lr out of the d estimate's denominator (for warm-up schedules)"},
     {"d0", ORK_PARAM_FLOAT, 1, 0, "1e-6", 1e-30, 1e30, NULL, P(d0), "initial d estimate"},
     {"d_coef", ORK_PARAM_FLOAT, 1, 0, "1.0", 1e-30, 1e30, NULL, P(d_coef), "coefficient of the d estimate"},
-    {"growth_rate", ORK_PARAM_FLOAT, 1, 0, "inf", 1, INFINITY, NULL, P(growth_rate),
-     "largest factor d may grow by per step (inf: unlimited)"},
+    {"growth_rate", ORK_PARAM_FLOAT, 1, 0, "0", 0, 1e300, NULL, P(growth_rate),
+     "largest factor d may grow by per step; 0: unlimited (prodigyopt's inf, which YAML numbers cannot say)"},
     {NULL},
 };
 #undef P
@@ -66,10 +66,11 @@ static ork_status prodigy_create(const ork_host *host, const void *params, void 
     opt *o = calloc(1, sizeof *o);
     if (!o) return ORK_E_NOMEM;
     o->host = host;
-    opt_params def = {{0.9, 0.999}, -1, 1e-6, 0, 1, 0, 0, 1e-6, 1.0, INFINITY};
+    opt_params def = {{0.9, 0.999}, -1, 1e-6, 0, 1, 0, 0, 1e-6, 1.0, 0};
     const opt_params *p = params ? params : &def;
     o->hp = (ork_prodigy_hparams){p->betas[0], p->betas[1], p->beta3, p->eps, p->weight_decay, p->decouple,
-                                  p->use_bias_correction, p->safeguard_warmup, p->d0, p->d_coef, p->growth_rate};
+                                  p->use_bias_correction, p->safeguard_warmup, p->d0, p->d_coef,
+                                  p->growth_rate > 0 ? p->growth_rate : INFINITY};
     *self = o;
     return ORK_OK;
 }
