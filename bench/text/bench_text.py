@@ -34,8 +34,11 @@ What it does:
      budget (resident, chunks of up to 64 captions), fp8 within
      --fp8-budget-gb (6: the issue's target), and bf16 within --budget-gb (4:
      the bf16 T5 does not fit, so it runs layer-major, one block's weights at
-     a time); each prints its JSON line (seconds = the whole call,
-     peak_gib = the allocator's high-water mark).
+     a time), and bf16 at --sweep chunk sizes (8,16,64: where a bigger chunk
+     stops paying); each prints its JSON line (seconds = the whole call,
+     peak_gib = the allocator's high-water mark, retries = chunks the
+     budget refused: 0 when the plan is right, act_peak_gib /
+     act_planned_gib = the activations' peak and what the plan sized).
 Options: --n 256 captions (tests/fixtures/text/captions.txt, cycled),
 --t5-layers 24, --hf-batch 16, --skip-hf, --skip-orakul, --out FILE
 (default $OUT/text_bench.jsonl when $OUT is set, else ./text_bench.jsonl).
@@ -215,6 +218,8 @@ def main():
     ap.add_argument("--fp8-budget-gb", type=float, default=6.0)
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--skip-orakul", action="store_true")
+    ap.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",") if x], default=[8, 16, 64],
+                    help="bf16 resident runs at these captions per chunk (ORAKUL_TEXT_CHUNK), '' for none")
     ap.add_argument("--quanto-marlin", action="store_true",
                     help="let quanto build and use its Marlin FP8 CUDA kernel (compiled at first use: minutes)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "text_bench.jsonl"))
@@ -232,11 +237,14 @@ def main():
     if not a.skip_orakul:
         base = [a.bin, "--t5", t5d, "--t5-tok", t5tok, "--clip", cld, "--clip-tok", cltok, "--captions", capf,
                 "--n", str(a.n), "--T", "512"]
-        runs = [("bf16", []), ("fp8", ["--quantize"]),
-                ("fp8 within %g GiB" % a.fp8_budget_gb, ["--quantize", "--budget-gb", str(a.fp8_budget_gb)]),
-                ("bf16 within %g GiB (layer-major)" % a.budget_gb, ["--budget-gb", str(a.budget_gb)])]
-        for tag, extra in runs:
-            p = subprocess.run(base + extra + ["--tag", tag], capture_output=True, text=True)
+        runs = [("bf16", [], {}), ("fp8", ["--quantize"], {}),
+                ("fp8 within %g GiB" % a.fp8_budget_gb, ["--quantize", "--budget-gb", str(a.fp8_budget_gb)], {}),
+                ("bf16 within %g GiB (layer-major)" % a.budget_gb, ["--budget-gb", str(a.budget_gb)], {})]
+        # the chunk where throughput stops improving (the default caps a chunk at 16384 tokens: 32 captions)
+        runs += [("bf16 chunk %d" % c, [], {"ORAKUL_TEXT_CHUNK": str(c)}) for c in a.sweep]
+        for tag, extra, env in runs:
+            p = subprocess.run(base + extra + ["--tag", tag], capture_output=True, text=True,
+                               env=dict(os.environ, **env))
             lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
             if p.returncode or not lines:
                 emit(a.out, {"impl": "orakul", "tag": tag, "failed": p.returncode, "stderr": p.stderr[-2000:]})
