@@ -194,22 +194,25 @@ def tiny(outdir):
 # ---- real shapes (GPU machine) ------------------------------------------------------------------
 
 def real_cfg(which):
+    # rope_theta=: transformers 4 keeps it, 5 turns it into rope_parameters (the GPU machine may have either)
     if which == "mistral":
         # Mistral-Small-3.x text_config (FLUX.2-dev's text_encoder)
         return MistralConfig(vocab_size=131072, hidden_size=5120, intermediate_size=32768, num_hidden_layers=40,
                              num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
                              max_position_embeddings=131072, sliding_window=None, pad_token_id=11,
-                             rope_parameters={"rope_type": "default", "rope_theta": 1e9},
+                             rope_theta=1e9,
                              attn_implementation="sdpa"), (10, 20, 30)
     return Qwen3Config(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
                        num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
                        max_position_embeddings=40960, tie_word_embeddings=True, pad_token_id=151643,
-                       rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                       rope_theta=1e6,
                        attn_implementation="sdpa"), (9, 18, 27)
 
 
 def real(outdir, which, device, small=False):
     import time
+    import transformers
+    print("torch", torch.__version__, "transformers", transformers.__version__, "device", device, flush=True)
     cfg, layers = real_cfg(which)
     if small:  # a smoke test of this path and the C side on the CPU: the real layer counts, tiny widths
         cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.head_dim = 1000, 64, 96, 16
