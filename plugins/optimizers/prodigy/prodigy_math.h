@@ -30,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct ork_prodigy_hparams {
     double beta1, beta2, beta3; /* beta3 < 0: sqrt(beta2) */
     double eps;                 /* ai-toolkit passes 1e-6 */
@@ -61,13 +65,27 @@ size_t ork_prodigy_state_size(int64_t numel); /* 64 + 16·numel */
 void ork_prodigy_capture_p0(const void *param, ork_dtype pdt, void *state, int64_t numel);
 
 /* Phase 1 on one parameter (CPU): updates m, v, s (and p0 at its first
- * step); adds to *num the dot(g, p0 − p) times alpha_num and to *den Σ|s|.
- * alpha_num = (d/d0)·dlr; am = d(1−b1); av = d²(1−b2); as = (d/d0)·(dlr or d). */
+ * step) with this step's d (the old one) and dlr; adds (d/d0)·dlr·dot(g, p0 − p)
+ * to *num and Σ|s| to *den. */
 ork_status ork_prodigy_phase1_cpu(const ork_prodigy_hparams *h, const void *param, ork_dtype pdt,
-                                  const float *grad, void *state, int64_t numel, double alpha_num, double am,
-                                  double av, double as, double *num, double *den);
-/* Phase 2 (CPU): p −= dlr·m/(sqrt(v) + d·eps) with the decoupled decay first. */
+                                  const float *grad, void *state, int64_t numel, double d, double dlr, double *num,
+                                  double *den);
+/* Phase 2 (CPU) with the NEW d: p −= dlr·m/(sqrt(v) + d·eps), the decoupled decay first. */
 ork_status ork_prodigy_phase2_cpu(const ork_prodigy_hparams *h, void *param, ork_dtype pdt, const float *grad,
                                   const void *state, int64_t numel, double d, double dlr);
 
+/* The CUDA step (prodigy_cuda.cu): both phases and the global update on the
+ * stream, no host sync; the global estimate lives in dev (ork_prodigy_dev_new),
+ * loaded from the parameters' heads when load is 1. All pointers device memory. */
+typedef struct ork_prodigy_dev ork_prodigy_dev;
+typedef struct CUstream_st *ork_prodigy_stream;
+ork_status ork_prodigy_dev_new(ork_prodigy_dev **out);
+void ork_prodigy_dev_free(ork_prodigy_dev *dev);
+ork_status ork_prodigy_step_cuda(const ork_prodigy_hparams *h, ork_prodigy_dev *dev, int load, double lr, int n,
+                                 void *const *param, const ork_dtype *pdt, const float *const *grad,
+                                 void *const *state, const int64_t *numel, ork_prodigy_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -14,8 +14,9 @@
  * line (docs/optimizers.md). Each parameter's state carries the global
  * estimate in its head, so a resumed run continues bit for bit.
  *
- * CPU only: on CUDA the step refuses with one line (the device path needs its
- * own reductions; not written yet). */
+ * On CUDA (built with ORK_OPT_HAVE_CUDA) the same step runs on the device
+ * (prodigy_cuda.cu): the global estimate lives in a small device buffer this
+ * instance owns, the sums are reduced in a fixed order, nothing syncs. */
 #include <orakul/orakul.h>
 
 #include "prodigy_math.h"
@@ -57,7 +58,9 @@ typedef struct opt {
     const ork_host *host;
     ork_prodigy_hparams hp;
     ork_prodigy_global g;
-    int loaded; /* g came from the states (or is fresh) */
+    int loaded;           /* g came from the states (or is fresh) */
+    ork_prodigy_dev *dev; /* CUDA: the global estimate on the device */
+    int dev_loaded;
 } opt;
 
 static void log_err(const opt *o, const char *msg) { o->host->log(o->host, ORK_LEVEL_ERROR, "%s", msg); }
@@ -75,7 +78,35 @@ static ork_status prodigy_create(const ork_host *host, const void *params, void 
     return ORK_OK;
 }
 
-static void prodigy_destroy(void *self) { free(self); }
+static void prodigy_destroy(void *self) {
+#ifdef ORK_OPT_HAVE_CUDA
+    opt *o = self;
+    if (o && o->dev) ork_prodigy_dev_free(o->dev);
+#endif
+    free(self);
+}
+
+#ifdef ORK_OPT_HAVE_CUDA
+static ork_status step_cuda(opt *o, const ork_opt_step *s, ork_opt_param *ps, int n, double lr) {
+    if (!o->dev) ORK_TRY(ork_prodigy_dev_new(&o->dev));
+    void **param = malloc((size_t)n * sizeof *param), **state = malloc((size_t)n * sizeof *state);
+    const float **grad = malloc((size_t)n * sizeof *grad);
+    ork_dtype *pdt = malloc((size_t)n * sizeof *pdt);
+    int64_t *numel = malloc((size_t)n * sizeof *numel);
+    ork_status st = ORK_E_NOMEM;
+    if (param && state && grad && pdt && numel) {
+        for (int i = 0; i < n; i++)
+            param[i] = ps[i].data, state[i] = ps[i].state, grad[i] = ps[i].grad, pdt[i] = ps[i].dtype,
+            numel[i] = ps[i].numel;
+        st = ork_prodigy_step_cuda(&o->hp, o->dev, !o->dev_loaded, lr, n, param, pdt, grad, state, numel,
+                                   (ork_prodigy_stream)s->stream);
+        if (st == ORK_OK) o->dev_loaded = 1;
+        else log_err(o, "prodigy: a CUDA kernel launch failed");
+    }
+    free(param), free(state), free(grad), free(pdt), free(numel);
+    return st;
+}
+#endif
 
 static ork_status state_bytes(void *self, ork_dtype dt, int64_t numel, size_t *bytes) {
     (void)self;
@@ -145,10 +176,12 @@ static void write_heads(const opt *o, ork_opt_param *ps, int n) {
 
 static ork_status prodigy_step(void *self, const ork_opt_step *s, ork_opt_param *ps, int n) {
     opt *o = self;
+#ifndef ORK_OPT_HAVE_CUDA
     if (s->device != ORK_DEV_CPU) {
-        log_err(o, "prodigy runs on the CPU only for now: its CUDA path is not written (use adamw on the GPU)");
+        log_err(o, "prodigy: this build has no CUDA path (built with ORAKUL_CUDA=OFF)");
         return ORK_E_UNSUPPORTED;
     }
+#endif
     if (s->grad_scale != 1.0f) {
         log_err(o, "prodigy: grad_scale must be 1 (the core scales gradients before the step)");
         return ORK_E_INVALID;
@@ -167,22 +200,24 @@ static ork_status prodigy_step(void *self, const ork_opt_step *s, ork_opt_param 
     /* ai-toolkit: a learning rate below 0.1 is taken as 1.0 (Prodigy's scale), the schedule on top */
     double lr = s->lr;
     if (s->base_lr > 0 && s->base_lr < 0.1) lr = s->lr / s->base_lr;
+#ifdef ORK_OPT_HAVE_CUDA
+    if (s->device != ORK_DEV_CPU) return step_cuda(o, s, ps, n, lr);
+#endif
     if (!o->loaded) load_global(o, ps, n);
     const ork_prodigy_hparams *h = &o->hp;
     const ork_prodigy_global g = o->g;
     double bc = 1;
     if (h->use_bias_correction)
         bc = sqrt(1 - pow(h->beta2, (double)(g.k + 1))) / (1 - pow(h->beta1, (double)(g.k + 1)));
-    double dlr = g.d * lr * bc, r = g.d / h->d0;
-    double am = g.d * (1 - h->beta1), av = g.d * g.d * (1 - h->beta2), as = r * (h->safeguard_warmup ? g.d : dlr);
+    double dlr = g.d * lr * bc;
     double num = 0, den = 0;
     for (int i = 0; i < n; i++) {
         if (!(lr > 0)) { /* prodigyopt: state made, nothing summed or stepped */
             ork_prodigy_capture_p0(ps[i].data, ps[i].dtype, ps[i].state, ps[i].numel);
             continue;
         }
-        ORK_TRY(ork_prodigy_phase1_cpu(h, ps[i].data, ps[i].dtype, ps[i].grad, ps[i].state, ps[i].numel, r * dlr, am,
-                                       av, as, &num, &den));
+        ORK_TRY(ork_prodigy_phase1_cpu(h, ps[i].data, ps[i].dtype, ps[i].grad, ps[i].state, ps[i].numel, g.d, dlr,
+                                       &num, &den));
     }
     if (!(lr > 0) || den == 0) { /* prodigyopt returns before any update: d and k stay */
         write_heads(o, ps, n);
