@@ -10,7 +10,8 @@
 #            language model at its real shape (hidden 5120, 32 / 8 heads of
 #            128, intermediate 32768, vocab 131072; the 30 layers FLUX.2-dev
 #            reads) with random bf16 weights made on the GPU (35 GB of shards
-#            in $LLM_REAL_DIR, deleted afterwards), transformers' bf16 and f32
+#            in $LLM_REAL_DIR: /dev/shm when it has room, else $TMPDIR; deleted
+#            afterwards), transformers' bf16 and f32
 #            forwards of 2 x 512 tokens (one row left-padded, one right);
 #            then test_llm_real: orakul's BF16 forward against the f32 one,
 #            max / mean abs error beside transformers' bf16 figures
@@ -32,6 +33,9 @@ export PYTHONUNBUFFERED=1
 phases="$*"
 [ -n "$phases" ] || phases="build test mistral qwen3"
 B=$root/build-gpu
+# the weights' folder: /dev/shm when it has 40 GB free (writing 35 GB there is seconds, not a minute), else $TMPDIR
+shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+if [ -z "${LLM_REAL_DIR:-}" ] && [ "${shm_free:-0}" -gt 41943040 ] 2>/dev/null; then LLM_REAL_DIR=/dev/shm/orakul_llm_real; fi
 D=${LLM_REAL_DIR:-${TMPDIR:-/tmp}/orakul_llm_real}
 for ph in $phases; do
   t0=$(date +%s)
