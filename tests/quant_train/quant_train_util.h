@@ -148,18 +148,6 @@ static inline int qt_write_ckpt(const char *path, int fp8, const char *nan_in, i
 }
 
 /* The lines of text containing "error", counted; *line gets the first. */
-static inline int qt_error_lines(const char *text, char *line, size_t n) {
-    int cnt = 0;
-    line[0] = 0;
-    for (const char *p = text; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        char buf[2048];
-        tt_fmt(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
-        if (strstr(buf, "error") && !cnt++) tt_fmt(line, n, "%s", buf);
-        p = nl ? nl + 1 : NULL;
-    }
-    return cnt;
-}
+static inline int qt_error_lines(const char *text, char *line, size_t n) { return tt_lines_with(text, "error", line, n); }
 
 #endif

@@ -29,17 +29,7 @@
  *    error line naming the tensor;
  *  - an unknown qtype: exit 2 and one error line listing the available ones. */
 #include "quant_train_util.h"
-
-#include "config/config.h"
-#include "plugin/registry.h"
-#include "tensor/graph.h"
-#include "tensor/ops.h"
-#include "train/rng.h"
-#include "train/runner.h"
-#include "train/services.h"
-#include "train/wstore.h"
-
-#include <orakul/orakul.h>
+#include "model_test_util.h"
 
 static char g_root[1024], g_data[1100];
 
@@ -51,45 +41,7 @@ static int setup(void) {
 static int teardown(void) { tt_rm_rf(g_root); return 0; }
 
 /* ---- in-process ---------------------------------------------------------------- */
-typedef struct qm {
-    ork_config *cfg;
-    ork_registry *reg;
-    void *mparams, *qparams;
-    const ork_model_vtable *vt;
-    void *model;
-    const ork_quant_vtable *qvt;
-    void *quant;
-    ork_model_info info;
-    const ork_backend *be;
-    ork_alloc *alloc;
-    ork_graph *g;
-    ork_wstore *ws;
-    ork_runner *runner;
-} qm;
-
-static void qm_free(qm *m) {
-    if (m->runner) ork_runner_destroy(m->runner);
-    if (m->ws) ork_wstore_destroy(m->ws);
-    if (m->quant) m->qvt->destroy(m->quant);
-    if (m->model) m->vt->destroy(m->model);
-    if (m->g) ork_graph_destroy(m->g);
-    if (m->alloc) ork_alloc_destroy(m->alloc);
-    free(m->mparams);
-    free(m->qparams);
-    if (m->reg) ork_registry_destroy(m->reg);
-    if (m->cfg) ork_config_free(m->cfg);
-    memset(m, 0, sizeof *m);
-}
-
-static ork_status component(qm *m, ork_component_kind kind, const ork_plugin_component **pc, void **params) {
-    ork_loc at;
-    const char *name = ork_config_component_name(m->cfg, kind, &at);
-    if (!(*pc = ork_registry_find(m->reg, kind, name))) return ORK_E_CONFIG;
-    size_t sz = (*pc)->c->params_size ? (*pc)->c->params_size : 1;
-    if (!(*params = calloc(1, sz))) return ORK_E_NOMEM;
-    return ork_config_component_params(m->cfg, ork_config_component_params_path(kind), (*pc)->c->params, *params,
-                                       (*pc)->c->params_size);
-}
+typedef ork_test_model qm;
 
 /* The model of opts o, its weights in a CPU F32 store (quantized when o->qtype). */
 static ork_status qm_open(qm *m, const qt_opts *o, const char *tag) {
@@ -97,33 +49,7 @@ static ork_status qm_open(qm *m, const qt_opts *o, const char *tag) {
     char cfg[1200];
     tt_fmt(cfg, sizeof cfg, "%s/%s.yaml", g_root, tag);
     if (qt_write_config(cfg, o) != 0) return ORK_E_IO;
-    ORK_TRY(ork_services_register());
-    ORK_TRY(ork_config_load(cfg, &m->cfg));
-    ORK_TRY(ork_registry_create(NULL, &m->reg));
-    char *dirs[] = {(char *)ORK_PLUGIN_DIR};
-    ORK_TRY(ork_registry_scan(m->reg, dirs, 1));
-    const ork_plugin_component *mpc, *qpc;
-    ORK_TRY(component(m, ORK_KIND_MODEL, &mpc, &m->mparams));
-    m->vt = mpc->c->vtable;
-    ork_wstore_quant wq = {0};
-    if (o->qtype) {
-        ORK_TRY(component(m, ORK_KIND_QUANT, &qpc, &m->qparams));
-        m->qvt = qpc->c->vtable;
-        ORK_TRY(m->qvt->create(&qpc->host, m->qparams, &m->quant));
-        wq = (ork_wstore_quant){m->qvt, m->quant, qpc->c->id};
-    }
-    ORK_TRY(m->vt->create(&mpc->host, m->mparams, &m->model));
-    ORK_TRY(m->vt->open(m->model, ork_config_process(m->cfg)->model.name_or_path, &m->info));
-    m->be = ork_cpu_backend();
-    ORK_TRY(ork_alloc_create(m->be, 0, &m->alloc));
-    ork_graph_opts go = {0};
-    go.act_dtype = ORK_F32;
-    ORK_TRY(ork_graph_create(m->be, m->alloc, &go, &m->g));
-    ORK_TRY(ork_wstore_create_quant(m->alloc, m->be, &m->g->k, &m->info, ORK_F32, NULL, o->qtype ? &wq : NULL, &m->ws));
-    ORK_TRY(m->vt->load(m->model, ork_wstore_sink(m->ws)));
-    ORK_TRY(ork_wstore_check_complete(m->ws));
-    ork_wstore_attach(m->ws, m->g);
-    return ork_runner_create(m->g, m->alloc, m->vt, m->model, &m->info, &m->runner);
+    return ork_test_model_open(m, cfg, o->qtype != NULL);
 }
 
 static int is_linear(const ork_weight_decl *d) {
@@ -151,35 +77,7 @@ static float *values(qm *m, ork_tensor *t) {
 enum { HT = 4, WT = 3 };
 
 /* Forward on fixed seeded inputs into out [HT*WT*C]. */
-static ork_status forward(qm *m, float *out) {
-    const ork_model_info *in = &m->info;
-    const ork_tensor_api *ta = ork_tensor_api_table();
-    const int N = HT * WT, C = in->token_channels, T = in->context_len > 0 ? in->context_len : 8, D = in->context_dim;
-    float *tok = malloc((size_t)N * C * sizeof *tok), *txt = malloc((size_t)T * D * sizeof *txt);
-    float *vec = malloc((size_t)(in->vec_dim > 0 ? in->vec_dim : 1) * sizeof *vec);
-    if (!tok || !txt || !vec) { free(tok); free(txt); free(vec); return ORK_E_NOMEM; }
-    ork_rng r;
-    ork_rng_init(&r, 7, ORK_RNG_NOISE);
-    ork_rng_normal_f32(&r, tok, (int64_t)N * C);
-    ork_rng_normal_f32(&r, txt, (int64_t)T * D);
-    if (in->vec_dim > 0) ork_rng_normal_f32(&r, vec, in->vec_dim);
-    float ts = 0.63f, gd = 3.5f;
-    ork_model_inputs mi = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = HT, .w_tokens = WT,
-                           .timesteps_host = &ts, .guidance_host = in->has_guidance ? &gd : NULL};
-    int64_t s3[3] = {1, N, C}, st[3] = {1, T, D}, sv[2] = {1, in->vec_dim}, s1 = 1;
-    ork_status s = ork_graph_reset(m->g);
-    if (s == ORK_OK) s = ta->from_host(m->g, ORK_F32, 3, s3, tok, &mi.tokens);
-    if (s == ORK_OK) s = ta->from_host(m->g, ORK_F32, 3, st, txt, &mi.txt);
-    if (s == ORK_OK && in->vec_dim > 0) s = ta->from_host(m->g, ORK_F32, 2, sv, vec, &mi.vec);
-    if (s == ORK_OK) s = ta->from_host(m->g, ORK_F32, 1, &s1, &ts, &mi.timesteps);
-    if (s == ORK_OK && in->has_guidance) s = ta->from_host(m->g, ORK_F32, 1, &s1, &gd, &mi.guidance);
-    free(tok); free(txt); free(vec);
-    ork_tensor *pred = NULL;
-    if (s == ORK_OK) s = ork_runner_forward(m->runner, &mi, &pred);
-    if (s == ORK_OK && ta->numel(pred) != (int64_t)N * C) s = ORK_E_INTERNAL;
-    if (s == ORK_OK) s = ta->to_host(m->g, pred, ORK_F32, out);
-    return s;
-}
+static ork_status forward(qm *m, float *out) { return ork_test_model_forward(m, HT, WT, out); }
 
 static double rel_rms(const float *a, const float *ref, int64_t n) {
     double e = 0, r = 0;
@@ -275,8 +173,8 @@ static void check_store(const char *qtype, ork_dtype want, double err_lo, double
     free(xh);
     free(y0);
     free(y1);
-    qm_free(&m);
-    qm_free(&f);
+    ork_test_model_free(&m);
+    ork_test_model_free(&f);
 }
 
 static double g_err_e4m3, g_err_e5m2;
@@ -326,7 +224,7 @@ static void check_fp8_ckpt(const char *qtype, const char *kwargs, int block) {
     } else {
         CU_ASSERT(same_bytes == found && same_scales == found);
     }
-    qm_free(&m);
+    ork_test_model_free(&m);
 }
 static void test_fp8_ckpt(void) { check_fp8_ckpt("qfloat8", NULL, 0); }
 static void test_fp8_ckpt_block128(void) { check_fp8_ckpt("fp8_e4m3", "{block_size: 128}", 128); }

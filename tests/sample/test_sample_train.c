@@ -51,22 +51,13 @@ static int png_size(const char *p, int w, int h) {
 }
 
 static void test_train_with_samples(void) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], cr[1100], la[1100], lb[1100], lr[1100];
-    CU_ASSERT_FATAL(tt_setup("samples", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/a", root);
-    tt_fmt(ob, sizeof ob, "%s/b", root);
-    tt_fmt(ca, sizeof ca, "%s/a.yaml", root);
-    tt_fmt(cb, sizeof cb, "%s/b.yaml", root);
+    tt_ab ab; /* the logs beside the outputs: <root>/a.out, .err */
+    char cr[1100], lr[1100];
+    CU_ASSERT_FATAL(tt_ab_setup(&ab, "samples", "a", "b", 10, 5, 4) == 0);
+    char *root = ab.root, *oa = ab.oa, *ob = ab.ob, *ca = ab.ca, *cb = ab.cb, *la = ab.oa, *lb = ab.ob;
     tt_fmt(cr, sizeof cr, "%s/a14.yaml", root);
-    tt_fmt(la, sizeof la, "%s/a", root);
-    tt_fmt(lb, sizeof lb, "%s/b", root);
     tt_fmt(lr, sizeof lr, "%s/a14", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 10;
-    c.save_every = 5;
-    c.keep = 4;
-    c.dtype = "float32";
+    tt_cfg c = ab.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, 1) == 0);
     c.steps = 14;
     CU_ASSERT_FATAL(write_cfg(cr, &c, 1) == 0);
@@ -154,9 +145,7 @@ static void test_train_with_samples(void) {
     tt_fmt(p, sizeof p, "%s.err", lc);
     CU_ASSERT(tt_file_has(p, "trainable state streamed per block"));
     CU_ASSERT(tt_file_has(p, "samples at step 10: 2 images"));
-    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000010.safetensors", oc);
-    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_000000010.safetensors", od);
-    CU_ASSERT(tt_same_bytes(p, q));
+    CU_ASSERT(tt_same_output(oc, od, "000000010"));
     /* before step 1 the LoRA is the same everywhere: the same first samples as run a */
     tt_fmt(p, sizeof p, "%s/quickstart/samples/quickstart_000000000_0.png", oc);
     tt_fmt(q, sizeof q, "%s/samples/quickstart_000000000_0.png", dir);

@@ -26,79 +26,17 @@
  * moves the output by more than 100x that tolerance, so it cannot pass with
  * a LoRA that does nothing. */
 #include "train_test_util.h"
+#include "model_test_util.h"
 
-#include "config/config.h"
 #include "io/safetensors.h"
-#include "plugin/registry.h"
-#include "tensor/ops.h"
 #include "train/lora.h"
-#include "train/rng.h"
-#include "train/runner.h"
-#include "train/services.h"
-#include "train/wstore.h"
 
-#include <orakul/orakul.h>
-
-typedef struct model_ctx {
-    ork_config *cfg;
-    ork_registry *reg;
-    const ork_plugin_component *pc;
-    void *params;
-    const ork_model_vtable *vt;
-    void *model;
-    ork_model_info info;
-    const ork_backend *be;
-    ork_alloc *alloc;
-    ork_graph *g;
-    ork_wstore *ws;
-    ork_runner *runner;
-    const ork_tensor_api *ta;
-} model_ctx;
+typedef ork_test_model model_ctx;
 
 static char g_root[1024], g_cfg[1200];
 
-static void model_free(model_ctx *m) {
-    if (m->runner) ork_runner_destroy(m->runner);
-    if (m->ws) ork_wstore_destroy(m->ws);
-    if (m->model) m->vt->destroy(m->model);
-    if (m->g) ork_graph_destroy(m->g);
-    if (m->alloc) ork_alloc_destroy(m->alloc);
-    free(m->params);
-    if (m->reg) ork_registry_destroy(m->reg);
-    if (m->cfg) ork_config_free(m->cfg);
-    memset(m, 0, sizeof *m);
-}
-
 /* The quickstart model with its base weights in an F32 weight store on the CPU. */
-static ork_status model_open(model_ctx *m) {
-    memset(m, 0, sizeof *m);
-    ORK_TRY(ork_services_register());
-    ORK_TRY(ork_config_load(g_cfg, &m->cfg));
-    ORK_TRY(ork_registry_create(NULL, &m->reg));
-    char *dirs[] = {(char *)ORK_PLUGIN_DIR};
-    ORK_TRY(ork_registry_scan(m->reg, dirs, 1));
-    ork_loc at;
-    const char *name = ork_config_component_name(m->cfg, ORK_KIND_MODEL, &at);
-    if (!(m->pc = ork_registry_find(m->reg, ORK_KIND_MODEL, name))) return ORK_E_CONFIG;
-    size_t sz = m->pc->c->params_size ? m->pc->c->params_size : 1;
-    if (!(m->params = calloc(1, sz))) return ORK_E_NOMEM;
-    ORK_TRY(ork_config_component_params(m->cfg, ork_config_component_params_path(ORK_KIND_MODEL), m->pc->c->params,
-                                        m->params, m->pc->c->params_size));
-    m->vt = m->pc->c->vtable;
-    ORK_TRY(m->vt->create(&m->pc->host, m->params, &m->model));
-    ORK_TRY(m->vt->open(m->model, ork_config_process(m->cfg)->model.name_or_path, &m->info));
-    m->be = ork_cpu_backend();
-    m->ta = ork_tensor_api_table();
-    ORK_TRY(ork_alloc_create(m->be, 0, &m->alloc));
-    ork_graph_opts go = {0};
-    go.act_dtype = ORK_F32;
-    ORK_TRY(ork_graph_create(m->be, m->alloc, &go, &m->g));
-    ORK_TRY(ork_wstore_create(m->alloc, m->be, &m->g->k, &m->info, ORK_F32, &m->ws));
-    ORK_TRY(m->vt->load(m->model, ork_wstore_sink(m->ws)));
-    ORK_TRY(ork_wstore_check_complete(m->ws));
-    ork_wstore_attach(m->ws, m->g);
-    return ork_runner_create(m->g, m->alloc, m->vt, m->model, &m->info, &m->runner);
-}
+static ork_status model_open(model_ctx *m) { return ork_test_model_open(m, g_cfg, 0); }
 
 static ork_status lora_new(model_ctx *m, uint64_t seed, ork_lora_net **out) {
     const ork_network_config *nc = &ork_config_process(m->cfg)->network;
@@ -109,34 +47,7 @@ static ork_status lora_new(model_ctx *m, uint64_t seed, ork_lora_net **out) {
 enum { HT = 4, WT = 3 }; /* a non-square token grid */
 
 /* Forward on fixed seeded inputs; out: [HT*WT*C] host copy of the prediction (1, N, C). */
-static ork_status forward(model_ctx *m, float *out) {
-    const ork_model_info *in = &m->info;
-    const int N = HT * WT, C = in->token_channels, T = in->context_len > 0 ? in->context_len : 8, D = in->context_dim;
-    float *tok = malloc((size_t)N * C * sizeof *tok), *txt = malloc((size_t)T * D * sizeof *txt);
-    float *vec = malloc((size_t)(in->vec_dim > 0 ? in->vec_dim : 1) * sizeof *vec);
-    if (!tok || !txt || !vec) { free(tok); free(txt); free(vec); return ORK_E_NOMEM; }
-    ork_rng r;
-    ork_rng_init(&r, 7, ORK_RNG_NOISE);
-    ork_rng_normal_f32(&r, tok, (int64_t)N * C);
-    ork_rng_normal_f32(&r, txt, (int64_t)T * D);
-    if (in->vec_dim > 0) ork_rng_normal_f32(&r, vec, in->vec_dim);
-    float ts = 0.63f, gd = 3.5f;
-    ork_model_inputs mi = {.abi = ORK_ABI_INIT(ork_model_inputs), .h_tokens = HT, .w_tokens = WT,
-                           .timesteps_host = &ts, .guidance_host = in->has_guidance ? &gd : NULL};
-    int64_t s3[3] = {1, N, C}, st[3] = {1, T, D}, sv[2] = {1, in->vec_dim}, s1 = 1;
-    ork_status s = ork_graph_reset(m->g);
-    if (s == ORK_OK) s = m->ta->from_host(m->g, ORK_F32, 3, s3, tok, &mi.tokens);
-    if (s == ORK_OK) s = m->ta->from_host(m->g, ORK_F32, 3, st, txt, &mi.txt);
-    if (s == ORK_OK && in->vec_dim > 0) s = m->ta->from_host(m->g, ORK_F32, 2, sv, vec, &mi.vec);
-    if (s == ORK_OK) s = m->ta->from_host(m->g, ORK_F32, 1, &s1, &ts, &mi.timesteps);
-    if (s == ORK_OK && in->has_guidance) s = m->ta->from_host(m->g, ORK_F32, 1, &s1, &gd, &mi.guidance);
-    free(tok); free(txt); free(vec);
-    ork_tensor *pred = NULL;
-    if (s == ORK_OK) s = ork_runner_forward(m->runner, &mi, &pred);
-    if (s == ORK_OK && m->ta->numel(pred) != (int64_t)N * C) s = ORK_E_INTERNAL;
-    if (s == ORK_OK) s = m->ta->to_host(m->g, pred, ORK_F32, out);
-    return s;
-}
+static ork_status forward(model_ctx *m, float *out) { return ork_test_model_forward(m, HT, WT, out); }
 
 /* W += (alpha/rank)·up·down for every module in the file (kohya keys), on the
  * store's F32 host memory (CPU backend). Returns how many modules were merged. */
@@ -221,7 +132,7 @@ static void check_merge(const char *path, double min_effect) {
     CU_ASSERT(bad == 0);
     CU_ASSERT(max_effect > min_effect);
     free(y0); free(y1); free(y2);
-    model_free(&m);
+    ork_test_model_free(&m);
 }
 
 static void test_merge_random(void) {
@@ -243,7 +154,7 @@ static void test_merge_random(void) {
     const char *meta[] = {"ss_network_dim", "16", NULL, NULL};
     CU_ASSERT_FATAL(ork_lora_save(net, path, m.info.lora_format, ORK_F32, meta) == ORK_OK);
     ork_lora_destroy(net);
-    model_free(&m);
+    ork_test_model_free(&m);
     check_merge(path, 2e-2);
 }
 

@@ -26,14 +26,7 @@ static int error_lines(const char *log, char *first, size_t n) {
     char e[1200];
     tt_fmt(e, sizeof e, "%s.err", log);
     char *t = tt_read_all(e, NULL);
-    int cnt = 0;
-    first[0] = 0;
-    for (char *p = t; p && *p;) {
-        char *nl = strchr(p, '\n');
-        if (nl) *nl = 0;
-        if (strstr(p, "error:") && !cnt++) tt_fmt(first, n, "%s", p);
-        p = nl ? nl + 1 : NULL;
-    }
+    int cnt = tt_lines_with(t, "error:", first, n);
     if (cnt != 1) printf("\n  %s.err:\n%s\n", log, t ? t : "(unreadable)");
     free(t);
     return cnt;

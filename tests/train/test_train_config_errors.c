@@ -12,33 +12,27 @@ static char g_root[1024];
 static int setup(void) { return tt_setup("cfgerr", g_root, sizeof g_root) == 0 ? 0 : 1; }
 static int teardown(void) { tt_rm_rf(g_root); return 0; }
 
-/* Runs the config built from c; returns the exit code and the stderr text. */
-static int run_cfg(const char *tag, const tt_cfg *c, char **err) {
+/* The default config with out g_root/out and the dataset g_root/<data_leaf>. */
+static tt_cfg case_cfg(const char *data_leaf, char out[1100], char data[1100]) {
+    tt_fmt(out, 1100, "%s/out", g_root);
+    tt_fmt(data, 1100, "%s/%s", g_root, data_leaf);
+    return tt_cfg_default(out, data);
+}
+
+/* Runs the config built from c (g_root/<tag>.yaml) and asserts the refusal: exit 2
+ * and one line holding "error" (line gets it, printed). Returns the stderr text. */
+static char *refused(const char *tag, const tt_cfg *c, char *line, size_t n) {
     char cfg[1200], log[1200], e[1300];
     tt_fmt(cfg, sizeof cfg, "%s/%s.yaml", g_root, tag);
     tt_fmt(log, sizeof log, "%s/%s", g_root, tag);
     tt_fmt(e, sizeof e, "%s.err", log);
-    if (tt_write_config(cfg, c) != 0) return -1;
-    int rc = tt_run_q(cfg, log, 120, 1);
-    *err = tt_read_all(e, NULL);
-    return rc;
-}
-
-/* The lines of text containing "error", counted; *line gets the first. */
-static int error_lines(const char *text, char *line, size_t n) {
-    int cnt = 0;
     line[0] = 0;
-    for (const char *p = text; p && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        char buf[2048];
-        tt_fmt(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
-        if (strstr(buf, "error")) {
-            if (!cnt++) tt_fmt(line, n, "%s", buf);
-        }
-        p = nl ? nl + 1 : NULL;
-    }
-    return cnt;
+    if (tt_write_config(cfg, c) != 0) return NULL;
+    CU_ASSERT(tt_run_q(cfg, log, 120, 1) == 2);
+    char *err = tt_read_all(e, NULL);
+    CU_ASSERT(tt_lines_with(err, "error", line, n) == 1);
+    printf("  %s\n", line);
+    return err;
 }
 
 /* The written config of a case, g_root/<tag>.yaml. */
@@ -49,14 +43,8 @@ static const char *cfg_path(const char *tag, char *buf, size_t n) {
 
 static void test_missing_dataset(void) {
     char out[1100], data[1100], line[2048];
-    tt_fmt(out, sizeof out, "%s/out", g_root);
-    tt_fmt(data, sizeof data, "%s/no_such_folder", g_root);
-    tt_cfg c = tt_cfg_default(out, data);
-    char *err = NULL;
-    int rc = run_cfg("missing_dataset", &c, &err);
-    CU_ASSERT(rc == 2);
-    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
-    printf("  %s\n", line);
+    tt_cfg c = case_cfg("no_such_folder", out, data);
+    char *err = refused("missing_dataset", &c, line, sizeof line);
     CU_ASSERT(strstr(line, "folder_path") && strstr(line, "no_such_folder"));
     char cfg[1200];
     cfg_path("missing_dataset", cfg, sizeof cfg);
@@ -69,15 +57,9 @@ static void test_missing_dataset(void) {
 
 static void test_unknown_optimizer(void) {
     char out[1100], data[1100], line[2048];
-    tt_fmt(out, sizeof out, "%s/out", g_root);
-    tt_fmt(data, sizeof data, "%s/data", g_root);
-    tt_cfg c = tt_cfg_default(out, data);
+    tt_cfg c = case_cfg("data", out, data);
     c.optimizer = "adamw9000";
-    char *err = NULL;
-    int rc = run_cfg("unknown_optimizer", &c, &err);
-    CU_ASSERT(rc == 2);
-    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
-    printf("  %s\n", line);
+    char *err = refused("unknown_optimizer", &c, line, sizeof line);
     CU_ASSERT(strstr(line, "optimizer") && strstr(line, "'adamw9000'") && strstr(line, "adamw8bit"));
     char cfg[1200];
     cfg_path("unknown_optimizer", cfg, sizeof cfg);
@@ -88,15 +70,9 @@ static void test_unknown_optimizer(void) {
 
 static void test_bad_preset(void) {
     char out[1100], data[1100], line[2048];
-    tt_fmt(out, sizeof out, "%s/out", g_root);
-    tt_fmt(data, sizeof data, "%s/data", g_root);
-    tt_cfg c = tt_cfg_default(out, data);
+    tt_cfg c = case_cfg("data", out, data);
     c.preset = "preset:flux9-ultra";
-    char *err = NULL;
-    int rc = run_cfg("bad_preset", &c, &err);
-    CU_ASSERT(rc == 2);
-    CU_ASSERT(error_lines(err, line, sizeof line) == 1);
-    printf("  %s\n", line);
+    char *err = refused("bad_preset", &c, line, sizeof line);
     CU_ASSERT(strstr(line, "flux9-ultra") && strstr(line, "flux1-dev")); /* what is wrong, what is known */
     CU_ASSERT(!tt_exists(out));
     free(err);

@@ -132,22 +132,15 @@ static void test_quickstart_shape(void) {
 }
 #else
 static void test_resume_bitwise(void) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb1[1100], cb2[1100], la[1100], lb1[1100], lb2[1100];
-    CU_ASSERT_FATAL(tt_setup("resume", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/a", root);
-    tt_fmt(ob, sizeof ob, "%s/b", root);
-    tt_fmt(ca, sizeof ca, "%s/a.yaml", root);
+    tt_ab ab; /* F32 saves: the LoRA file holds the trained values exactly */
+    char cb1[1100], cb2[1100], lb1[1100], lb2[1100];
+    CU_ASSERT_FATAL(tt_ab_setup(&ab, "resume", "a", "b", 40, 20, 4) == 0);
+    char *root = ab.root, *oa = ab.oa, *ob = ab.ob, *ca = ab.ca, *la = ab.oa;
     tt_fmt(cb1, sizeof cb1, "%s/b20.yaml", root);
     tt_fmt(cb2, sizeof cb2, "%s/b40.yaml", root);
-    tt_fmt(la, sizeof la, "%s/a", root);
     tt_fmt(lb1, sizeof lb1, "%s/b20", root);
     tt_fmt(lb2, sizeof lb2, "%s/b40", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 40;
-    c.save_every = 20;
-    c.keep = 4;
-    c.dtype = "float32"; /* the LoRA file holds the trained values exactly */
+    tt_cfg c = ab.c;
 #ifdef TT_OPT
     c.optimizer = TT_OPT;
 #endif
@@ -164,7 +157,7 @@ static void test_resume_bitwise(void) {
     CU_ASSERT_FATAL(tt_run(cb1, lb1, 150) == 0);
     CU_ASSERT_FATAL(tt_run(cb2, lb2, 150) == 0);
 
-    char p[1400], q[1400];
+    char p[1400];
     tt_fmt(p, sizeof p, "%s.err", lb2);
     CU_ASSERT(tt_file_has(p, "resuming from") && tt_file_has(p, "at step 20"));
 
@@ -186,16 +179,10 @@ static void test_resume_bitwise(void) {
     CU_ASSERT(diff == 0);
 
     /* the final LoRA and state files, byte for byte (tensors, metadata, header) */
-    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000040.safetensors", oa);
-    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_000000040.safetensors", ob);
-    CU_ASSERT(tt_same_bytes(p, q));
-    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_state.safetensors", oa);
-    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_state.safetensors", ob);
-    CU_ASSERT(tt_same_bytes(p, q));
+    CU_ASSERT(tt_same_output(oa, ob, "000000040"));
+    CU_ASSERT(tt_same_output(oa, ob, "state"));
     /* and the run B saved the same step-20 LoRA as run A on the way */
-    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000020.safetensors", oa);
-    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_000000020.safetensors", ob);
-    CU_ASSERT(tt_same_bytes(p, q));
+    CU_ASSERT(tt_same_output(oa, ob, "000000020"));
     tt_rm_rf(root);
 }
 #endif

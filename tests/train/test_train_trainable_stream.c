@@ -101,40 +101,10 @@ static int same_losses(const char *la, int from, const char *lb, int n) {
     return 1;
 }
 
-static int same_file(const char *oa, const char *ob, const char *leaf) {
-    char p[1400], q[1400];
-    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_%s.safetensors", oa, leaf);
-    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_%s.safetensors", ob, leaf);
-    return tt_same_bytes(p, q);
-}
-
-/* A resident run and another of the same model in one temp root (tag): data,
- * outputs and configs "resident" and `b`; the config F32-saved, `steps` steps,
- * saves every `every`, `keep` kept, out = the resident's. 0 on success. */
-typedef struct ab_runs {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
-    tt_cfg c;
-} ab_runs;
-
-static int ab_setup(ab_runs *q, const char *tag, const char *b, int steps, int every, int keep) {
-    if (tt_setup(tag, q->root, sizeof q->root) != 0) return -1;
-    tt_fmt(q->data, sizeof q->data, "%s/data", q->root);
-    tt_fmt(q->oa, sizeof q->oa, "%s/resident", q->root);
-    tt_fmt(q->ob, sizeof q->ob, "%s/%s", q->root, b);
-    tt_fmt(q->ca, sizeof q->ca, "%s/resident.yaml", q->root);
-    tt_fmt(q->cb, sizeof q->cb, "%s/%s.yaml", q->root, b);
-    q->c = tt_cfg_default(q->oa, q->data);
-    q->c.steps = steps;
-    q->c.save_every = every;
-    q->c.keep = keep;
-    q->c.dtype = "float32";
-    return 0;
-}
-
 /* Streamed == resident, 4 steps, no clipping; `wdt`: network.weight_dtype (NULL: F32). */
 static void equals_resident_case(const char *wdt) {
-    ab_runs q;
-    CU_ASSERT_FATAL(ab_setup(&q, "tstream", "streamed", 4, 2, 4) == 0);
+    tt_ab q;
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "tstream", "resident", "streamed", 4, 2, 4) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     if (wdt) c.wdt = wdt;
@@ -145,8 +115,8 @@ static void equals_resident_case(const char *wdt) {
     CU_ASSERT_FATAL(run_w(ca, oa, 0, bf16) == 0);
     CU_ASSERT_FATAL(run_w(cb, ob, 1, bf16) == 0);
     CU_ASSERT(same_losses(oa, 0, ob, 4));
-    CU_ASSERT(same_file(oa, ob, "000000002"));
-    CU_ASSERT(same_file(oa, ob, "000000004"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000002"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000004"));
     tt_rm_rf(q.root);
 }
 static void test_streamed_equals_resident(void) { equals_resident_case(NULL); }
@@ -159,20 +129,13 @@ static void test_streamed_equals_resident_bf16(void) { equals_resident_case("bf1
  * resident one; without a budget the key is refused with its file:line:col;
  * never with a budget that fits changes nothing. */
 static void test_stream_trainable_state_key(void) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100], cc[1100], oc[1100], p[1200];
-    CU_ASSERT_FATAL(tt_setup("tstream_key", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/resident", root);
-    tt_fmt(ob, sizeof ob, "%s/always", root);
+    tt_ab q;
+    char cc[1100], oc[1100], p[1200];
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "tstream_key", "resident", "always", 3, 3, 2) == 0);
+    char *root = q.root, *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_fmt(oc, sizeof oc, "%s/nobudget", root);
-    tt_fmt(ca, sizeof ca, "%s/resident.yaml", root);
-    tt_fmt(cb, sizeof cb, "%s/always.yaml", root);
     tt_fmt(cc, sizeof cc, "%s/nobudget.yaml", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 3;
-    c.save_every = 3;
-    c.keep = 2;
-    c.dtype = "float32";
+    tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg_m(ca, &c, "0", 1, "vram_budget_gb: 64\nstream_trainable_state: never\n") == 0);
     c.out = ob;
     CU_ASSERT_FATAL(write_cfg_m(cb, &c, "0", 1, "vram_budget_gb: 64\nstream_trainable_state: always\n") == 0);
@@ -181,7 +144,7 @@ static void test_stream_trainable_state_key(void) {
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0); /* never: resident, as the plan fits */
     CU_ASSERT_FATAL(run_c(cb, ob, 1, 0, 1) == 0); /* always: streamed without ORAKUL_STREAM_TRAINABLES */
     CU_ASSERT(same_losses(oa, 0, ob, 3));
-    CU_ASSERT(same_file(oa, ob, "000000003"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000003"));
     int rc = tt_run_q(cc, oc, 60, 1);
     CU_ASSERT_EQUAL(rc, 2);
     tt_fmt(p, sizeof p, "%s.err", oc);
@@ -198,9 +161,9 @@ static void test_stream_trainable_state_key(void) {
  * gives the resident run's losses and LoRA, and the log says what travelled
  * coded — on the CPU nothing (F32 weights do not shrink: all raw). */
 static void test_stream_compression_key(void) {
-    ab_runs q;
+    tt_ab q;
     char p[1200];
-    CU_ASSERT_FATAL(ab_setup(&q, "tstream_codec", "coded", 3, 3, 2) == 0);
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "tstream_codec", "resident", "coded", 3, 3, 2) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0", 1) == 0);
@@ -211,7 +174,7 @@ static void test_stream_compression_key(void) {
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
     CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
     CU_ASSERT(same_losses(oa, 0, ob, 3));
-    CU_ASSERT(same_file(oa, ob, "000000003"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000003"));
     tt_fmt(p, sizeof p, "%s.err", ob);
     CU_ASSERT(tt_file_has(p, "streaming "));
 #ifdef TT_GPU
@@ -228,9 +191,9 @@ static void test_stream_compression_key(void) {
  * without gradient accumulation — the resident run's losses, LoRA files and
  * state exactly, and the log says loads went through the lent memory. */
 static void lent_case(int accum) {
-    ab_runs q;
+    tt_ab q;
     char p[1200];
-    CU_ASSERT_FATAL(ab_setup(&q, "tstream_lend", "lent", 4, 2, 4) == 0);
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "tstream_lend", "resident", "lent", 4, 2, 4) == 0);
     char *oa = q.oa, *ob = q.ob, *ca = q.ca, *cb = q.cb;
     tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, "0.02", accum) == 0);
@@ -249,9 +212,9 @@ static void lent_case(int accum) {
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
     CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
     CU_ASSERT(same_losses(oa, 0, ob, 4));
-    CU_ASSERT(same_file(oa, ob, "000000002"));
-    CU_ASSERT(same_file(oa, ob, "000000004"));
-    CU_ASSERT(same_file(oa, ob, "state"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000002"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000004"));
+    CU_ASSERT(tt_same_output(oa, ob, "state"));
     tt_fmt(p, sizeof p, "%s.err", ob);
     CU_ASSERT(tt_file_has(p, "carry the forward's loads"));
     char *e = tt_read_all(p, NULL), *l = e ? strstr(e, "blocks per step (") : NULL;
@@ -272,21 +235,15 @@ static void test_lent_grads_accumulated(void) { lent_case(2); }
 
 /* 4 straight == 2 + resume to 4, all streamed. */
 static void resume_case(const char *max_norm) {
-    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb2[1100], cb4[1100], lb2[1100], lb4[1100];
-    CU_ASSERT_FATAL(tt_setup("tstream_resume", root, sizeof root) == 0);
-    tt_fmt(data, sizeof data, "%s/data", root);
-    tt_fmt(oa, sizeof oa, "%s/straight", root);
-    tt_fmt(ob, sizeof ob, "%s/resumed", root);
-    tt_fmt(ca, sizeof ca, "%s/straight.yaml", root);
+    tt_ab q;
+    char cb2[1100], cb4[1100], lb2[1100], lb4[1100];
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "tstream_resume", "straight", "resumed", 4, 2, 4) == 0);
+    char *root = q.root, *oa = q.oa, *ob = q.ob, *ca = q.ca;
     tt_fmt(cb2, sizeof cb2, "%s/r2.yaml", root);
     tt_fmt(cb4, sizeof cb4, "%s/r4.yaml", root);
     tt_fmt(lb2, sizeof lb2, "%s/r2", root);
     tt_fmt(lb4, sizeof lb4, "%s/r4", root);
-    tt_cfg c = tt_cfg_default(oa, data);
-    c.steps = 4;
-    c.save_every = 2;
-    c.keep = 4;
-    c.dtype = "float32";
+    tt_cfg c = q.c;
     CU_ASSERT_FATAL(write_cfg(ca, &c, max_norm, 1) == 0);
     c.out = ob;
     CU_ASSERT_FATAL(write_cfg(cb4, &c, max_norm, 1) == 0);
@@ -306,9 +263,9 @@ static void resume_case(const char *max_norm) {
     CU_ASSERT_EQUAL(tt_file_has(p, "steps run clipped with the previous step's norm") != 0, clipping);
     CU_ASSERT(same_losses(oa, 0, lb2, 2));
     CU_ASSERT(same_losses(oa, 2, lb4, 2));
-    CU_ASSERT(same_file(oa, ob, "000000002"));
-    CU_ASSERT(same_file(oa, ob, "000000004"));
-    CU_ASSERT(same_file(oa, ob, "state"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000002"));
+    CU_ASSERT(tt_same_output(oa, ob, "000000004"));
+    CU_ASSERT(tt_same_output(oa, ob, "state"));
     tt_rm_rf(root);
 }
 static void test_streamed_resume(void) { resume_case("0"); }

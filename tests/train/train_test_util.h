@@ -292,6 +292,55 @@ static inline int tt_file_has(const char *path, const char *needle) {
     return r;
 }
 
+/* Byte-equal quickstart_<leaf>.safetensors (leaf "000000040", "state") in two runs'
+ * output folders (training_folder oa and ob, job quickstart). */
+static inline int tt_same_output(const char *oa, const char *ob, const char *leaf) {
+    char p[1400], q[1400];
+    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_%s.safetensors", oa, leaf);
+    tt_fmt(q, sizeof q, "%s/quickstart/quickstart_%s.safetensors", ob, leaf);
+    return tt_same_bytes(p, q);
+}
+
+/* Two runs of one model in one temp root (tag, tt_setup): the photos in data, run a's
+ * output folder <root>/<a> and config <root>/<a>.yaml, run b's likewise; c the default
+ * config with out = a's, `steps` steps, saved in F32 every `every`, `keep` kept. */
+typedef struct tt_ab {
+    char root[1024], data[1100], oa[1100], ob[1100], ca[1100], cb[1100];
+    tt_cfg c;
+} tt_ab;
+
+static inline int tt_ab_setup(tt_ab *q, const char *tag, const char *a, const char *b, int steps, int every,
+                              int keep) {
+    if (tt_setup(tag, q->root, sizeof q->root) != 0) return -1;
+    tt_fmt(q->data, sizeof q->data, "%s/data", q->root);
+    tt_fmt(q->oa, sizeof q->oa, "%s/%s", q->root, a);
+    tt_fmt(q->ob, sizeof q->ob, "%s/%s", q->root, b);
+    tt_fmt(q->ca, sizeof q->ca, "%s/%s.yaml", q->root, a);
+    tt_fmt(q->cb, sizeof q->cb, "%s/%s.yaml", q->root, b);
+    q->c = tt_cfg_default(q->oa, q->data);
+    q->c.steps = steps;
+    q->c.save_every = every;
+    q->c.keep = keep;
+    q->c.dtype = "float32";
+    return 0;
+}
+
+/* The lines of text holding needle (e.g. "error"), counted; first gets the first of them
+ * ("" when none). */
+static inline int tt_lines_with(const char *text, const char *needle, char *first, size_t n) {
+    int cnt = 0;
+    first[0] = 0;
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char buf[2048];
+        tt_fmt(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), p);
+        if (strstr(buf, needle) && !cnt++) tt_fmt(first, n, "%s", buf);
+        p = nl ? nl + 1 : NULL;
+    }
+    return cnt;
+}
+
 /* Step numbers of <dir>/<name>_<9 digits>.safetensors, ascending; returns the count. */
 static inline int tt_step_files(const char *dir, const char *name, long long *steps, int max) {
     DIR *d = opendir(dir);
