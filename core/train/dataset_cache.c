@@ -222,6 +222,101 @@ void ork_train_datasets_free(job *j) {
     j->scans = NULL;
 }
 
+/* One dataset's latent cache (<folder>/_latent_cache/): where, whether it can be written
+ * (said once when not: the cache is an optimisation, what stops it is a warning, never an
+ * error line), the dataset's resolution, and the counts its line reports. */
+typedef struct latent_cache {
+    char dir[1100];
+    int nocache, res;
+    uint64_t codec_hash;
+    int encoded, cached, old;
+} latent_cache;
+
+/* it's latent tokens: read from lc when a file there holds them for this image's key
+ * (the image bytes, the resolution, everything about the codec), else encoded with the
+ * model's codec and written there. */
+static ork_status item_latents(job *j, latent_cache *lc, item *it) {
+    const int res = lc->res;
+    ork_file_fp fp;
+    ORK_TRY(ork_file_fingerprint(it->path, 1, &fp));
+    char keytxt[512];
+    snprintf(keytxt, sizeof keytxt, "%016llx|%d|%s|%s|%d|%d", (unsigned long long)fp.hash, res, j->info.variant,
+             j->p->model.name_or_path, j->info.token_channels, j->info.pixels_per_token);
+    uint64_t key = ork_fnv1a64(keytxt, strlen(keytxt), lc->codec_hash);
+    char stem[512], cache[2048];
+    snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", lc->dir, stem_of(it->path, stem, sizeof stem),
+             (unsigned long long)key);
+    /* the token grid the codec gives this image: what its cache must hold */
+    int iw, ih, bw, bh, ppt = j->info.pixels_per_token > 0 ? j->info.pixels_per_token : 16;
+    char why[4096] = "";
+    ork_log_hold_begin();
+    ork_status ls = ork_image_probe(it->path, &iw, &ih); /* the encode below says what is wrong with it */
+    ork_log_hold_end(NULL, 0);
+    if (ls == ORK_OK) {
+        ork_image_bucket(iw, ih, res, ppt, &bw, &bh);
+        ls = load_cached(cache, key, it, j->info.token_channels, bh / ppt, bw / ppt, why, sizeof why);
+    }
+    if (ls == ORK_OK) {
+        lc->cached++;
+        return ORK_OK;
+    }
+    if (ls == ORK_E_FORMAT && why[0]) ORK_WARN("latent cache unusable (%s): re-encoding %s", why, it->path);
+    else if (ls == ORK_E_FORMAT) lc->old++;
+    ork_status s = encode_image(j, it->path, res, it);
+    if (s == ORK_E_BUDGET) /* the line above says what was asked; this one what to do */
+        s = ORK_FAIL(ORK_E_BUDGET, "%s: encoding %s at %d px for the latent cache needs more device memory "
+                     "than the plan leaves beside the model (the plan does not count the encode): run once "
+                     "with a larger model.vram_budget_gb (the latents are then cached in %s) or a smaller "
+                     "resolution", ork_config_file(j->cfg), it->path, res, lc->dir);
+    ORK_TRY(s);
+    int64_t bad = ork_first_nonfinite(ORK_F32, it->tokens, (uint64_t)it->h_tok * it->w_tok * j->info.token_channels);
+    if (bad >= 0) /* nothing to train on, and never a cache file holding it */
+        return ORK_FAIL(ORK_E_NUMERIC, "%s: the codec's latents of this image hold %s (element %lld of its "
+                        "%dx%d tokens): not cached, cannot train on it", it->path,
+                        ork_nonfinite_kind(ORK_F32, it->tokens, (uint64_t)bad), (long long)bad, it->w_tok, it->h_tok);
+    lc->encoded++;
+    ork_st_writer *w;
+    if (!lc->nocache && ork_st_writer_new(&w) == ORK_OK) {
+        ork_st_writer_checksum(w, 1); /* verified when read back (load_cached) */
+        int64_t shape[3] = {it->h_tok, it->w_tok, j->info.token_channels};
+        char ks[32];
+        snprintf(ks, sizeof ks, "%016llx", (unsigned long long)key);
+        size_t nb = (size_t)it->h_tok * it->w_tok * j->info.token_channels * sizeof(float);
+        ork_log_demote(1); /* the writer's line says why; a warning */
+        lc->nocache = ork_st_writer_add(w, "tokens", ORK_F32, 3, shape, it->tokens, nb) != ORK_OK ||
+                      ork_st_writer_meta(w, "key", ks) != ORK_OK || ork_st_writer_commit(w, cache) != ORK_OK;
+        ork_log_demote(-1);
+        if (lc->nocache) ORK_WARN("could not write the latent cache in %s: latents are not cached on disk", lc->dir);
+        ork_st_writer_free(w);
+    }
+    return ORK_OK;
+}
+
+/* num_repeats: items [first, first + n) again, reps − 1 times (shared data, fresh struct copies). */
+static ork_status repeat_items(job *j, int first, int n, int64_t reps) {
+    for (int64_t r = 1; r < reps; r++)
+        for (int i = 0; i < n; i++) {
+            item *src = &j->items[first + i], *dst = &j->items[j->n_items++];
+            *dst = *src;
+            dst->path = strdup(src->path);
+            dst->tokens = malloc((size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
+            if (!dst->tokens) return ORK_E_NOMEM;
+            memcpy(dst->tokens, src->tokens, (size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
+            dst->txt = dst->vec = NULL;
+            if (src->txt) {
+                size_t nt = (size_t)j->T * j->info.context_dim * sizeof(float);
+                if (!(dst->txt = malloc(nt))) return ORK_E_NOMEM;
+                memcpy(dst->txt, src->txt, nt);
+            }
+            if (src->vec && j->info.vec_dim > 0) {
+                size_t nv = (size_t)j->info.vec_dim * sizeof(float);
+                if (!(dst->vec = malloc(nv))) return ORK_E_NOMEM;
+                memcpy(dst->vec, src->vec, nv);
+            }
+        }
+    return ORK_OK;
+}
+
 static ork_status build_dataset(job *j) {
     const ork_process_config *p = j->p;
     j->T = j->info.context_len > 0 ? j->info.context_len : 512;
@@ -230,82 +325,23 @@ static ork_status build_dataset(job *j) {
         const ork_dataset_config *dc = &p->datasets.v[d];
         const ork_dataset *ds;
         ORK_TRY(ork_train_dataset(j, d, &ds));
-        int res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512;
-        char cache_dir[1100];
-        snprintf(cache_dir, sizeof cache_dir, "%s/_latent_cache", ds->folder);
-        /* the cache is an optimisation: what stops it is a warning, never an error line (a run that succeeds
-         * prints none), and is said once per dataset */
-        int nocache = ork_train_mkdir_p(cache_dir) != 0;
-        if (nocache) ORK_WARN("cannot create %s (%s): latents are not cached on disk", cache_dir, strerror(errno));
+        latent_cache lc = {.res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512, .codec_hash = codec_hash};
+        snprintf(lc.dir, sizeof lc.dir, "%s/_latent_cache", ds->folder);
+        lc.nocache = ork_train_mkdir_p(lc.dir) != 0;
+        if (lc.nocache) ORK_WARN("cannot create %s (%s): latents are not cached on disk", lc.dir, strerror(errno));
         int64_t reps = dc->num_repeats > 0 ? dc->num_repeats : 1;
         item *grown = realloc(j->items, (size_t)(j->n_items + ds->n * reps) * sizeof *grown);
         if (!grown) return ORK_E_NOMEM;
         j->items = grown;
         ork_status s = ORK_OK;
-        int first = j->n_items, encoded = 0, cached = 0, old = 0;
+        const int first = j->n_items;
         for (size_t i = 0; s == ORK_OK && i < ds->n; i++) {
             item *it = &j->items[j->n_items];
             memset(it, 0, sizeof *it);
             it->path = strdup(ds->items[i].path);
             j->n_items++;
-            ork_file_fp fp;
-            s = ork_file_fingerprint(it->path, 1, &fp);
+            s = item_latents(j, &lc, it);
             if (s != ORK_OK) break;
-            /* the cache key: image bytes, resolution and everything about the codec */
-            char keytxt[512];
-            snprintf(keytxt, sizeof keytxt, "%016llx|%d|%s|%s|%d|%d", (unsigned long long)fp.hash, res,
-                     j->info.variant, p->model.name_or_path, j->info.token_channels, j->info.pixels_per_token);
-            uint64_t key = ork_fnv1a64(keytxt, strlen(keytxt), codec_hash);
-            char stem[512], cache[2048];
-            snprintf(cache, sizeof cache, "%s/%s_%016llx.safetensors", cache_dir, stem_of(it->path, stem, sizeof stem),
-                     (unsigned long long)key);
-            /* the token grid the codec gives this image: what its cache must hold */
-            int iw, ih, bw, bh, ppt = j->info.pixels_per_token > 0 ? j->info.pixels_per_token : 16;
-            char why[4096] = "";
-            ork_log_hold_begin();
-            ork_status ls = ork_image_probe(it->path, &iw, &ih); /* the encode below says what is wrong with it */
-            ork_log_hold_end(NULL, 0);
-            if (ls == ORK_OK) {
-                ork_image_bucket(iw, ih, res, ppt, &bw, &bh);
-                ls = load_cached(cache, key, it, j->info.token_channels, bh / ppt, bw / ppt, why, sizeof why);
-            }
-            if (ls == ORK_OK) {
-                cached++;
-            } else {
-                if (ls == ORK_E_FORMAT && why[0]) ORK_WARN("latent cache unusable (%s): re-encoding %s", why, it->path);
-                else if (ls == ORK_E_FORMAT) old++;
-                s = encode_image(j, it->path, res, it);
-                if (s == ORK_E_BUDGET) /* the line above says what was asked; this one what to do */
-                    s = ORK_FAIL(ORK_E_BUDGET, "%s: encoding %s at %d px for the latent cache needs more device memory "
-                                 "than the plan leaves beside the model (the plan does not count the encode): run once "
-                                 "with a larger model.vram_budget_gb (the latents are then cached in %s) or a smaller "
-                                 "resolution", ork_config_file(j->cfg), it->path, res, cache_dir);
-                if (s != ORK_OK) break;
-                int64_t bad = ork_first_nonfinite(ORK_F32, it->tokens,
-                                                  (uint64_t)it->h_tok * it->w_tok * j->info.token_channels);
-                if (bad >= 0) { /* nothing to train on, and never a cache file holding it */
-                    s = ORK_FAIL(ORK_E_NUMERIC, "%s: the codec's latents of this image hold %s (element %lld of its "
-                                 "%dx%d tokens): not cached, cannot train on it", it->path,
-                                 ork_nonfinite_kind(ORK_F32, it->tokens, (uint64_t)bad), (long long)bad, it->w_tok,
-                                 it->h_tok);
-                    break;
-                }
-                encoded++;
-                ork_st_writer *w;
-                if (!nocache && ork_st_writer_new(&w) == ORK_OK) {
-                    ork_st_writer_checksum(w, 1); /* verified when read back (load_cached) */
-                    int64_t shape[3] = {it->h_tok, it->w_tok, j->info.token_channels};
-                    char ks[32];
-                    snprintf(ks, sizeof ks, "%016llx", (unsigned long long)key);
-                    size_t nb = (size_t)it->h_tok * it->w_tok * j->info.token_channels * sizeof(float);
-                    ork_log_demote(1); /* the writer's line says why; a warning */
-                    nocache = ork_st_writer_add(w, "tokens", ORK_F32, 3, shape, it->tokens, nb) != ORK_OK ||
-                              ork_st_writer_meta(w, "key", ks) != ORK_OK || ork_st_writer_commit(w, cache) != ORK_OK;
-                    ork_log_demote(-1);
-                    if (nocache) ORK_WARN("could not write the latent cache in %s: latents are not cached on disk", cache_dir);
-                    ork_st_writer_free(w);
-                }
-            }
             s = load_text(j, it->path, it); /* <image>.te.safetensors: an override of the encoded caption */
             it->ds = (int)d;
             if (s == ORK_OK) s = ork_train_text_item(j, (int)d, i, it); /* text_glue.c */
@@ -314,32 +350,11 @@ static ork_status build_dataset(job *j) {
         const size_t missing = ork_train_dataset_uncaptioned(ds);
         ORK_INFO("dataset %s: %d images, %zu without a %s caption%s (%d encoded, %d from the latent cache)",
                  dc->folder_path, j->n_items - first, missing, ds->caption_ext,
-                 missing && dc->default_caption ? ", default_caption used" : "", encoded, cached);
-        if (old)
-            ORK_INFO("latent cache: %d file%s written before the cache carried checksums, encoded again", old,
-                     old == 1 ? "" : "s");
-        /* num_repeats: the same items again (shared data, fresh struct copies) */
-        int n = j->n_items - first;
-        for (int64_t r = 1; r < reps; r++)
-            for (int i = 0; i < n; i++) {
-                item *src = &j->items[first + i], *dst = &j->items[j->n_items++];
-                *dst = *src;
-                dst->path = strdup(src->path);
-                dst->tokens = malloc((size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
-                if (!dst->tokens) return ORK_E_NOMEM;
-                memcpy(dst->tokens, src->tokens, (size_t)src->h_tok * src->w_tok * j->info.token_channels * sizeof(float));
-                dst->txt = dst->vec = NULL;
-                if (src->txt) {
-                    size_t nt = (size_t)j->T * j->info.context_dim * sizeof(float);
-                    if (!(dst->txt = malloc(nt))) return ORK_E_NOMEM;
-                    memcpy(dst->txt, src->txt, nt);
-                }
-                if (src->vec && j->info.vec_dim > 0) {
-                    size_t nv = (size_t)j->info.vec_dim * sizeof(float);
-                    if (!(dst->vec = malloc(nv))) return ORK_E_NOMEM;
-                    memcpy(dst->vec, src->vec, nv);
-                }
-            }
+                 missing && dc->default_caption ? ", default_caption used" : "", lc.encoded, lc.cached);
+        if (lc.old)
+            ORK_INFO("latent cache: %d file%s written before the cache carried checksums, encoded again", lc.old,
+                     lc.old == 1 ? "" : "s");
+        ORK_TRY(repeat_items(j, first, j->n_items - first, reps));
     }
     if (j->text) /* text_glue.c said how many were encoded and read from the text cache */
         ORK_INFO("text conditioning: the encoded caption for %d images, <image>.te.safetensors for %d", j->have_enc,
