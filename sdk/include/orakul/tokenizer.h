@@ -82,8 +82,9 @@ typedef struct ork_tokenizer_api {
      * (ORK_PROMPT_*): its chat template and system message, then tokenized,
      * truncated on the right and padded to max_length (<= 0: the format's own,
      * 512 for both FLUX.2 formats) on the pipeline's side, so ids and mask
-     * equal what the reference pipeline feeds the encoder. *n_out is
-     * max_length; cap and the ORK_E_INVALID answer as for encode. An unknown
+     * equal what the reference pipeline feeds the encoder. *n_out is that
+     * length ("plain" without one: the encoding's own); cap and the
+     * ORK_E_INVALID answer as for encode. An unknown
      * format: one line and ORK_E_INVALID. Left-padded rows still take position
      * ids 0..max_length-1 over the whole row, as transformers gives them. */
     ork_status (*encode_prompt)(const ork_tokenizer *t, const char *format, const char *text, size_t len,
