@@ -7,14 +7,14 @@
 #include "cli/cli.h"
 
 #include "dist/launcher.h" /* ork_launch */
+#include "platform/platform.h"
 
 #include "train/train.h" /* ork_train_run, ork_train_plan */
 #include "util/log.h"    /* ORK_INFO */
 
-#include <limits.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static int job(const char *cmd, int argc, char **argv, int run, const ork_train_opts *opts) {
     if (argc != 1) {
@@ -68,13 +68,11 @@ static int launch_ranks(int n, int argc, char **argv, const ork_train_opts *opts
                 argv[0]);
         return ORK_EXIT_USAGE;
     }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) {
-        fprintf(stderr, "orakul run --gpus %d: cannot find this executable (/proc/self/exe)\n", n);
+    char exe[4096];
+    if (ork_exe_path(exe, sizeof exe) != ORK_OK) {
+        fprintf(stderr, "orakul run --gpus %d: cannot find this executable: %s\n", n, strerror(errno));
         return ORK_EXIT_TRAIN;
     }
-    exe[len] = 0;
     char *child[5] = {exe, (char *)"run", NULL, NULL, NULL}; /* each rank: run [--overwrite] CONFIG */
     int c = 2;
     if (opts->overwrite) child[c++] = (char *)"--overwrite";

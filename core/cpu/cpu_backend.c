@@ -6,6 +6,7 @@
  * ignored and every call completes before it returns.
  * Owns nothing between calls. */
 #include "cpu/cpu.h"
+#include "platform/platform.h" /* ork_aligned_alloc */
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,10 +15,10 @@
 /* ---- memory ---------------------------------------------------------------- */
 
 static ork_status cpu_alloc(size_t bytes, void **ptr) {
-    *ptr = aligned_alloc(ORK_CPU_ALIGN, (bytes + ORK_CPU_ALIGN - 1) & ~(size_t)(ORK_CPU_ALIGN - 1));
+    *ptr = ork_aligned_alloc(ORK_CPU_ALIGN, (bytes + ORK_CPU_ALIGN - 1) & ~(size_t)(ORK_CPU_ALIGN - 1));
     return *ptr ? ORK_OK : ORK_FAIL(ORK_E_NOMEM, "cpu: out of host memory (%zu bytes)", bytes);
 }
-static void cpu_free(void *p) { free(p); }
+static void cpu_free(void *p) { ork_aligned_free(p); }
 static ork_status cpu_copy_bytes(const ork_kctx *k, void *dst, const void *src, size_t n) {
     if (n) memmove(dst, src, n);
     return ORK_OK;

@@ -1,5 +1,5 @@
 /* cuda/cuda_sdpa_cudnn.c — fused SDPA forward/backward through cuDNN 9's backend
- * graph API, loaded with dlopen("libcudnn.so.9") at first use so that a machine
+ * graph API, loaded (platform.h: libcudnn.so.9, cudnn64_9.dll) at first use so that a machine
  * without cuDNN still runs (the caller falls back to cuda_attn). See
  * cuda_sdpa_cudnn.h for the contract.
  *
@@ -20,7 +20,7 @@
  * Which kinds this library builds is probed once at load on the host (graph
  * finalize needs no device); ORK_CUDNN_SDPA_BWD=native tries the native node first.
  *
- * Owns (process-wide, per device, freed by ork_cudnn_sdpa_shutdown): the dlopen
+ * Owns (process-wide, per device, freed by ork_cudnn_sdpa_shutdown): the library
  * handle and its entry points, one cudnnHandle_t per device, and a small cache
  * of execution plans keyed by (device, direction, B, H, Lq, Lk, D), including
  * the shapes that have no engine. Not thread-safe (one graph, one thread).
@@ -28,6 +28,7 @@
  * "unavailable". */
 #include "cuda/cuda_sdpa_cudnn.h"
 #include "cuda/cuda_ctx.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -75,7 +76,6 @@ void ork_cudnn_sdpa_shutdown(void) {}
 #else /* ORK_HAVE_CUDNN */
 
 #include <cudnn_graph.h>
-#include <dlfcn.h>
 
 /* Attribute and type values the library headers of older cuDNN 9 lack or mark
  * deprecated; the numbers are the ABI (cudnn_graph.h of 9.19 / 9.26). */
@@ -101,7 +101,7 @@ static struct {
     int tried, ok;
     int bwd_kinds; /* K_COMPOSITE | K_NATIVE: backward graphs the load-time probe built */
     int native_first;
-    void *lib;
+    ork_lib *lib;
     long version;
     size_t (*GetVersion)(void);
     const char *(*GetErrorString)(cudnnStatus_t);
@@ -143,7 +143,7 @@ static char g_why[640];    /* the last failure, for the once-per-shape fallback 
 static char g_trace[1600]; /* backward plan building, stage by stage (one INFO line per shape) */
 static void probe_bwd(void);
 
-static void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace(const char *fmt, ...) ORK_PRINTF(1, 2);
 static void trace(const char *fmt, ...) {
     size_t n = strlen(g_trace);
     if (n + 8 >= sizeof g_trace) return;
@@ -155,8 +155,8 @@ static void trace(const char *fmt, ...) {
 }
 
 static void *sym(const char *name) {
-    void *p = dlsym(L.lib, name);
-    if (!p) ORK_WARN("cudnn sdpa: libcudnn.so.9 lacks %s", name);
+    void *p = ork_lib_sym(L.lib, name);
+    if (!p) ORK_WARN("cudnn sdpa: the cuDNN library lacks %s", name);
     return p;
 }
 
@@ -174,11 +174,11 @@ int ork_cudnn_sdpa_available(void) {
     const char *be = getenv("ORK_CUDNN_SDPA_BWD");
     L.native_first = be && !strcmp(be, "native");
     const char *lib = getenv("ORK_CUDNN_LIB");
-    if (!lib || !lib[0]) lib = "libcudnn.so.9";
-    L.lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!L.lib) {
-        if (forced) ORK_INFO("attention: %s not loadable (%s); using our flash kernels", lib, dlerror());
-        else ORK_DEBUG("attention: %s not loadable (%s); using our flash kernels", lib, dlerror());
+    if (!lib || !lib[0]) lib = ork_os_windows() ? "cudnn64_9.dll" : "libcudnn.so.9";
+    char why[1024];
+    if (ork_lib_open(lib, why, sizeof why, &L.lib) != ORK_OK) { /* why starts with lib */
+        if (forced) ORK_INFO("attention: cuDNN not loadable (%s); using our flash kernels", why);
+        else ORK_DEBUG("attention: cuDNN not loadable (%s); using our flash kernels", why);
         return 0;
     }
     *(void **)&L.GetVersion = sym("cudnnGetVersion");
@@ -195,14 +195,14 @@ int ork_cudnn_sdpa_available(void) {
     *(void **)&L.BExecute = sym("cudnnBackendExecute");
     if (!L.GetVersion || !L.GetErrorString || !L.GetLastErrorString || !L.Create || !L.Destroy ||
         !L.SetStream || !L.BCreate || !L.BDestroy || !L.BSet || !L.BGet || !L.BFinalize || !L.BExecute) {
-        dlclose(L.lib);
+        ork_lib_close(L.lib);
         L.lib = NULL;
         return 0;
     }
     L.version = (long)L.GetVersion();
     if (L.version < 91301) {
         ORK_INFO("attention: cuDNN %ld (%s) < 9.13.1 has no SDPA node; using our flash kernels", L.version, lib);
-        dlclose(L.lib);
+        ork_lib_close(L.lib);
         L.lib = NULL;
         return 0;
     }
@@ -211,7 +211,7 @@ int ork_cudnn_sdpa_available(void) {
         ORK_INFO("attention: cuDNN %ld (%s) builds no SDPA backward graph (%s); using our flash kernels "
                  "(ORK_CUDNN_SDPA=1 takes its forward anyway)",
                  L.version, lib, g_why);
-        dlclose(L.lib);
+        ork_lib_close(L.lib);
         L.lib = NULL;
         return 0;
     }

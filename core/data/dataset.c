@@ -4,18 +4,16 @@
  * Owns: the strings and arrays of an ork_dataset. */
 #include "data/dataset.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_read, ork_rfile_open */
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static char *dupstr(const char *s) { return strdup(s ? s : ""); }
 
@@ -132,16 +130,16 @@ ork_status ork_dataset_scan(const ork_dataset_opts *o, ork_dataset *ds) {
     if (!o || !o->folder_path || !*o->folder_path)
         return ORK_FAIL(ORK_E_CONFIG, "datasets[].folder_path is not set");
     const char *fp = o->folder_path;
-    struct stat sb;
-    if (stat(fp, &sb) != 0)
+    ork_file_info sb;
+    if (ork_path_info(fp, &sb) != ORK_OK)
         return ORK_FAIL(ORK_E_IO, "datasets[].folder_path %s: %s", fp, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
+    if (sb.kind != ORK_KIND_DIR)
         return ORK_FAIL(ORK_E_CONFIG, "datasets[].folder_path %s: not a folder", fp);
 
     const char *ext = o->caption_ext && *o->caption_ext ? o->caption_ext : ".txt";
     size_t fl = strlen(fp);
     while (fl > 1 && fp[fl - 1] == '/') fl--;
-    ds->folder = strndup(fp, fl);
+    if ((ds->folder = malloc(fl + 1))) memcpy(ds->folder, fp, fl), ds->folder[fl] = '\0'; /* strndup: not in C11 */
     ds->caption_ext = malloc(strlen(ext) + 2);
     ds->trigger_word = o->trigger_word ? strdup(o->trigger_word) : NULL;
     ds->is_reg = o->is_reg;
@@ -152,23 +150,23 @@ ork_status ork_dataset_scan(const ork_dataset_opts *o, ork_dataset *ds) {
     }
     sprintf(ds->caption_ext, "%s%s", ext[0] == '.' ? "" : ".", ext);
 
-    DIR *d = opendir(ds->folder);
-    if (!d) {
+    ork_dir *d;
+    if (ork_dir_open(ds->folder, &d) != ORK_OK) {
         ork_status e = ORK_FAIL(ORK_E_IO, "datasets[].folder_path %s: %s", fp, strerror(errno));
         ork_dataset_free(ds);
         return e;
     }
     ork_status st = ORK_OK;
     size_t cap = 0;
-    for (struct dirent *e; st == ORK_OK && (e = readdir(d));) {
-        if (!is_image_name(e->d_name)) continue;
-        char *path = malloc(fl + 1 + strlen(e->d_name) + 1);
+    for (const char *name; st == ORK_OK && (name = ork_dir_next(d));) {
+        if (!is_image_name(name)) continue;
+        char *path = malloc(fl + 1 + strlen(name) + 1);
         if (!path) { st = ORK_FAIL(ORK_E_NOMEM, "dataset: no memory"); break; }
-        sprintf(path, "%s/%s", ds->folder, e->d_name);
-        if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) { free(path); continue; }
-        if (!S_ISREG(sb.st_mode)) { /* a FIFO would block the read, a device never end */
-            st = ORK_FAIL(ORK_E_IO, "datasets[].folder_path %s: %s is %s, not a regular file", fp, e->d_name,
-                          ork_rfile_kind((unsigned)sb.st_mode));
+        sprintf(path, "%s/%s", ds->folder, name);
+        if (ork_path_info(path, &sb) != ORK_OK || sb.kind == ORK_KIND_DIR) { free(path); continue; }
+        if (sb.kind != ORK_KIND_FILE) { /* a FIFO would block the read, a device never end */
+            st = ORK_FAIL(ORK_E_IO, "datasets[].folder_path %s: %s is %s, not a regular file", fp, name,
+                          ork_file_kind_str(sb.kind));
             free(path);
             break;
         }
@@ -181,9 +179,9 @@ ork_status ork_dataset_scan(const ork_dataset_opts *o, ork_dataset *ds) {
         ork_dataset_item *it = &ds->items[ds->n++];
         memset(it, 0, sizeof *it);
         it->path = path;
-        if (!(it->name = strdup(e->d_name))) st = ORK_FAIL(ORK_E_NOMEM, "dataset: no memory");
+        if (!(it->name = strdup(name))) st = ORK_FAIL(ORK_E_NOMEM, "dataset: no memory");
     }
-    closedir(d);
+    ork_dir_close(d);
     if (st == ORK_OK && ds->n == 0)
         st = ORK_FAIL(ORK_E_CONFIG, "datasets[].folder_path %s: no images (.jpg .jpeg .png .webp) in it", fp);
     if (st == ORK_OK) qsort(ds->items, ds->n, sizeof *ds->items, cmp_items);
@@ -209,24 +207,27 @@ uint64_t ork_fnv1a64(const void *data, size_t n, uint64_t h) {
 
 ork_status ork_file_fingerprint(const char *path, int with_hash, ork_file_fp *out) {
     memset(out, 0, sizeof *out);
-    struct stat sb;
-    if (stat(path, &sb) != 0) return ORK_FAIL(ORK_E_IO, "%s: %s", path, strerror(errno));
-    out->size = (uint64_t)sb.st_size;
-    out->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    ork_file_info sb;
+    if (ork_path_info(path, &sb) != ORK_OK) return ORK_FAIL(ORK_E_IO, "%s: %s", path, strerror(errno));
+    out->size = sb.size;
+    out->mtime_ns = sb.mtime_ns;
     if (!with_hash) return ORK_OK;
     int fd; /* a regular file of at most 1 GiB (an image), checked before reading */
     ORK_TRY(ork_rfile_open(path, "file", ORK_IMAGE_MAX_BYTES, 0, &fd, NULL));
     uint8_t *buf = malloc(1 << 16);
     if (!buf) {
-        close(fd);
+        ork_fd_close(fd);
         return ORK_FAIL(ORK_E_NOMEM, "%s: no memory to hash", path);
     }
     uint64_t h = ORK_FNV1A64_INIT, total = 0;
-    ssize_t got = 0;
-    while (total <= ORK_IMAGE_MAX_BYTES && ((got = read(fd, buf, 1 << 16)) > 0 || (got < 0 && errno == EINTR)))
-        if (got > 0) h = ork_fnv1a64(buf, (size_t)got, h), total += (uint64_t)got;
-    int bad = got < 0 ? errno : 0;
-    close(fd);
+    size_t got = 0;
+    int bad = 0;
+    while (total <= ORK_IMAGE_MAX_BYTES) {
+        if (ork_fd_read(fd, buf, 1 << 16, &got) != ORK_OK) { bad = errno; break; }
+        if (got == 0) break;
+        h = ork_fnv1a64(buf, got, h), total += (uint64_t)got;
+    }
+    ork_fd_close(fd);
     free(buf);
     if (bad) return ORK_FAIL(ORK_E_IO, "%s: read error: %s", path, strerror(bad));
     if (total > ORK_IMAGE_MAX_BYTES) /* it grew while hashed */

@@ -4,6 +4,7 @@
 #include "data/dataset.h" /* ork_fnv1a64 */
 #include "dist/rendezvous.h"
 #include "tensor/tensor.h"
+#include "platform/platform.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_read */
 
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct ork_dist {
     ork_dist_env env;
@@ -175,9 +175,7 @@ ork_status ork_dist_compute_after_comm(ork_dist *d) {
 }
 
 static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return 1e-9 * (double)ork_time_ns();
 }
 
 ork_status ork_dist_wait(ork_dist *d, const char *what) {
@@ -194,8 +192,7 @@ ork_status ork_dist_wait(ork_dist *d, const char *what) {
                                 "(ORAKUL_DIST_TIMEOUT=%d: collectives wait 6x that)", d->env.rank, limit, what,
                                 d->env.timeout_s);
         }
-        struct timespec ts = {0, spin < 1000 ? 20000 : 1000000};
-        nanosleep(&ts, NULL);
+        ork_sleep_us(spin < 1000 ? 20 : 1000);
     }
 }
 

@@ -24,38 +24,6 @@ static void on_signal(int sig) {
         if (g_pids[i] > 0) kill(g_pids[i], sig);
 }
 
-int ork_launch_parse_gpus(int *argc, char **argv, int *gpus) {
-    *gpus = 0;
-    int o = 0;
-    for (int i = 0; i < *argc; i++) {
-        const char *v = NULL;
-        if (!strcmp(argv[i], "--gpus")) {
-            if (i + 1 >= *argc) {
-                fprintf(stderr, "orakul run: --gpus needs a number of GPUs (e.g. --gpus 2)\n");
-                return -1;
-            }
-            v = argv[++i];
-        } else if (!strncmp(argv[i], "--gpus=", 7)) {
-            v = argv[i] + 7;
-        } else {
-            argv[o++] = argv[i];
-            continue;
-        }
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || !*v || *end || n < 1 || n > ORK_LAUNCH_MAX) {
-            fprintf(stderr, "orakul run: --gpus '%s': must be a number of GPUs on this host, 1..%d\n", v,
-                    ORK_LAUNCH_MAX);
-            return -1;
-        }
-        *gpus = (int)n;
-    }
-    *argc = o;
-    argv[o] = NULL;
-    return 0;
-}
-
 /* A TCP port free right now on 127.0.0.1 (the kernel's pick), or -1. */
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

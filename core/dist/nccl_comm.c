@@ -1,11 +1,11 @@
 /* dist/nccl_comm.c — see nccl_comm.h. Declares NCCL's entry points itself
  * (function pointer types from the stable nccl.h 2.x signatures) and resolves
- * them with dlsym. Owns the dlopen handle and the communicators. */
+ * them by name (platform.h). Owns the library handle and the communicators. */
 #include "dist/nccl_comm.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +30,7 @@ typedef nccl_result_t (*fn_broadcast)(const void *send, void *recv, size_t count
                                       nccl_comm_t comm, void *stream);
 
 struct ork_nccl {
-    void *lib;
+    ork_lib *lib;
     char path[512];
     int version;
     int made_comm;  /* NCCL keeps threads after a communicator: never dlclose then */
@@ -60,18 +60,16 @@ static const char *errstr(ork_nccl *n, nccl_comm_t c, nccl_result_t r) {
 ork_status ork_nccl_load(ork_nccl **out) {
     *out = NULL;
     /* before NCCL reads its environment (at its first call) */
-    if (!getenv("NCCL_NVLS_ENABLE")) setenv("NCCL_NVLS_ENABLE", "0", 0);
-    const char *want = getenv("ORAKUL_NCCL_LIB");
+    if (!ork_env_get("NCCL_NVLS_ENABLE")) ork_env_set("NCCL_NVLS_ENABLE", "0");
+    const char *want = ork_env_get("ORAKUL_NCCL_LIB");
     const char *name = want && *want ? want : "libnccl.so.2";
-    dlerror();
-    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *e = dlerror();
-        return ORK_FAIL(ORK_E_UNSUPPORTED, "NCCL: cannot load %s (%s): a multi-GPU run needs NCCL 2.10 or newer "
-                        "(Debian/Ubuntu: libnccl2; or set ORAKUL_NCCL_LIB to the library's path)", name, e ? e : "?");
-    }
+    ork_lib *lib;
+    char why[1024];
+    if (ork_lib_open(name, why, sizeof why, &lib) != ORK_OK)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "NCCL: cannot load %s: a multi-GPU run needs NCCL 2.10 or newer "
+                        "(Debian/Ubuntu: libnccl2; or set ORAKUL_NCCL_LIB to the library's path)", why);
     ork_nccl *n = calloc(1, sizeof *n);
-    if (!n) { dlclose(lib); return ORK_E_NOMEM; }
+    if (!n) { ork_lib_close(lib); return ORK_E_NOMEM; }
     n->lib = lib;
     snprintf(n->path, sizeof n->path, "%s", name);
     struct { const char *sym; void **slot; int required; } syms[] = {
@@ -87,7 +85,7 @@ ork_status ork_nccl_load(ork_nccl **out) {
         {"ncclBroadcast", (void **)&n->broadcast, 1},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *p = dlsym(lib, syms[i].sym);
+        void *p = ork_lib_sym(lib, syms[i].sym);
         if (!p && syms[i].required) {
             ork_nccl_unload(n);
             return ORK_FAIL(ORK_E_UNSUPPORTED, "NCCL: %s has no %s: not an NCCL 2.x library", name, syms[i].sym);
@@ -108,7 +106,7 @@ ork_status ork_nccl_load(ork_nccl **out) {
 
 void ork_nccl_unload(ork_nccl *n) {
     if (!n) return;
-    if (n->lib && !n->made_comm) dlclose(n->lib);
+    if (n->lib && !n->made_comm) ork_lib_close(n->lib);
     free(n);
 }
 

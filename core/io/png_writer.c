@@ -3,16 +3,14 @@
  * set before setjmp. */
 #include "io/png_writer.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <png.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static void on_error(png_structp png, png_const_charp m) {
     char *why = png_get_error_ptr(png);
@@ -25,9 +23,9 @@ ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb)
     if (w < 1 || h < 1 || w > 65535 || h > 65535 || !rgb)
         return ORK_FAIL(ORK_E_INVALID, "%s: cannot write a %dx%d image", path, w, h);
     char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, ork_pid()) >= sizeof tmp)
         return ORK_FAIL(ORK_E_IO, "%s: path too long", path);
-    FILE *volatile f = fopen(tmp, "wb");
+    FILE *volatile f = ork_fopen(tmp, "wb");
     if (!f) return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(errno));
     char why[256] = "";
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, why, on_error, on_warning);
@@ -35,13 +33,13 @@ ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb)
     if (!png || !info) {
         png_destroy_write_struct(&png, NULL);
         fclose(f);
-        unlink(tmp);
+        ork_path_remove(tmp);
         return ORK_FAIL(ORK_E_NOMEM, "%s: libpng: out of memory", path);
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
         fclose(f);
-        unlink(tmp);
+        ork_path_remove(tmp);
         return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, why[0] ? why : "libpng error");
     }
     png_init_io(png, f);
@@ -53,12 +51,12 @@ ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb)
     png_destroy_write_struct(&png, &info);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
-        unlink(tmp);
+        ork_path_remove(tmp);
         return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(errno));
     }
-    if (rename(tmp, path) != 0) {
+    if (ork_path_replace(tmp, path) != ORK_OK) { /* atomic on both systems */
         int e = errno;
-        unlink(tmp);
+        ork_path_remove(tmp);
         return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(e));
     }
     return ORK_OK;
@@ -67,18 +65,18 @@ ork_status ork_png_write_rgb(const char *path, int w, int h, const uint8_t *rgb)
 int ork_tmp_sweep(const char *dir, const char *key) {
     char mark[256];
     if ((size_t)snprintf(mark, sizeof mark, "%s.tmp.", key) >= sizeof mark) return 0;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
+    ork_dir *d;
+    if (ork_dir_open(dir, &d) != ORK_OK) return 0;
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *t = strstr(e->d_name, mark), *pid = t ? t + strlen(mark) : NULL;
+    for (const char *name; (name = ork_dir_next(d));) {
+        const char *t = strstr(name, mark), *pid = t ? t + strlen(mark) : NULL;
         if (!pid || !*pid || strspn(pid, "0123456789") != strlen(pid)) continue;
-        pid_t owner = (pid_t)atol(pid);
-        if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue; /* a live writer's */
+        long owner = atol(pid);
+        if (owner == ork_pid() || ork_pid_alive(owner)) continue; /* a live writer's */
         char p[4200];
-        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
-        if (unlink(p) == 0) n++;
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) continue;
+        if (ork_path_remove(p) == ORK_OK) n++;
     }
-    closedir(d);
+    ork_dir_close(d);
     return n;
 }

@@ -6,20 +6,16 @@
 #include "io/st_internal.h"
 
 #include "util/log.h"
-#include "util/rfile.h" /* ork_rfile_kind */
+#include "platform/platform.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 struct ork_st_file {
     char *path;
-    uint8_t *map;         /* [len] */
+    const uint8_t *map;   /* [len] */
     uint64_t len;
     json_t *header;       /* owns names, dtype strings and metadata */
     json_t *meta;         /* borrowed from header; NULL when absent */
@@ -259,20 +255,20 @@ ork_status ork_st_open(const char *path, ork_st_file **out) {
         return ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
     }
     /* O_NONBLOCK: a FIFO with no writer opens at once, and fstat refuses it below */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
+    int fd = -1;
+    ork_file_info st;
     ork_status s = ORK_OK;
-    if (fd < 0) {
+    if (ork_fd_open(path, ORK_F_READ | ORK_F_NONBLOCK, &fd) != ORK_OK) {
         s = ORK_FAIL(ORK_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    } else if (fstat(fd, &st) != 0) {
+    } else if (ork_fd_info(fd, &st) != ORK_OK) {
         s = ORK_FAIL(ORK_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        s = ORK_FAIL(ORK_E_IO, "%s: %s, not a regular file", path, ork_rfile_kind((unsigned)st.st_mode));
+    } else if (st.kind != ORK_KIND_FILE) {
+        s = ORK_FAIL(ORK_E_IO, "%s: %s, not a regular file", path, ork_file_kind_str(st.kind));
     } else {
-        f->len = (uint64_t)st.st_size;
+        f->len = st.size;
         if (f->len >= 8) {
-            void *m = mmap(NULL, (size_t)f->len, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (m == MAP_FAILED)
+            const void *m;
+            if (ork_map_fd(fd, f->len, &m) != ORK_OK)
                 s = ORK_FAIL(ORK_E_IO, "%s: cannot map %llu bytes: %s", path,
                              (unsigned long long)f->len, strerror(errno));
             else
@@ -280,7 +276,7 @@ ork_status ork_st_open(const char *path, ork_st_file **out) {
         }
         if (s == ORK_OK) s = parse_header(f);
     }
-    if (fd >= 0) close(fd);
+    ork_fd_close(fd);
     if (s != ORK_OK) {
         ork_st_close(f);
         return s;
@@ -291,7 +287,7 @@ ork_status ork_st_open(const char *path, ork_st_file **out) {
 
 void ork_st_close(ork_st_file *f) {
     if (!f) return;
-    if (f->map) munmap(f->map, (size_t)f->len);
+    ork_map_close(f->map, f->len);
     json_decref(f->header);
     free(f->t);
     free(f->by_name);

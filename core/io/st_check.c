@@ -5,14 +5,13 @@
 #include "io/st_internal.h"
 
 #include "numerics/finite.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 /* ---- CRC-32 of many buffers --------------------------------------------- */
@@ -37,10 +36,9 @@ static uint32_t crc_of(const unsigned char *p, uint64_t len) {
     return len ? (uint32_t)crc32_z(c, p, (z_size_t)len) : (uint32_t)c;
 }
 
-static void *crc_worker(void *arg) {
+static void crc_worker(void *arg) {
     crc_work *w = arg;
     for (size_t i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) w->pc[i].crc = crc_of(w->pc[i].p, w->pc[i].len);
-    return NULL;
 }
 
 void ork_crc32_many(size_t n, const void *const *data, const uint64_t *len, uint32_t *out) {
@@ -50,8 +48,8 @@ void ork_crc32_many(size_t n, const void *const *data, const uint64_t *len, uint
         total += len[i];
         np += len[i] ? (size_t)((len[i] + PIECE - 1) / PIECE) : 1;
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+    int cpus = ork_cpu_count();
+    int nt = cpus > MAX_THREADS ? MAX_THREADS : cpus;
     crc_piece *pc = total >= PAR_MIN && nt > 1 ? malloc(np * sizeof *pc) : NULL;
     if (!pc) { /* small (or no memory for the piece list): one pass on this thread */
         for (size_t i = 0; i < n; i++) out[i] = crc_of(data[i], len[i]);
@@ -67,12 +65,12 @@ void ork_crc32_many(size_t n, const void *const *data, const uint64_t *len, uint
         } while (at < len[i]);
     }
     crc_work w = {pc, np, 0};
-    pthread_t th[MAX_THREADS];
+    ork_thread *th[MAX_THREADS];
     int started = 0;
     for (int t = 1; t < nt && (size_t)t < np; t++)
-        if (pthread_create(&th[started], NULL, crc_worker, &w) == 0) started++;
+        if (ork_thread_start(crc_worker, &w, &th[started]) == ORK_OK) started++;
     crc_worker(&w); /* this thread works too: with no helper it does it all */
-    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < started; t++) ork_thread_join(th[t]);
     k = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = pc[k++].crc;

@@ -3,17 +3,15 @@
  * shard files and a name-sorted table of (tensor, shard) pointers into them. */
 #include "io/safetensors.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_read */
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct {
     const ork_st_tensor *t;
@@ -158,27 +156,27 @@ done:
 }
 
 static ork_status open_dir(ork_st_set *s, const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return ORK_FAIL(ORK_E_IO, "%s: cannot open directory: %s", path, strerror(errno));
+    ork_dir *d;
+    if (ork_dir_open(path, &d) != ORK_OK) return ORK_FAIL(ORK_E_IO, "%s: cannot open directory: %s", path, strerror(errno));
     char **names = NULL, *index = NULL;
     size_t n = 0, cap = 0, nindex = 0;
     ork_status st = ORK_OK;
-    struct dirent *de;
-    while (st == ORK_OK && (de = readdir(d))) {
-        if (ends_with(de->d_name, k_index_suffix)) {
+    const char *name;
+    while (st == ORK_OK && (name = ork_dir_next(d))) {
+        if (ends_with(name, k_index_suffix)) {
             nindex++;
-            if (!index && !(index = join(path, de->d_name))) st = ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
-        } else if (ends_with(de->d_name, ".safetensors")) {
+            if (!index && !(index = join(path, name))) st = ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
+        } else if (ends_with(name, ".safetensors")) {
             if (n == cap) {
                 char **p = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
                 if (!p) { st = ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path); break; }
                 names = p;
             }
-            if (!(names[n] = strdup(de->d_name))) st = ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
+            if (!(names[n] = strdup(name))) st = ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
             else n++;
         }
     }
-    closedir(d);
+    ork_dir_close(d);
     if (st == ORK_OK) {
         if (nindex > 1)
             st = ORK_FAIL(ORK_E_FORMAT, "%s: %zu *%s files, expected at most one", path, nindex, k_index_suffix);
@@ -202,11 +200,11 @@ ork_status ork_st_set_open(const char *path, ork_st_set **out) {
     *out = NULL;
     ork_st_set *s = calloc(1, sizeof *s);
     if (!s) return ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
-    struct stat sb;
+    ork_file_info sb;
     ork_status st;
-    if (stat(path, &sb) != 0)
+    if (ork_path_info(path, &sb) != ORK_OK)
         st = ORK_FAIL(ORK_E_IO, "%s: %s", path, strerror(errno));
-    else if (S_ISDIR(sb.st_mode))
+    else if (sb.kind == ORK_KIND_DIR)
         st = open_dir(s, path);
     else if (ends_with(path, ".json"))
         st = open_index(s, path);

@@ -6,16 +6,14 @@
 #include "io/st_check.h"
 #include "io/st_internal.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct {
     char *name;
@@ -196,18 +194,6 @@ static ork_status build_header(ork_st_writer *w, char **out, size_t *len) {
     return ORK_OK;
 }
 
-static ork_status fsync_dir(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return ORK_FAIL(ORK_E_NOMEM, "%s: out of memory", path);
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ork_status s = ORK_OK;
-    if (fd < 0 || fsync(fd) != 0)
-        s = ORK_FAIL(ORK_E_IO, "%s: cannot fsync its directory: %s", path, strerror(errno));
-    if (fd >= 0) close(fd);
-    free(copy);
-    return s;
-}
-
 ork_status ork_st_writer_commit(ork_st_writer *w, const char *path) {
     qsort(w->e, w->n, sizeof *w->e, cmp_entry);
     if (w->checksum) ORK_TRY(add_checksums(w));
@@ -216,11 +202,11 @@ ork_status ork_st_writer_commit(ork_st_writer *w, const char *path) {
     ORK_TRY(build_header(w, &hdr, &hlen));
 
     char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, ork_pid()) >= sizeof tmp) {
         free(hdr);
         return ORK_FAIL(ORK_E_INVALID, "%s: path too long", path);
     }
-    FILE *fp = fopen(tmp, "wb");
+    FILE *fp = ork_fopen(tmp, "wb");
     if (!fp) {
         int err = errno;
         free(hdr);
@@ -231,14 +217,19 @@ ork_status ork_st_writer_commit(ork_st_writer *w, const char *path) {
     int ok = fwrite(n8, 1, 8, fp) == 8 && fwrite(hdr, 1, hlen, fp) == hlen;
     for (size_t i = 0; ok && i < w->n; i++)
         ok = w->e[i].nbytes == 0 || fwrite(w->e[i].data, 1, (size_t)w->e[i].nbytes, fp) == w->e[i].nbytes;
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    ok = ok && ork_fsync_file(fp) == ORK_OK;
     int err = errno;
     if (fclose(fp) != 0 && ok) { err = errno; ok = 0; }
-    if (ok && rename(tmp, path) != 0) { err = errno; ok = 0; }
     free(hdr);
     if (!ok) {
-        unlink(tmp);
+        ork_path_remove(tmp);
         return ORK_FAIL(ORK_E_IO, "%s: write failed: %s", path, strerror(err));
     }
-    return fsync_dir(path);
+    /* rename over path, then the folder synced (POSIX) / MoveFileExW write-through */
+    if (ork_path_replace(tmp, path) != ORK_OK) {
+        err = errno;
+        ork_path_remove(tmp); /* gone already when only the folder's fsync failed */
+        return ORK_FAIL(ORK_E_IO, "%s: write failed: %s", path, strerror(err));
+    }
+    return ORK_OK;
 }

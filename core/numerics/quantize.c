@@ -9,17 +9,16 @@
 
 #include "numerics/fp8.h"
 #include "numerics/half.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static atomic_int g_threads; /* 0 = default */
 
@@ -28,8 +27,7 @@ void ork_numerics_set_threads(int n) { atomic_store(&g_threads, n > 0 ? n : 0); 
 int ork_numerics_threads(void) {
     int n = atomic_load(&g_threads);
     if (n > 0) return n;
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c > 0 ? (int)c : 1;
+    return ork_cpu_count();
 }
 
 /* Where a failure line goes: logged (ORK_FAIL: the library calls) or kept in
@@ -40,7 +38,7 @@ typedef struct qerr {
     size_t size;
 } qerr;
 
-__attribute__((format(printf, 3, 4)))
+ORK_PRINTF(3, 4)
 static ork_status qfail(const qerr *e, ork_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -148,12 +146,12 @@ static void quant_row(const qjob *j, size_t r, const float *x, float *y) {
     j->ref2[r] = ref2;
 }
 
-static void *quant_part(void *arg) {
+static void quant_part(void *arg) {
     qpart *p = arg;
     const qjob *j = p->j;
     size_t bw = j->block && j->block < j->cols ? j->block : j->cols;
     float *buf = malloc((j->cols + bw) * sizeof(float));    /* row as f32 + y scratch */
-    if (!buf) { p->st = ORK_E_NOMEM; return NULL; }
+    if (!buf) { p->st = ORK_E_NOMEM; return; }
     for (size_t r = p->r0; r < p->r1; r++) {
         const float *x = load_row(j, r, buf);
         if (abs_bits_max(x, j->cols) >= 0x7F800000u) {        /* NaN or Inf: find it */
@@ -166,7 +164,6 @@ static void *quant_part(void *arg) {
         quant_row(j, r, x, buf + j->cols);
     }
     free(buf);
-    return NULL;
 }
 
 static ork_status quantize(const char *name, const void *w, ork_dtype in_dtype, size_t rows, size_t cols,
@@ -193,7 +190,7 @@ static ork_status quantize(const char *name, const void *w, ork_dtype in_dtype, 
     size_t nt = (size_t)(nthreads > 0 ? nthreads : 1);
     if (nt > rows) nt = rows;
     qpart *parts = calloc(nt, sizeof(qpart));
-    pthread_t *tids = calloc(nt, sizeof(pthread_t));
+    ork_thread **tids = calloc(nt, sizeof *tids);
     unsigned char *started = calloc(nt, 1);
     ork_status st = ORK_OK;
     if (!j.err2 || !j.ref2 || !parts || !tids || !started) {
@@ -203,10 +200,10 @@ static ork_status quantize(const char *name, const void *w, ork_dtype in_dtype, 
     for (size_t t = 0; t < nt; t++)
         parts[t] = (qpart){&j, rows * t / nt, rows * (t + 1) / nt, SIZE_MAX, ORK_OK};
     for (size_t t = 1; t < nt; t++)          /* a thread that cannot start runs inline */
-        started[t] = pthread_create(&tids[t], NULL, quant_part, &parts[t]) == 0;
+        started[t] = ork_thread_start(quant_part, &parts[t], &tids[t]) == ORK_OK;
     quant_part(&parts[0]);
     for (size_t t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(tids[t], NULL);
+        if (started[t]) ork_thread_join(tids[t]);
         else quant_part(&parts[t]);
     }
     size_t bad = SIZE_MAX;

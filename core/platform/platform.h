@@ -20,7 +20,8 @@
 #ifndef ORK_PLATFORM_PLATFORM_H
 #define ORK_PLATFORM_PLATFORM_H
 
-#include <orakul/abi.h> /* ork_status */
+#include <orakul/abi.h>      /* ork_status */
+#include <orakul/platform.h> /* the types plugins share, the service table */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -42,10 +43,18 @@ void ork_lib_close(ork_lib *lib);
  * "orakul-<name>" + this suffix). */
 const char *ork_lib_suffix(void);
 
+/* 1 on Windows, 0 elsewhere: for the few conventions that differ (plugins
+ * live beside orakul.exe; lists of folders are ';'-separated). */
+int ork_os_windows(void);
+/* The separator of a list of folders in one variable (PATH, ORAKUL_PLUGIN_PATH):
+ * ':' (POSIX) or ';' (Windows, where ':' follows a drive letter). */
+char ork_path_list_sep(void);
+/* 1 for '/', and for '\\' on Windows: where a path's folders divide. */
+int ork_path_is_sep(char c);
+
 /* ---- threads ---------------------------------------------------------------- */
 
-typedef struct ork_thread ork_thread;
-
+/* ork_thread: <orakul/platform.h> (opaque). */
 /* Start fn(arg) on a new thread; *out until ork_thread_join. */
 ork_status ork_thread_start(void (*fn)(void *arg), void *arg, ork_thread **out);
 /* Wait for the thread to end and free it (NULL: nothing). */
@@ -86,16 +95,7 @@ void ork_call_once(ork_once *once, void (*init)(void));
 
 /* ---- files by UTF-8 path ------------------------------------------------------ */
 
-/* Flags of ork_fd_open. Every descriptor is opened binary and not inherited
- * by child processes (O_CLOEXEC / O_NOINHERIT). */
-#define ORK_F_READ 0x01     /* read */
-#define ORK_F_WRITE 0x02    /* write (with ORK_F_READ: both) */
-#define ORK_F_CREATE 0x04   /* create when missing (mode 0644) */
-#define ORK_F_TRUNC 0x08    /* truncate to 0 */
-#define ORK_F_EXCL 0x10     /* with ORK_F_CREATE: fail (EEXIST) when it exists */
-#define ORK_F_APPEND 0x20   /* every write at the end */
-#define ORK_F_NONBLOCK 0x40 /* POSIX: open without blocking (a FIFO with no writer); ignored on Windows */
-
+/* Flags of ork_fd_open: ORK_F_* of <orakul/platform.h>. */
 ork_status ork_fd_open(const char *path, int flags, int *fd);
 /* Closes (fd < 0: nothing). */
 void ork_fd_close(int fd);
@@ -122,23 +122,7 @@ FILE *ork_fopen(const char *path, const char *mode);
 /* fflush, then the file's data to the disk; ORK_E_IO with errno on failure. */
 ork_status ork_fsync_file(FILE *f);
 
-/* What a path names. */
-typedef enum ork_file_kind {
-    ORK_KIND_FILE = 0, /* a regular file */
-    ORK_KIND_DIR = 1,
-    ORK_KIND_FIFO = 2,
-    ORK_KIND_CHAR = 3,   /* a character device */
-    ORK_KIND_BLOCK = 4,  /* a block device */
-    ORK_KIND_SOCKET = 5,
-    ORK_KIND_LINK = 6,   /* only from ork_path_lstat */
-    ORK_KIND_OTHER = 7,
-} ork_file_kind;
-
-typedef struct ork_file_info {
-    ork_file_kind kind;
-    uint64_t size;     /* bytes (regular files) */
-    int64_t mtime_ns;  /* last modification, ns since 1970 (UTC) */
-} ork_file_info;
+/* ork_file_kind, ork_file_info: <orakul/platform.h>. */
 
 /* Of an open descriptor / of a path (following links) / of a path (a link
  * itself: ORK_KIND_LINK). errno ENOENT when the path does not exist. */
@@ -173,7 +157,7 @@ ork_status ork_temp_dir(char *buf, size_t n);
 
 /* Listing a folder: the names in it, "." and ".." left out, in the order the
  * system gives them. */
-typedef struct ork_dir ork_dir;
+/* ork_dir: <orakul/platform.h> (opaque). */
 ork_status ork_dir_open(const char *path, ork_dir **out);
 /* The next name (valid until the next call or close), or NULL at the end. */
 const char *ork_dir_next(ork_dir *d);
@@ -183,6 +167,19 @@ void ork_dir_close(ork_dir *d);
  * outlives fd. ork_map_close(p, size) unmaps. */
 ork_status ork_map_fd(int fd, uint64_t size, const void **p);
 void ork_map_close(const void *p, uint64_t size);
+/* Ask the system to read the pages of [p, p + n) of a map in now (madvise
+ * MADV_POPULATE_READ, else MADV_WILLNEED / PrefetchVirtualMemory): ORK_OK when
+ * it took the request, ORK_E_UNSUPPORTED when the caller must touch the pages
+ * itself. */
+ork_status ork_map_prefetch(const void *p, size_t n);
+
+/* ---- memory ------------------------------------------------------------------ */
+
+/* size bytes aligned to align (a power of two, a multiple of sizeof(void *)),
+ * or NULL; freed with ork_aligned_free only (aligned_alloc + free /
+ * _aligned_malloc + _aligned_free: the Windows C runtime has no aligned_alloc). */
+void *ork_aligned_alloc(size_t align, size_t size);
+void ork_aligned_free(void *p);
 
 /* ---- the machine and the process ------------------------------------------- */
 
@@ -196,7 +193,8 @@ long ork_pid(void);
 int ork_pid_alive(long pid);
 /* Nanoseconds of a monotonic clock (only differences mean anything). */
 uint64_t ork_time_ns(void);
-void ork_sleep_ms(uint32_t ms);
+/* Sleep at least us microseconds (Windows: whole milliseconds; under 1000 a yield). */
+void ork_sleep_us(uint32_t us);
 /* The environment: getenv (NULL when unset); set (value NULL: unset). */
 const char *ork_env_get(const char *name);
 ork_status ork_env_set(const char *name, const char *value);
@@ -205,5 +203,9 @@ size_t ork_page_size(void);
 int ork_cpu_count(void);
 /* 1 when the stream (stdout / stderr) is a terminal or console. */
 int ork_isatty(FILE *f);
+
+/* The service "orakul.platform/1" (<orakul/platform.h>): these calls for
+ * plugins; plugin/host.c offers it. */
+const ork_platform_api *ork_platform_api_table(void);
 
 #endif

@@ -63,6 +63,9 @@ void ork_lib_close(ork_lib *lib) {
 }
 
 const char *ork_lib_suffix(void) { return ".so"; }
+int ork_os_windows(void) { return 0; }
+char ork_path_list_sep(void) { return ':'; }
+int ork_path_is_sep(char c) { return c == '/'; }
 
 /* ---- threads -------------------------------------------------------------------- */
 
@@ -407,6 +410,25 @@ void ork_map_close(const void *p, uint64_t size) {
     if (p) munmap((void *)p, (size_t)size);
 }
 
+ork_status ork_map_prefetch(const void *p, size_t n) {
+    uintptr_t pg = ork_page_size(), a = (uintptr_t)p & ~(pg - 1), e = (uintptr_t)p + n;
+    if (n == 0) return ORK_OK;
+#ifdef MADV_POPULATE_READ /* Linux 5.14: reads the pages in, synchronously */
+    if (madvise((void *)a, e - a, MADV_POPULATE_READ) == 0) return ORK_OK;
+#endif
+    (void)a, (void)e;
+    return ORK_E_UNSUPPORTED;
+}
+
+/* ---- memory ---------------------------------------------------------------------- */
+
+void *ork_aligned_alloc(size_t align, size_t size) {
+    if (size % align) size += align - size % align; /* C11: a multiple of the alignment */
+    return aligned_alloc(align, size);
+}
+
+void ork_aligned_free(void *p) { free(p); }
+
 /* ---- the machine and the process ------------------------------------------------ */
 
 /* A "Key:   N kB" value of /proc/meminfo, in bytes. */
@@ -445,8 +467,8 @@ uint64_t ork_time_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-void ork_sleep_ms(uint32_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+void ork_sleep_us(uint32_t us) {
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 

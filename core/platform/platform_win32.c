@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <io.h>
 #include <limits.h>
+#include <malloc.h> /* _aligned_malloc */
 #include <process.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,9 @@ void ork_lib_close(ork_lib *lib) {
 }
 
 const char *ork_lib_suffix(void) { return ".dll"; }
+int ork_os_windows(void) { return 1; }
+char ork_path_list_sep(void) { return ';'; }
+int ork_path_is_sep(char c) { return c == '/' || c == '\\'; }
 
 /* ---- threads -------------------------------------------------------------------- */
 
@@ -583,6 +587,18 @@ void ork_map_close(const void *p, uint64_t size) {
     if (p) UnmapViewOfFile(p);
 }
 
+ork_status ork_map_prefetch(const void *p, size_t n) {
+    if (n == 0) return ORK_OK;
+    WIN32_MEMORY_RANGE_ENTRY r = {(PVOID)p, n};
+    /* asynchronous (a hint): the caller's own reads then find the pages in */
+    return PrefetchVirtualMemory(GetCurrentProcess(), 1, &r, 0) ? ORK_OK : ORK_E_UNSUPPORTED;
+}
+
+/* ---- memory ---------------------------------------------------------------------- */
+
+void *ork_aligned_alloc(size_t align, size_t size) { return _aligned_malloc(size ? size : 1, align); }
+void ork_aligned_free(void *p) { _aligned_free(p); }
+
 /* ---- the machine and the process ------------------------------------------------ */
 
 ork_status ork_mem_available(uint64_t *bytes) {
@@ -624,9 +640,43 @@ uint64_t ork_time_ns(void) {
     return t / f * 1000000000u + t % f * 1000000000u / f;
 }
 
-void ork_sleep_ms(uint32_t ms) { Sleep(ms); }
+void ork_sleep_us(uint32_t us) { Sleep(us / 1000); /* Sleep(0) yields */ }
 
-const char *ork_env_get(const char *name) { return getenv(name); }
+/* getenv gives values in the ANSI code page; these are _wgetenv's in UTF-8,
+ * kept for the life of the process (a value that changes gets a new copy, so a
+ * pointer handed out stays valid; environments are small and rarely change). */
+typedef struct env_val {
+    struct env_val *next;
+    char *name, *value;
+} env_val;
+static env_val *g_env;
+static SRWLOCK g_env_lock = SRWLOCK_INIT;
+
+const char *ork_env_get(const char *name) {
+    wchar_t *wn = wide(name);
+    const wchar_t *wv = wn ? _wgetenv(wn) : NULL;
+    free(wn);
+    if (!wv) return NULL;
+    int need = WideCharToMultiByte(CP_UTF8, 0, wv, -1, NULL, 0, NULL, NULL);
+    char *v = need > 0 ? malloc((size_t)need) : NULL;
+    if (!v) return NULL;
+    WideCharToMultiByte(CP_UTF8, 0, wv, -1, v, need, NULL, NULL);
+    const char *out = NULL;
+    AcquireSRWLockExclusive(&g_env_lock);
+    for (env_val *e = g_env; e && !out; e = e->next)
+        if (strcmp(e->name, name) == 0 && strcmp(e->value, v) == 0) out = e->value;
+    env_val *e = out ? NULL : malloc(sizeof *e);
+    if (e && (e->name = _strdup(name))) {
+        e->value = v, v = NULL;
+        e->next = g_env, g_env = e;
+        out = e->value;
+    } else if (e) {
+        free(e);
+    }
+    ReleaseSRWLockExclusive(&g_env_lock);
+    free(v);
+    return out;
+}
 
 ork_status ork_env_set(const char *name, const char *value) {
     /* through the C runtime, so that getenv sees it (SetEnvironmentVariableW alone would not) */

@@ -2,9 +2,11 @@
 #include "plugin/host.h"
 
 #include "numerics/quantize.h" /* ork_numerics_api_table */
+#include "platform/platform.h" /* ork_platform_api_table */
 #include "util/log.h"          /* ork_logv, ORK_FAIL */
 
 #include <orakul/numerics.h>   /* ORK_SERVICE_NUMERICS */
+#include <orakul/platform.h>   /* ORK_SERVICE_PLATFORM */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ const void *ork_host_get_service(const char *id) {
     for (int i = 0; i < g_n_services; i++)
         if (strcmp(g_services[i].id, id) == 0) return g_services[i].table;
     if (strcmp(id, ORK_SERVICE_NUMERICS) == 0) return ork_numerics_api_table();
+    if (strcmp(id, ORK_SERVICE_PLATFORM) == 0) return ork_platform_api_table();
     return NULL;
 }
 

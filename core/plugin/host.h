@@ -21,7 +21,7 @@
 ork_status ork_host_register_service(const char *id, const void *table);
 
 /* The table registered under exactly `id`, else the built-in one (services
- * that need no start-up: "orakul.numerics/1"), else NULL. [any-thread] */
+ * that need no start-up: "orakul.numerics/1", "orakul.platform/1"), else NULL. [any-thread] */
 const void *ork_host_get_service(const char *id);
 
 /* Forget every registered service (tests); the built-in ones stay. [control-thread] */

@@ -1,7 +1,8 @@
-/* plugin/loader.c — see loader.h. Owns each ork_plugin: its dlopen handle and
+/* plugin/loader.c — see loader.h. Owns each ork_plugin: its library handle and
  * the normalised copies of the plugin's entry, components and vtables. */
 #include "plugin/loader.h"
 
+#include "platform/platform.h"
 #include "plugin/host.h" /* ork_host_init */
 #include "util/log.h"    /* ORK_FAIL, ORK_INFO */
 #include "util/rfile.h"  /* ork_rfile_open */
@@ -12,13 +13,9 @@
 #include <orakul/quant.h>
 #include <orakul/text_encoder.h>
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* The end of field f: how far a struct must reach to contain it. */
 #define END_OF(T, f) (offsetof(T, f) + sizeof(((T *)0)->f))
@@ -194,22 +191,27 @@ static ork_status open_component(ork_plugin *p, const ork_abi_profile *abi, int 
 }
 
 static ork_status open_checked(ork_plugin *p, const ork_abi_profile *abi) {
-    int fd; /* dlopen reads the file: a FIFO would block it, a device never end; refused first */
-    struct stat sb;
-    if (ork_rfile_open(p->path, "plugin", 0, ORK_RFILE_QUIET, &fd, NULL) == ORK_OK) close(fd);
-    else if (stat(p->path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* else dlopen says why */
+    int fd; /* the loader reads the file: a FIFO would block it, a device never end; refused first */
+    ork_file_info sb;
+    if (ork_rfile_open(p->path, "plugin", 0, ORK_RFILE_QUIET, &fd, NULL) == ORK_OK) ork_fd_close(fd);
+    else if (ork_path_info(p->path, &sb) == ORK_OK && sb.kind != ORK_KIND_FILE) /* else the loader says why */
         return ORK_FAIL(ORK_E_IO, "plugin %s: cannot load (core ABI %u.%u): %s, not a regular file", p->path,
-                        abi->major, abi->minor, ork_rfile_kind((unsigned)sb.st_mode));
-    p->dl = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
-    if (!p->dl)
+                        abi->major, abi->minor, ork_file_kind_str(sb.kind));
+    char why[1024];
+    if (ork_lib_open(p->path, why, sizeof why, &p->dl) != ORK_OK) {
+        /* why starts with the path; the line names it once */
+        size_t pl = strlen(p->path);
+        const char *r = strncmp(why, p->path, pl) == 0 && why[pl] == ':' ? why + pl + 1 : why;
+        while (*r == ' ') r++;
         return ORK_FAIL(ORK_E_IO, "plugin %s: cannot load (core ABI %u.%u): %s", p->path,
-                        abi->major, abi->minor, dlerror());
+                        abi->major, abi->minor, r);
+    }
     ork_plugin_entry_fn fn;
-    void *sym = dlsym(p->dl, ORK_ENTRY_SYMBOL);
+    void *sym = ork_lib_sym(p->dl, ORK_ENTRY_SYMBOL);
     if (!sym)
         return ORK_FAIL(ORK_E_ABI, "plugin %s: no symbol %s: not an orakul plugin (core ABI %u.%u)",
                         p->path, ORK_ENTRY_SYMBOL, abi->major, abi->minor);
-    memcpy(&fn, &sym, sizeof fn); /* POSIX: object pointer -> function pointer */
+    memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer */
     const ork_plugin_entry *raw = fn();
     if (!raw)
         return ORK_FAIL(ORK_E_ABI, "plugin %s: %s() returned NULL (core ABI %u.%u)", p->path,
@@ -283,7 +285,7 @@ void ork_plugin_close(ork_plugin *p) {
     for (int i = 0; p->components && i < p->n_components; i++) free(p->components[i].prefix);
     free(p->components);
     free((void *)p->entry);
-    if (p->dl) dlclose(p->dl);
+    ork_lib_close(p->dl);
     free(p->path);
     free(p);
 }
@@ -292,8 +294,8 @@ void ork_plugin_close(ork_plugin *p) {
 
 static ork_status push_dir(char ***v, int *n, const char *dir) {
     if (!dir || !dir[0]) return ORK_OK;
-    char real[PATH_MAX];
-    const char *d = realpath(dir, real) ? real : dir;
+    char real[4096];
+    const char *d = ork_path_real(dir, real, sizeof real) == ORK_OK ? real : dir;
     for (int i = 0; i < *n; i++)
         if (strcmp((*v)[i], d) == 0) return ORK_OK;
     char **nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
@@ -308,30 +310,35 @@ static ork_status push_all(char ***v, int *n, const char *const *yaml_dirs, int 
                            const char *exe) {
     for (int i = 0; i < n_yaml; i++) ORK_TRY(push_dir(v, n, yaml_dirs[i]));
 
-    const char *env = getenv("ORAKUL_PLUGIN_PATH");
+    const char *env = ork_env_get("ORAKUL_PLUGIN_PATH");
     if (env) {
-        char *copy = strdup(env), *save = NULL;
+        char *copy = strdup(env);
         if (!copy) return ORK_FAIL(ORK_E_NOMEM, "plugin search path: out of memory");
         ork_status s = ORK_OK;
-        /* strtok_r skips empty fields: "a::b" and a trailing ':' never mean ".". */
-        for (char *tok = strtok_r(copy, ":", &save); tok && s == ORK_OK; tok = strtok_r(NULL, ":", &save))
-            s = push_dir(v, n, tok);
+        /* empty fields are skipped: "a::b" and a trailing ':' never mean "." */
+        char sep = ork_path_list_sep();
+        for (char *tok = copy, *end; tok && s == ORK_OK; tok = end ? end + 1 : NULL) {
+            if ((end = strchr(tok, sep))) *end = '\0';
+            if (*tok) s = push_dir(v, n, tok);
+        }
         free(copy);
         ORK_TRY(s);
     }
 
-    char self[PATH_MAX];
-    if (!exe) {
-        ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (len > 0) {
-            self[len] = '\0';
-            exe = self;
-        }
-    }
-    const char *slash = exe ? strrchr(exe, '/') : NULL;
+    char self[4096];
+    if (!exe && ork_exe_path(self, sizeof self) == ORK_OK) exe = self;
+    const char *slash = NULL;
+    for (const char *c = exe; c && *c; c++)
+        if (ork_path_is_sep(*c)) slash = c;
     if (slash) {
-        char rel[PATH_MAX];
-        int len = snprintf(rel, sizeof rel, "%.*s/../lib/orakul/plugins", (int)(slash - exe), exe);
+        char rel[4096];
+        int len;
+        /* Windows: plugins live beside orakul.exe (DLLs are found there) */
+        if (ork_os_windows()) {
+            len = snprintf(rel, sizeof rel, "%.*s", (int)(slash - exe), exe);
+            if (len > 0 && (size_t)len < sizeof rel) ORK_TRY(push_dir(v, n, rel));
+        }
+        len = snprintf(rel, sizeof rel, "%.*s/../lib/orakul/plugins", (int)(slash - exe), exe);
         if (len > 0 && (size_t)len < sizeof rel) ORK_TRY(push_dir(v, n, rel));
     }
     return push_dir(v, n, ORAKUL_PLUGIN_INSTALL_DIR);

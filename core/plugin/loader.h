@@ -48,7 +48,7 @@ typedef struct ork_plugin_component {
 typedef struct ork_plugin {
     char *path;                    /* as opened */
     const char *name;              /* entry->name */
-    void *dl;
+    struct ork_lib *dl;            /* platform/platform.h */
     ork_abi built;                 /* the entry's header as the plugin declared it */
     const ork_plugin_entry *entry; /* normalised; entry->components is core-owned too */
     int n_components;
@@ -73,9 +73,10 @@ void ork_plugin_close(ork_plugin *p);
 /* The plugin directories, in search order, first match wins:
  *   1. yaml_dirs (plugins.path from the config, already absolute or relative
  *      to where the caller wants), in order;
- *   2. $ORAKUL_PLUGIN_PATH, a ':'-separated list (empty entries are dropped:
- *      they never mean the current directory);
- *   3. <dir of exe>/../lib/orakul/plugins (exe NULL: /proc/self/exe);
+ *   2. $ORAKUL_PLUGIN_PATH, a ':'-separated list (';' on Windows; empty
+ *      entries are dropped: they never mean the current directory);
+ *   3. on Windows, <dir of exe> (plugins beside orakul.exe); then
+ *      <dir of exe>/../lib/orakul/plugins (exe NULL: the running executable);
  *   4. ORAKUL_PLUGIN_INSTALL_DIR, compiled in.
  * Never the current directory. Directories that do not exist are kept (the
  * scan skips them); duplicates are dropped. Caller frees with

@@ -2,9 +2,9 @@
  * file names already taken by the search order. */
 #include "plugin/registry.h"
 
+#include "platform/platform.h"
 #include "util/log.h" /* ORK_FAIL, ORK_DEBUG */
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +101,11 @@ ork_status ork_registry_add_file(ork_registry *r, const char *path) {
     return ORK_OK;
 }
 
+/* orakul-<name>.so, orakul-<name>.dll on Windows */
 static int is_plugin_file(const char *name) {
-    size_t n = strlen(name);
-    return n > strlen("orakul-.so") && strncmp(name, "orakul-", 7) == 0 &&
-           strcmp(name + n - 3, ".so") == 0;
+    const char *sfx = ork_lib_suffix();
+    size_t n = strlen(name), k = strlen(sfx);
+    return n > 7 + k && strncmp(name, "orakul-", 7) == 0 && strcmp(name + n - k, sfx) == 0;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -127,18 +128,18 @@ static int take(ork_registry *r, const char *name, ork_status *s) {
 }
 
 static ork_status scan_dir(ork_registry *r, const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) {
+    ork_dir *d;
+    if (ork_dir_open(dir, &d) != ORK_OK) {
         ORK_DEBUG("plugin dir %s: not readable, skipped", dir);
         return ORK_OK;
     }
     char **names = NULL;
     int n = 0;
     ork_status s = ORK_OK;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_plugin_file(e->d_name)) continue;
+    for (const char *e; (e = ork_dir_next(d));) {
+        if (!is_plugin_file(e)) continue;
         char **v = realloc(names, (size_t)(n + 1) * sizeof *v);
-        if (!v || !(v[n] = strdup(e->d_name))) {
+        if (!v || !(v[n] = strdup(e))) {
             if (v) names = v;
             s = ORK_FAIL(ORK_E_NOMEM, "plugin dir %s: out of memory", dir);
             break;
@@ -146,7 +147,7 @@ static ork_status scan_dir(ork_registry *r, const char *dir) {
         names = v;
         n++;
     }
-    closedir(d);
+    ork_dir_close(d);
     if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 0; i < n && s != ORK_E_NOMEM; i++) {
         char path[4096];

@@ -22,7 +22,7 @@ void ork_registry_destroy(ork_registry *r); /* NULL is a no-op */
  * both files: ORK_E_ABI. Other refusals: see ork_plugin_open. */
 ork_status ork_registry_add_file(ork_registry *r, const char *path);
 
-/* Scan dirs in order for files orakul-<name>.so (not recursive, sorted by
+/* Scan dirs in order for files orakul-<name>.so (.dll on Windows; not recursive, sorted by
  * name). The first file of each name wins; later ones are shadowed (a debug
  * line). A missing directory is skipped. Every refused file logs its line and
  * the scan goes on; the status of the first refusal is returned. */

@@ -4,16 +4,14 @@
  * queued, the copy lanes at once). */
 #include "stream/copy_engine_impl.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static double ce_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return 1e-9 * (double)ork_time_ns();
 }
 
 /* One copy or decode, timed into ce->busy[lane] when timing is on. */
@@ -61,12 +59,12 @@ typedef struct cpu_ce {
 static ork_status cpu_host_alloc(ork_copy_engine *ce, size_t bytes, void **ptr) {
     (void)ce;
     size_t n = (bytes + 4095) / 4096 * 4096;
-    *ptr = aligned_alloc(4096, n ? n : 4096);
+    *ptr = ork_aligned_alloc(4096, n ? n : 4096);
     if (!*ptr) return ORK_FAIL(ORK_E_NOMEM, "stream: host arena of %zu bytes: out of host memory", bytes);
     return ORK_OK;
 }
 
-static void cpu_host_free(ork_copy_engine *ce, void *ptr) { (void)ce; free(ptr); }
+static void cpu_host_free(ork_copy_engine *ce, void *ptr) { (void)ce; ork_aligned_free(ptr); }
 
 /* Perform a lane's entries up to entry number seq (a queued wait performs what
  * it waits for first; waits only point at earlier records, so this ends). */

@@ -4,6 +4,7 @@
 #include "plugin/model_decl.h"
 #include "stream/streamer.h"
 #include "stream/trainable_stream.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <math.h>
@@ -465,7 +466,7 @@ static int auto_choose(ctx *c) {
     return m;
 }
 /* A refusal: ONE line (unless in->quiet) and ORK_E_BUDGET. */
-static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) ORK_PRINTF(2, 3);
 static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) {
     if (in->quiet) return ORK_E_BUDGET;
     char line[1024];
@@ -913,12 +914,7 @@ ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, cons
 }
 
 size_t ork_host_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
+    uint64_t b = 0; /* MemAvailable / GlobalMemoryStatusEx; 0 when unknown */
+    if (ork_mem_available(&b) != ORK_OK) return 0;
+    return b > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)b;
 }

@@ -198,7 +198,8 @@ ork_status ork_stream_plan_check_host(ork_stream_plan *p, size_t available, cons
 /* Only the first part of check_host: drop the shadows when that makes the plan
  * fit (a warning line), never refuse — for printing the plan before the refusal. */
 void ork_stream_plan_fit_host(ork_stream_plan *p, size_t available, const char *what);
-/* This machine's MemAvailable from /proc/meminfo in bytes (0: unknown). */
+/* This machine's available memory in bytes (ork_mem_available: MemAvailable
+ * of /proc/meminfo, or GlobalMemoryStatusEx; 0: unknown). */
 size_t ork_host_mem_available(void);
 
 /* The printable plan: summary, VRAM split, host memory, PCIe bytes per step

@@ -3,11 +3,11 @@
 #include "stream/reader_history.h"
 
 #include "cpu/cpu.h" /* ork_par_for */
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define R_EVENTS 16 /* lent entries in flight, and entered entries remembered */
 #define E_MAX 8     /* entries copied ahead */
@@ -396,8 +396,7 @@ ork_status ork_streamer_seal(ork_streamer *s) {
     int any = 0;
     for (int b = 0; s->compress && b < s->n_blocks && !any; b++) any = s->streamed[b] && s->dirty[b];
     if (!any) return ORK_OK; /* every pass_begin asks: nothing written since */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = ork_time_ns();
     int np = s->pfirst[s->n_blocks], done = 0;
     int *blk = malloc(((size_t)np + 1) * sizeof *blk);
     size_t *csize = calloc((size_t)np + 1, sizeof *csize);
@@ -463,12 +462,11 @@ ork_status ork_streamer_seal(ork_streamer *s) {
                 raw += (double)s->bytes[b];
                 coded += (double)(s->coded[b] ? s->coded[b] : s->bytes[b]);
             }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
         ORK_INFO("streaming: %d of %d streamed blocks travel coded (lossless; blocks as 16-bit words %d, as bytes "
                  "%d): %.3f of their bytes, staging %.1f MiB, coded in %.1f s",
                  s->n_coded, s->n_streamed, n_kind[ORK_TRANSIT_WORDS], n_kind[ORK_TRANSIT_BYTES], coded / raw,
                  (double)s->staging_bytes / 1048576.0,
-                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+                 1e-9 * (double)(ork_time_ns() - t0));
     }
     return ORK_OK;
 }

@@ -3,11 +3,11 @@
 #include "tensor/graph.h"
 
 #include "tensor/tape.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_graph_opts *opts,
                             ork_graph **out) {
@@ -20,8 +20,7 @@ ork_status ork_graph_create(const ork_backend *be, ork_alloc *alloc, const ork_g
     g->grad_enabled = 1;
     /* Default activation dtype by backend; opts->act_dtype wins when opts are given. */
     g->act_dt = opts ? o.act_dtype : (be->device == ORK_DEV_CUDA ? ORK_BF16 : ORK_F32);
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    g->k.nthreads = o.nthreads > 0 ? o.nthreads : (nc > 0 ? (int)nc : 1);
+    g->k.nthreads = o.nthreads > 0 ? o.nthreads : ork_cpu_count();
     g->k.stream = o.stream;
     ork_status s = ORK_OK;
     if (be->ctx_create) s = be->ctx_create(o.device_index, &g->k.priv);

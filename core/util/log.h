@@ -4,7 +4,8 @@
 #ifndef ORK_UTIL_LOG_H
 #define ORK_UTIL_LOG_H
 
-#include <orakul/abi.h> /* ork_status */
+#include <orakul/abi.h>      /* ork_status */
+#include <orakul/platform.h> /* ORK_PRINTF */
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -24,7 +25,7 @@ ork_log_level ork_log_get_level(void);
 typedef void (*ork_log_sink)(ork_log_level lvl, const char *line, void *user);
 void ork_log_set_sink(ork_log_sink fn, void *user);
 
-void ork_log(ork_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ork_log(ork_log_level lvl, const char *fmt, ...) ORK_PRINTF(2, 3);
 void ork_logv(ork_log_level lvl, const char *fmt, va_list ap);
 
 #define ORK_DEBUG(...) ork_log(ORK_LOG_DEBUG, __VA_ARGS__)
@@ -43,7 +44,7 @@ void ork_log_hold_begin(void);
 void ork_log_hold_end(char *last, size_t n);
 
 /* Log an error and return the status: `return ORK_FAIL(ORK_E_IO, "x: %s", why);` */
-ork_status ork_fail(ork_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ork_status ork_fail(ork_status s, const char *fmt, ...) ORK_PRINTF(2, 3);
 #define ORK_FAIL(s, ...) ork_fail((s), __VA_ARGS__)
 
 /* While a thread's count is above 0, its ORK_FAIL lines are logged as

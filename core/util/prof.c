@@ -1,9 +1,10 @@
 /* util/prof.c — see prof.h. */
 #include "util/prof.h"
 
+#include "platform/platform.h"
+
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct entry {
     char kind[16], name[48];
@@ -24,9 +25,7 @@ int ork_prof_enabled(void) {
 }
 
 double ork_prof_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return 1e-9 * (double)ork_time_ns();
 }
 
 void ork_prof_add(const char *kind, const char *name, double seconds) {

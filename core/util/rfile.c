@@ -2,28 +2,13 @@
  * ork_rfile_read passes to the caller). */
 #include "util/rfile.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-const char *ork_rfile_kind(unsigned mode) {
-    switch (mode & S_IFMT) {
-    case S_IFIFO: return "a FIFO";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    case S_IFSOCK: return "a socket";
-    case S_IFDIR: return "a folder";
-    case S_IFLNK: return "a symbolic link";
-    case S_IFREG: return "a regular file";
-    default: return "not a file";
-    }
-}
 
 /* "4 MiB", "1 GiB", or bytes. */
 static const char *size_text(uint64_t n, char *buf, size_t cap) {
@@ -47,26 +32,26 @@ ork_status ork_rfile_open(const char *path, const char *what, uint64_t max_bytes
     *fd = -1;
     if (size) *size = 0;
     /* O_NONBLOCK: opening a FIFO with no writer returns at once (fstat then refuses it) */
-    int d = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (d < 0) {
+    int d;
+    if (ork_fd_open(path, ORK_F_READ | ORK_F_NONBLOCK, &d) != ORK_OK) {
         if (errno == ENOENT && (flags & ORK_RFILE_MISSING_OK)) return ORK_OK;
         return FAIL(ORK_E_IO, "%s: cannot open the %s: %s", path, what, strerror(errno));
     }
-    struct stat st;
+    ork_file_info st;
     ork_status s = ORK_OK;
-    if (fstat(d, &st) != 0) s = FAIL(ORK_E_IO, "%s: cannot stat the %s: %s", path, what, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        s = FAIL(ORK_E_IO, "%s: the %s is %s, not a regular file", path, what, ork_rfile_kind((unsigned)st.st_mode));
-    else if (max_bytes && (uint64_t)st.st_size > max_bytes)
-        s = too_large(path, what, (uint64_t)st.st_size, 0, max_bytes, flags);
-    else if (fcntl(d, F_SETFL, fcntl(d, F_GETFL) & ~O_NONBLOCK) != 0)
+    if (ork_fd_info(d, &st) != ORK_OK) s = FAIL(ORK_E_IO, "%s: cannot stat the %s: %s", path, what, strerror(errno));
+    else if (st.kind != ORK_KIND_FILE)
+        s = FAIL(ORK_E_IO, "%s: the %s is %s, not a regular file", path, what, ork_file_kind_str(st.kind));
+    else if (max_bytes && st.size > max_bytes)
+        s = too_large(path, what, st.size, 0, max_bytes, flags);
+    else if (ork_fd_set_blocking(d) != ORK_OK)
         s = FAIL(ORK_E_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
     if (s != ORK_OK) {
-        close(d);
+        ork_fd_close(d);
         return s;
     }
     *fd = d;
-    if (size) *size = (uint64_t)st.st_size;
+    if (size) *size = st.size;
     return ORK_OK;
 }
 
@@ -95,14 +80,14 @@ ork_status ork_rfile_read(const char *path, const char *what, size_t max_bytes, 
             }
             b = t, cap = nc;
         }
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) s = FAIL(ORK_E_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
+        size_t r;
+        if (ork_fd_read(fd, b + n, cap - n - 1, &r) != ORK_OK)
+            s = FAIL(ORK_E_IO, "%s: cannot read the %s: %s", path, what, strerror(errno));
         else if (r == 0) break;
-        else n += (size_t)r;
+        else n += r;
         if (s == ORK_OK && max_bytes && n > max_bytes) s = too_large(path, what, (uint64_t)max_bytes, 1, max_bytes, flags);
     }
-    close(fd);
+    ork_fd_close(fd);
     if (s != ORK_OK) {
         free(b);
         return s;

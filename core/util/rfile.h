@@ -3,7 +3,7 @@
  * of a sharded checkpoint), is opened here. What is not a regular file (a FIFO,
  * which with no writer would block forever; /dev/zero, which never ends; a
  * device, a socket, a folder) is refused before a byte is read: the file is
- * opened with O_NONBLOCK and checked with fstat. A regular file over the
+ * opened without blocking and checked (platform/platform.h: ork_fd_info). A regular file over the
  * caller's size limit is refused too (checked on fstat's size and again while
  * reading, for a file that grows). Each refusal is one ORK_FAIL line naming the
  * file and the limit. Owns nothing beyond each call. [any-thread] */
@@ -27,9 +27,10 @@
 #define ORK_RFILE_MISSING_OK 1 /* a missing file (ENOENT) is not an error: ORK_OK, *fd -1 / *buf NULL, no line */
 #define ORK_RFILE_QUIET 2      /* no line on failure (the caller says what it does instead) */
 
-/* Open path read-only (O_CLOEXEC) when it is a regular file of at most
+/* Open path read-only (ork_fd_open: not inherited by children) when it is a regular file of at most
  * max_bytes (0: any size). what names the file in the line ("config",
- * "caption"). *fd (blocking again) and *size on success; *fd -1 on failure.
+ * "caption"). *fd (blocking again; close it with ork_fd_close) and *size on
+ * success; *fd -1 on failure.
  * Statuses: ORK_E_IO (missing, unreadable, not a regular file), ORK_E_FORMAT
  * (over max_bytes). */
 ork_status ork_rfile_open(const char *path, const char *what, uint64_t max_bytes, int flags, int *fd,
@@ -40,8 +41,5 @@ ork_status ork_rfile_open(const char *path, const char *what, uint64_t max_bytes
  * ork_rfile_open, plus ORK_E_NOMEM and read errors (ORK_E_IO). */
 ork_status ork_rfile_read(const char *path, const char *what, size_t max_bytes, int flags, char **buf,
                           size_t *len);
-
-/* "a FIFO", "a character device", ... for a st_mode that is not a regular file. */
-const char *ork_rfile_kind(unsigned mode);
 
 #endif

@@ -20,20 +20,23 @@
  * Every component refuses NaN/Inf in a weight (ORK_E_NUMERIC, one line naming
  * the tensor and the element).
  *
+ * Threads and the CPU count come from the service "orakul.platform/1"
+ * (<orakul/platform.h>: no OS header here, so the plugin builds for Windows
+ * too); a core without it gets one thread.
+ *
  * Owns: each instance (its params copy and fp8 decode table); per call, its
- * thread handles (joined before return); the service table looked up at init. */
+ * thread handles (joined before return); the service tables looked up at init. */
 #include <orakul/numerics.h>
 #include <orakul/orakul.h>
+#include <orakul/platform.h>
 
 #include "quant_cuda.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- params (model.quantize_kwargs) ----------------------------------------- */
 typedef struct quant_params {
@@ -63,8 +66,10 @@ static const ork_param none_keys[] = {
     KEY_THREADS, {NULL}};
 #undef P
 
-/* The core's numerics (init looks it up; every component needs it). */
+/* The core's numerics (init looks it up; every component needs it) and its
+ * platform layer (threads; NULL from an older core: one thread). */
 static const ork_numerics_api *g_num;
+static const ork_platform_api *g_plat;
 
 /* ---- instance ---------------------------------------------------------------- */
 typedef enum qkind { QK_FP8, QK_BF16, QK_NONE } qkind;
@@ -168,18 +173,17 @@ struct part {
     char msg[512];       /* the failure line of a non-NUMERIC failure */
 };
 
-static void *part_main(void *arg) {
+static void part_main(void *arg) {
     part *p = arg;
     p->fn(p->ctx, p);
-    return NULL;
 }
 
 /* Threads for a (rows, cols) job: the caller's count (<= 0: online CPUs), capped
  * by the threads param, by rows, and to >= 64Ki elements per thread. */
 static int job_threads(const quant *q, int nthreads, int64_t rows, int64_t cols) {
     long n = nthreads;
-    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
+    if (n <= 0) n = g_plat ? g_plat->cpu_count() : 1;
+    if (!g_plat || n < 1) n = 1; /* no threads without the platform service */
     if (q->threads > 0 && q->threads < n) n = q->threads;
     int64_t by_size = (rows * cols + 65535) / 65536;
     if (n > by_size) n = (long)by_size;
@@ -191,16 +195,17 @@ static int job_threads(const quant *q, int nthreads, int64_t rows, int64_t cols)
  * thread that cannot start runs inline. Returns the parts (caller frees) or NULL. */
 static part *run_rows(part_fn fn, const void *ctx, size_t rows, int nt) {
     part *parts = calloc((size_t)nt, sizeof *parts);
-    pthread_t *tid = calloc((size_t)nt, sizeof *tid);
+    ork_thread **tid = calloc((size_t)nt, sizeof *tid);
     unsigned char *started = calloc((size_t)nt, 1);
     if (!parts || !tid || !started) { free(parts); free(tid); free(started); return NULL; }
     for (int t = 0; t < nt; t++)
         parts[t] = (part){fn, ctx, rows * (size_t)t / (size_t)nt, rows * (size_t)(t + 1) / (size_t)nt,
                           ORK_OK, SIZE_MAX, 0, 0, {0}};
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, part_main, &parts[t]) == 0;
+    for (int t = 1; t < nt; t++)
+        started[t] = g_plat && g_plat->thread_start(part_main, &parts[t], &tid[t]) == ORK_OK;
     part_main(&parts[0]);
     for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
+        if (started[t]) g_plat->thread_join(tid[t]);
         else part_main(&parts[t]);
     }
     free(tid);
@@ -499,6 +504,7 @@ static const ork_component *const components[] = {&c_e4m3, &c_e5m2, &c_bf16, &c_
 
 static ork_status quant_init(const ork_host *host) {
     g_num = host && host->get_service ? host->get_service(host, ORK_SERVICE_NUMERICS) : NULL;
+    g_plat = host && host->get_service ? host->get_service(host, ORK_SERVICE_PLATFORM) : NULL;
     if (!g_num) {
         if (host) host->log(host, ORK_LEVEL_ERROR, "this core offers no %s service (orakul 1.x before it); "
                             "the quantizers need it", ORK_SERVICE_NUMERICS);
@@ -507,7 +513,7 @@ static ork_status quant_init(const ork_host *host) {
     return ORK_OK;
 }
 
-static void quant_deinit(void) { g_num = NULL; }
+static void quant_deinit(void) { g_num = NULL, g_plat = NULL; }
 
 static const ork_plugin_entry entry = {
     .abi = ORK_ABI_INIT(ork_plugin_entry),

@@ -1,9 +1,11 @@
 # orakul_add_plugin(<name> SOURCES <files...> [LIBRARIES <libs...>]
 #                   [OUTPUT_DIRECTORY <dir>] [NO_INSTALL])
-# Builds orakul-<name>.so as the target orakul_plugin_<name>: a MODULE with
-# hidden visibility, a version script that exports only orakul_plugin_entry,
-# and -z defs (plugins never link the core: every host service arrives through
-# the host table). It is installed into ORAKUL_PLUGIN_INSTALL_DIR (relative to
+# Builds orakul-<name>.so (orakul-<name>.dll on Windows) as the target
+# orakul_plugin_<name>: a MODULE with hidden visibility, a version script that
+# exports only orakul_plugin_entry, and -z defs (plugins never link the core:
+# every host service arrives through the host table). On Windows the entry is
+# exported by ORK_EXPORT (__declspec(dllexport)) alone, which also exports
+# nothing else, and a DLL never has undefined symbols. It is installed into ORAKUL_PLUGIN_INSTALL_DIR (relative to
 # the install prefix) unless NO_INSTALL. OUTPUT_DIRECTORY overrides where the
 # build puts it (default: ORAKUL_PLUGIN_BUILD_DIR when set, else CMake's).
 # Shared by the in-tree build and the installed CMake package.
@@ -48,7 +50,7 @@ function(orakul_add_plugin name)
   set(tgt orakul_plugin_${name})
   add_library(${tgt} MODULE ${P_SOURCES})
   set_target_properties(${tgt} PROPERTIES
-    PREFIX "" OUTPUT_NAME "orakul-${name}" SUFFIX ".so"
+    PREFIX "" OUTPUT_NAME "orakul-${name}" SUFFIX "${CMAKE_SHARED_MODULE_SUFFIX}"
     C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   if(P_OUTPUT_DIRECTORY)
@@ -56,8 +58,19 @@ function(orakul_add_plugin name)
   elseif(DEFINED ORAKUL_PLUGIN_BUILD_DIR)
     set_target_properties(${tgt} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ORAKUL_PLUGIN_BUILD_DIR}")
   endif()
-  target_link_options(${tgt} PRIVATE
-    "LINKER:--version-script=${_ORK_PLUGIN_CMAKE_DIR}/orakul-plugin.map" "LINKER:-z,defs")
+  if(WIN32)
+    # a DLL is a RUNTIME output (the OUTPUT_DIRECTORY applies to it as well)
+    get_target_property(_dir ${tgt} LIBRARY_OUTPUT_DIRECTORY)
+    if(_dir)
+      set_target_properties(${tgt} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${_dir}")
+    endif()
+    if(MINGW)
+      target_link_options(${tgt} PRIVATE "-static-libgcc") # no libgcc_s DLL to ship beside it
+    endif()
+  else()
+    target_link_options(${tgt} PRIVATE
+      "LINKER:--version-script=${_ORK_PLUGIN_CMAKE_DIR}/orakul-plugin.map" "LINKER:-z,defs")
+  endif()
   if(TARGET orakul::sdk)
     target_link_libraries(${tgt} PRIVATE orakul::sdk)
   elseif(TARGET orakul_sdk)
@@ -67,6 +80,7 @@ function(orakul_add_plugin name)
     target_link_libraries(${tgt} PRIVATE ${P_LIBRARIES})
   endif()
   if(DEFINED ORAKUL_PLUGIN_INSTALL_DIR AND NOT P_NO_INSTALL)
-    install(TARGETS ${tgt} LIBRARY DESTINATION "${ORAKUL_PLUGIN_INSTALL_DIR}")
+    install(TARGETS ${tgt} LIBRARY DESTINATION "${ORAKUL_PLUGIN_INSTALL_DIR}"
+                           RUNTIME DESTINATION "${ORAKUL_PLUGIN_INSTALL_DIR}")
   endif()
 endfunction()

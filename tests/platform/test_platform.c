@@ -3,7 +3,9 @@
  * one, a missing path and a file that is no library: the error names the
  * path), threads, mutexes, condition variables, once; files by UTF-8 path,
  * offsets past 4 GiB, atomic replace, syncs, folders, maps; memory, process,
- * time, environment. Works in a scratch folder under ork_temp_dir. */
+ * time, environment; the same calls for plugins through the table of the
+ * host service "orakul.platform/1" (test_platform_host.c: the host offers it).
+ * Works in a scratch folder under ork_temp_dir. */
 #include "platform/platform.h"
 
 #include "ork_test.h"
@@ -427,6 +429,10 @@ static void test_map(void) {
     CU_ASSERT_EQUAL_FATAL(ork_map_fd(fd, sizeof data, &m), ORK_OK);
     ork_fd_close(fd); /* the map outlives the descriptor */
     CU_ASSERT_EQUAL(memcmp(m, data, sizeof data), 0);
+    ork_status pf = ork_map_prefetch((const char *)m + 100, 5000); /* a hint: taken, or not offered */
+    CU_ASSERT(pf == ORK_OK || pf == ORK_E_UNSUPPORTED);
+    CU_ASSERT_EQUAL(ork_map_prefetch(m, 0), ORK_OK);
+    CU_ASSERT_EQUAL(memcmp(m, data, sizeof data), 0); /* the map reads the same after */
     ork_map_close(m, sizeof data);
     ork_map_close(NULL, 0);
     CU_ASSERT_EQUAL(ork_map_fd(-1, 16, &m), ORK_E_IO); /* a bad descriptor */
@@ -446,7 +452,7 @@ static void test_system(void) {
     CU_ASSERT_EQUAL(ork_pid_alive(0), 0);
     CU_ASSERT_EQUAL(ork_pid_alive(-5), 0);
     uint64_t t0 = ork_time_ns();
-    ork_sleep_ms(2);
+    ork_sleep_us(2000);
     uint64_t t1 = ork_time_ns();
     CU_ASSERT(t1 > t0); /* monotonic and moving */
     size_t pg = ork_page_size();
@@ -465,6 +471,49 @@ static void test_env(void) {
     CU_ASSERT(v == NULL || *v == '\0');
     CU_ASSERT_PTR_NULL(ork_env_get("ORK_PLATFORM_NEVER_SET_ANYWHERE"));
     CU_ASSERT_EQUAL(ork_env_set("", "x"), ORK_E_IO); /* no name */
+}
+
+/* ---- the service for plugins ---- */
+
+typedef struct svc_arg {
+    const ork_platform_api *api;
+    int ran;
+} svc_arg;
+static void svc_thread(void *arg) { ((svc_arg *)arg)->ran = ((svc_arg *)arg)->api->cpu_count(); }
+
+static void test_service(void) {
+    const ork_platform_api *api = ork_platform_api_table();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(api->abi.struct_size, sizeof(ork_platform_api));
+    /* every entry is there */
+    const void *const fns[] = {(const void *)api->last_errno, (const void *)api->cpu_count,
+                               (const void *)api->page_size, (const void *)api->time_ns,
+                               (const void *)api->thread_start, (const void *)api->thread_join,
+                               (const void *)api->fd_open, (const void *)api->fd_close,
+                               (const void *)api->fd_pread, (const void *)api->fd_info,
+                               (const void *)api->path_info, (const void *)api->dir_open,
+                               (const void *)api->dir_next, (const void *)api->dir_close,
+                               (const void *)api->map_fd, (const void *)api->map_close,
+                               (const void *)api->map_prefetch,
+                               (const void *)api->mem_available};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) CU_ASSERT_PTR_NOT_NULL(fns[i]);
+    svc_arg a = {api, 0};
+    ork_thread *t;
+    CU_ASSERT_EQUAL_FATAL(api->thread_start(svc_thread, &a, &t), ORK_OK);
+    api->thread_join(t);
+    CU_ASSERT_EQUAL(a.ran, ork_cpu_count());
+    char p[1100];
+    int fd;
+    CU_ASSERT_EQUAL(api->fd_open(at("svc-missing", p, sizeof p), ORK_F_READ, &fd), ORK_E_IO);
+    CU_ASSERT_EQUAL(api->last_errno(), ENOENT); /* the reason, as the core saw it */
+    write_text(at("svc.txt", p, sizeof p), "service");
+    CU_ASSERT_EQUAL_FATAL(api->fd_open(p, ORK_F_READ, &fd), ORK_OK);
+    char buf[16] = {0};
+    size_t got;
+    CU_ASSERT_EQUAL(api->fd_pread(fd, buf, sizeof buf, 3, &got), ORK_OK);
+    CU_ASSERT_EQUAL(got, 4);
+    CU_ASSERT_STRING_EQUAL(buf, "vice");
+    api->fd_close(fd);
 }
 
 static const ork_test_case cases[] = {
@@ -486,6 +535,7 @@ static const ork_test_case cases[] = {
     {"read-only map", test_map},
     {"memory, pid, time, page size, cpus", test_system},
     {"environment", test_env},
+    {"the service orakul.platform/1", test_service},
     {NULL, NULL},
 };
 

@@ -57,8 +57,11 @@ typedef enum ork_status {
 #define ORK_TRY(expr) do { ork_status ork_try_s_ = (expr); \
     if (ork_try_s_ != ORK_OK) return ork_try_s_; } while (0)
 
-/* Symbol visibility for the one exported plugin entry. */
-#if defined(__GNUC__)
+/* Symbol visibility for the one exported plugin entry: exported from a DLL on
+ * Windows (MinGW and MSVC), default visibility elsewhere. */
+#if defined(_WIN32)
+#define ORK_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__)
 #define ORK_EXPORT __attribute__((visibility("default")))
 #else
 #define ORK_EXPORT

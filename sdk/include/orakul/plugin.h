@@ -1,8 +1,8 @@
 /* orakul/plugin.h — the plugin ABI: the one exported entry symbol, the host
  * table plugins receive, components and their declared config keys.
  *
- * A plugin is a shared object `orakul-<name>.so` built with hidden visibility
- * that exports exactly one symbol:
+ * A plugin is a shared object `orakul-<name>.so` (`orakul-<name>.dll` on
+ * Windows) built with hidden visibility that exports exactly one symbol:
  *
  *     ORK_EXPORT const ork_plugin_entry *orakul_plugin_entry(void);
  *
