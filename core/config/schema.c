@@ -246,7 +246,9 @@ static const ork_ck sample_item_keys[] = {
     I("seed", NULL, 0, 4294967295.0, seed),
     F("guidance_scale", NULL, 0, 100, guidance_scale),
     I("sample_steps", NULL, 1, 1000, sample_steps),
-    KNOWN("network_multiplier", "1"), KNOWN("ctrl_img", NULL), KNOWN("ctrl_idx", NULL),
+    KNOWN("network_multiplier", "1"), KNOWN("ctrl_img", NULL), KNOWN("ctrl_idx", "0"),
+    /* the UI's control images of multi-control models (FLUX.2: SimpleJob.tsx sample.multi_ctrl_imgs) */
+    KNOWN("ctrl_img_1", NULL), KNOWN("ctrl_img_2", NULL), KNOWN("ctrl_img_3", NULL), KNOWN("do_cfg_norm", "false"),
     KNOWN("num_frames", NULL), KNOWN("fps", NULL), KNOWN("extra_values", "[]"),
     END};
 #undef S

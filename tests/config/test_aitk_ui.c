@@ -130,11 +130,27 @@ static void test_flux2_klein_9b(void) {
     plan_fixture("flux2_klein_9b", want);
 }
 
+/* FLUX.2-dev with the form's options on (aitk_ui_configs.py: trigger word, rank/alpha,
+ * layer offloading, caption dropout, repeats, flips, cached text, accumulation, content
+ * timesteps, skip first sample, a sample seed are implemented); the rest warn, each once.
+ * DOP's multiplier 1 restates ai-toolkit's default; the model_kwargs key warns when the
+ * model's keys are read (pass 2), after the core's. */
+static void test_flux2_dev_options(void) {
+    static const char *const want[] = {"sqlite_db_path", "performance_log_every", "datasets[0].control_path_1",
+                                       "train.ema_config", "train.diff_output_preservation",
+                                       "train.diff_output_preservation_class",
+                                       "model.layer_offloading_text_encoder_percent", "sample.samples[0].ctrl_img_1",
+                                       "sample.samples[0].network_multiplier", "logging.use_ui_logger",
+                                       "model.model_kwargs.match_target_res", NULL};
+    plan_fixture("flux2_dev_options", want);
+}
+
 static const ork_test_case cases[] = {
     {"UI job FLUX.1-dev", test_flux1_dev},
     {"UI job FLUX.1-schnell", test_flux1_schnell},
     {"UI job FLUX.2-dev", test_flux2_dev},
     {"UI job FLUX.2-klein-base-4B", test_flux2_klein_4b},
     {"UI job FLUX.2-klein-base-9B", test_flux2_klein_9b},
+    {"UI job FLUX.2-dev, options on", test_flux2_dev_options},
     {NULL, NULL}};
 ORK_TEST_MAIN("aitk_ui", setup, teardown, cases)

@@ -298,6 +298,33 @@ def main():
     pr["sample"]["guidance_scale"] = 1
     pr["sample"]["sample_steps"] = 4
     jobs["flux1_schnell"] = s
+    # FLUX.2-dev with the form's options switched on (SimpleJob.tsx: the setJobConfig paths
+    # of its inputs): what orakul implements stays quiet, each one it does not warns
+    o = ui_job("flux2", "flux2_dev_options_lora")
+    pr = o["config"]["process"][0]
+    pr["trigger_word"] = "ohwx"
+    pr["network"]["linear"], pr["network"]["linear_alpha"] = 16, 8
+    pr["model"]["layer_offloading"] = True
+    pr["model"]["layer_offloading_transformer_percent"] = 0.5
+    pr["model"]["layer_offloading_text_encoder_percent"] = 0.5
+    pr["model"]["model_kwargs"]["match_target_res"] = True
+    d = pr["datasets"][0]
+    d["control_path_1"] = "/path/to/controls"
+    d["cache_latents_to_disk"] = True
+    d["caption_dropout_rate"] = 0.1
+    d["num_repeats"] = 2
+    d["flip_x"] = True
+    t = pr["train"]
+    t["ema_config"]["use_ema"] = True
+    t["diff_output_preservation"] = True
+    t["cache_text_embeddings"] = True
+    t["gradient_accumulation"] = 2
+    t["content_or_style"] = "content"
+    t["skip_first_sample"] = True
+    pr["sample"]["samples"][0]["ctrl_img_1"] = "/path/to/control.png"
+    pr["sample"]["samples"][0]["network_multiplier"] = 0.8
+    pr["sample"]["samples"][1]["seed"] = 7
+    jobs["flux2_dev_options"] = o
     for name, job in jobs.items():
         path = os.path.join(OUT, name + ".json")
         with open(path, "w") as f:
