@@ -34,7 +34,8 @@ Usage:  AITK_DIR=<ai-toolkit checkout> python3 timestep_ref.py [OUTDIR]
         (default OUTDIR: tests/fixtures next to this folder). With AITK_DIR it also
         checks this re-implementation against ai-toolkit's own
         CustomFlowMatchEulerDiscreteScheduler (needs diffusers) and prints the result.
-Needs:  torch, numpy, safetensors. CPU, about a minute.
+Needs:  torch, numpy, safetensors (and diffusers for the AITK_CHECK cross-check). CPU, a few
+        minutes.
 
 Writes OUTDIR/timesteps_ref.safetensors (all F64):
   table.<name>        [n] t of each index: linear (=weighted, *_step), shift_dyn_<seq>
