@@ -400,7 +400,30 @@ static void test_state_check(void) {
     vt->destroy(o);
 }
 
+/* ai-toolkit's prodigy8bit: a component of its own that makes the same
+ * optimizer (fp32 state, a warning): the same bytes after a step. */
+static void test_prodigy8bit(void) {
+    const ork_component *c8 = orakul_plugin_entry()->components[1];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c8);
+    CU_ASSERT_STRING_EQUAL(c8->aliases[0], "prodigy8bit");
+    const ork_optimizer_vtable *v8 = c8->vtable;
+    run a, b;
+    CU_ASSERT_FATAL(run_open(&a, "default") && run_open(&b, "default"));
+    vt->destroy(b.opt);
+    void *prm = case_params("default");
+    CU_ASSERT_EQUAL_FATAL(v8->create(&host, prm, &b.opt), ORK_OK);
+    free(prm);
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_EQUAL(run_step(&a, k, 1, 1.0), ORK_OK);
+        CU_ASSERT_EQUAL(run_step(&b, k, 1, 1.0), ORK_OK);
+    }
+    for (int t = 0; t < NT; t++) CU_ASSERT(memcmp(a.state[t], b.state[t], a.sb[t]) == 0);
+    run_close(&a);
+    run_close(&b);
+}
+
 static const ork_test_case cases[] = {
+    {"prodigy8bit: the same, fp32 state", test_prodigy8bit},
     {"== prodigyopt step by step", test_resident},
     {"resume bit for bit", test_resume},
     {"ai-toolkit lr rule", test_lr_rule},

@@ -78,6 +78,14 @@ static ork_status prodigy_create(const ork_host *host, const void *params, void 
     return ORK_OK;
 }
 
+/* ai-toolkit's prodigy8bit (toolkit/optimizers/prodigy_8bit.py): accepted,
+ * with fp32 state and one line saying so (docs/optimizers.md: why not 8-bit). */
+static ork_status prodigy8_create(const ork_host *host, const void *params, void **self) {
+    host->log(host, ORK_LEVEL_WARN, "prodigy8bit: its 8-bit state is not implemented; Prodigy runs with fp32 state "
+              "(16 bytes per trained element instead of 4)");
+    return prodigy_create(host, params, self);
+}
+
 static void prodigy_destroy(void *self) {
 #ifdef ORK_OPT_HAVE_CUDA
     opt *o = self;
@@ -239,7 +247,17 @@ static const ork_optimizer_vtable vt = {
     .state_check = state_check,
 };
 
+static const ork_optimizer_vtable vt8 = {
+    .abi = ORK_ABI_INIT(ork_optimizer_vtable),
+    .create = prodigy8_create,
+    .destroy = prodigy_destroy,
+    .state_bytes = state_bytes,
+    .step = prodigy_step,
+    .state_check = state_check,
+};
+
 static const char *const aliases[] = {"prodigy", NULL};
+static const char *const aliases8[] = {"prodigy8bit", NULL};
 
 static const ork_component c_prodigy = {
     .abi = ORK_ABI_INIT(ork_component),
@@ -252,7 +270,18 @@ static const ork_component c_prodigy = {
     .vtable = &vt,
 };
 
-static const ork_component *const comps[] = {&c_prodigy, NULL};
+static const ork_component c_prodigy8 = {
+    .abi = ORK_ABI_INIT(ork_component),
+    .kind = ORK_KIND_OPTIMIZER,
+    .id = "org.orakul.prodigy8bit",
+    .aliases = aliases8,
+    .description = "ai-toolkit's prodigy8bit: Prodigy with fp32 state (its 8-bit state is not implemented)",
+    .params = prodigy_keys,
+    .params_size = sizeof(opt_params),
+    .vtable = &vt8,
+};
+
+static const ork_component *const comps[] = {&c_prodigy, &c_prodigy8, NULL};
 
 static const ork_plugin_entry entry = {
     .abi = ORK_ABI_INIT(ork_plugin_entry),
