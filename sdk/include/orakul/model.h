@@ -90,8 +90,10 @@ typedef struct ork_model_info {
     int has_guidance;             /* guidance embedding present (FLUX.1-dev, FLUX.2-dev) */
     double shift_base, shift_max; /* flow-matching time shift (0.5 / 1.15) */
     /* LoRA export spelling: "kohya" (lora_unet_<name>, lora_down/lora_up/alpha)
-     * or "peft-bfl" / "peft" (diffusion_model.<name>, lora_A/lora_B/alpha); the
-     * prefix is lora_prefix's when the model gives one (ABI 1.3). */
+     * or "peft-bfl" / "peft" (diffusion_model.<name>, lora_A/lora_B with
+     * alpha/rank folded into both as sqrt(alpha/rank), no .alpha: diffusers'
+     * reader of that format refuses one); the prefix is lora_prefix's when the
+     * model gives one (ABI 1.3). */
     const char *lora_format;
 
     /* ABI 1.3, appended (ork_model_info_has_text): the text encoders the model
@@ -123,7 +125,7 @@ typedef struct ork_model_info {
     /* The saved file's key prefix before the module name, in lora_format's
      * spelling: NULL gives lora_format's own ("lora_unet_" for "kohya",
      * "diffusion_model." for "peft-bfl"). lora_format also accepts "peft"
-     * (lora_A / lora_B / alpha after this prefix). */
+     * (lora_A / lora_B after this prefix, alpha folded). */
     const char *lora_prefix;
     /* Prediction target, noise schedule, timestep shift and sampler defaults;
      * NULL: flow-matching velocity, the resolution-dependent shift, the config's
@@ -184,7 +186,8 @@ typedef enum ork_timestep_sampling {
     ORK_TIMESTEPS_CONFIG = 0,           /* the config's default (sigmoid) */
     ORK_TIMESTEPS_SIGMOID = 1,          /* logit-normal */
     ORK_TIMESTEPS_LINEAR = 2,           /* uniform over the 1000 scheduler steps */
-    ORK_TIMESTEPS_SHIFT = 3,            /* uniform, then the fixed shift (shift) */
+    ORK_TIMESTEPS_SHIFT = 3,            /* uniform, then the model's shift (ai-toolkit: shift and
+                                         * flux_shift are one branch; schedule.c) */
     ORK_TIMESTEPS_RESOLUTION_SHIFT = 4, /* uniform, then the resolution shift (flux_shift) */
 } ork_timestep_sampling;
 
