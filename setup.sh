@@ -24,7 +24,7 @@ esac
 # -- 1. packages ------------------------------------------------------------------
 pkgs=(build-essential cmake pkg-config libyaml-dev libcunit1-dev libjansson-dev libpng-dev
       libjpeg-dev libwebp-dev libonig-dev libutf8proc-dev zlib1g-dev)
-distro=$(. /etc/os-release 2>/dev/null && echo "${ID:-?} ${VERSION_ID:-} ${ID_LIKE:-}" || echo unknown)
+distro=$(. /etc/os-release 2>/dev/null && echo "${ID:-?} ${VERSION_ID:-}${ID_LIKE:+ (like $ID_LIKE)}" || echo unknown)
 if ! command -v dpkg-query >/dev/null || ! grep -qwE 'debian|ubuntu' <<<"$distro"; then
   echo "== packages: $distro is not Debian or Ubuntu: install the equivalents of" \
        "${pkgs[*]} yourself; trying to build anyway" >&2
