@@ -722,7 +722,8 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
  * all of them are resident together within the budget: each gets its
  * weights, its margin and a share of the activation room in proportion to
  * its activations per caption. 0: not possible (the groups reload). */
-static int keep_budgets(const ork_textcond *tc, const ork_backend *be, size_t budget, int group, size_t *sb) {
+static int keep_budgets(const ork_textcond *tc, const ork_backend *be, size_t budget, int group, size_t *sb,
+                        tc_plan *q) {
     ork_dtype act = ork_tc_act_dtype(be);
     tc_plan p[TC_MAX_SLOTS];
     size_t fixed = 0, act_sum = 0;
@@ -735,8 +736,7 @@ static int keep_budgets(const ork_textcond *tc, const ork_backend *be, size_t bu
     size_t room = budget - fixed;
     for (int i = 0; i < tc->n; i++) {
         sb[i] = p[i].w_total + p[i].scratch + (size_t)((double)room * (double)p[i].act_per_caption / (double)act_sum);
-        tc_plan q;
-        if (ork_tc_plan(&tc->sl[i], act, sb[i], group, 1, &q) != ORK_OK || q.layer_major) return 0;
+        if (ork_tc_plan(&tc->sl[i], act, sb[i], group, 1, &q[i]) != ORK_OK || q[i].layer_major) return 0;
     }
     return 1;
 }
@@ -755,9 +755,10 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
     size_t sb[TC_MAX_SLOTS];
     runner kr[TC_MAX_SLOTS];
     memset(kr, 0, sizeof kr);
-    int keep = n > group && keep_budgets(tc, be, budget, group, sb);
+    tc_plan kp[TC_MAX_SLOTS]; /* the kept runners' plans: their arenas sized for a whole group's chunk */
+    int keep = n > group && keep_budgets(tc, be, budget, group, sb, kp);
     ork_status st = ORK_OK;
-    for (int i = 0; keep && i < tc->n && st == ORK_OK; i++) st = runner_open(tc, &tc->sl[i], be, sb[i], NULL, &kr[i]);
+    for (int i = 0; keep && i < tc->n && st == ORK_OK; i++) st = runner_open(tc, &tc->sl[i], be, sb[i], &kp[i], &kr[i]);
     ork_textcond_stats all = {0};
     double t0 = now_s();
     for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
@@ -775,6 +776,12 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
         all.load_seconds += tc->last.load_seconds;
         all.encode_seconds += tc->last.encode_seconds;
         all.tokenize_seconds += tc->last.tokenize_seconds;
+        all.retries += tc->last.retries;
+        if (tc->last.act_peak_bytes > all.act_peak_bytes) {
+            all.act_peak_bytes = tc->last.act_peak_bytes;
+            all.act_planned_bytes = tc->last.act_planned_bytes;
+            all.act_arena_bytes = tc->last.act_arena_bytes;
+        }
     }
     for (int i = 0; i < tc->n; i++) runner_close(&kr[i]); /* a no-op for runners never opened */
     if (st != ORK_OK) return st;

@@ -246,6 +246,10 @@ static void test_each(void) {
     CU_ASSERT_EQUAL(ork_textcond_encode_each(tc, TC_BE(), 0, K, CAPS, each_fn, &c), ORK_OK);
     CU_ASSERT(c.seen == K && c.bad == 0);
     CU_ASSERT_EQUAL(kept_lines, 2 * 3); /* both encoders resident, 3 groups, loaded once */
+    ork_textcond_stats ks;
+    ork_textcond_last_stats(tc, &ks);
+    CU_ASSERT_EQUAL(ks.retries, 0); /* the kept runners' arenas sized by their plans */
+    CU_ASSERT(ks.act_peak_bytes > 0 && ks.act_peak_bytes <= ks.act_arena_bytes);
     /* layer-major: nothing kept, every group its own pass; the same bits */
     setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
     each_ctx lm = {&all, 0, 0, -1};
