@@ -215,11 +215,14 @@ static ork_status record(walker *w, const char *path, const ork_ck *k, const yam
                     NULL, node_id(&c->doc, n)};
     if (!o.path) return ORK_FAIL(ORK_E_NOMEM, "config: out of memory");
     if (w->own_text && val) {
+        /* the value as print_value writes it, read back (open_memstream is POSIX only) */
         char *buf = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&buf, &len);
-        if (!m) return ORK_FAIL(ORK_E_NOMEM, "config: out of memory");
+        FILE *m = ork_tmpfile();
+        if (!m) return ORK_FAIL(ORK_E_IO, "config: no temporary file for a value: %s", strerror(errno));
         print_value(m, k->kind, k->count, val);
+        long len = ftell(m);
+        if (len >= 0 && fseek(m, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)))
+            buf[fread(buf, 1, (size_t)len, m)] = '\0';
         fclose(m);
         o.text = buf ? cstrdup(c, buf) : NULL;
         free(buf);

@@ -119,6 +119,11 @@ ork_status ork_fd_sync(int fd);
 /* fopen with a UTF-8 path (_wfopen on Windows); NULL and errno on failure.
  * Mode as fopen's; Windows always opens binary ("b" added). */
 FILE *ork_fopen(const char *path, const char *mode);
+/* An anonymous temporary file, read-write, removed when closed (tmpfile; on
+ * Windows in GetTempPathW's folder, as the C runtime's tmpfile writes to the
+ * drive's root); NULL and errno on failure. For text built through stdio and
+ * read back (open_memstream is POSIX only). */
+FILE *ork_tmpfile(void);
 /* fflush, then the file's data to the disk; ORK_E_IO with errno on failure. */
 ork_status ork_fsync_file(FILE *f);
 

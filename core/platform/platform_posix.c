@@ -233,6 +233,8 @@ FILE *ork_fopen(const char *path, const char *mode) {
     return fopen(path, m);
 }
 
+FILE *ork_tmpfile(void) { return tmpfile(); }
+
 ork_status ork_fsync_file(FILE *f) {
     if (fflush(f) != 0) return IO_FAIL();
     return fsync(fileno(f)) == 0 ? ORK_OK : IO_FAIL();

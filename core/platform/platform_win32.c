@@ -356,6 +356,17 @@ FILE *ork_fopen(const char *path, const char *mode) {
     return f;
 }
 
+FILE *ork_tmpfile(void) {
+    wchar_t dir[MAX_PATH + 2], path[MAX_PATH + 16];
+    DWORD k = GetTempPathW((DWORD)(sizeof dir / sizeof dir[0]), dir);
+    if (k == 0 || k >= sizeof dir / sizeof dir[0]) return os_fail(), NULL;
+    if (!GetTempFileNameW(dir, L"ork", 0, path)) return os_fail(), NULL;
+    /* T: kept in memory when it can be; D: deleted when closed */
+    FILE *f = _wfopen(path, L"w+bTD");
+    if (!f) DeleteFileW(path);
+    return f;
+}
+
 ork_status ork_fsync_file(FILE *f) {
     if (fflush(f) != 0) return ORK_E_IO;
     return ork_fd_sync(_fileno(f));

@@ -311,6 +311,18 @@ static void test_fopen_sync(void) {
     CU_ASSERT_PTR_NULL(ork_fopen(p, "this mode is far too long to be one"));
 }
 
+static void test_tmpfile(void) {
+    FILE *f = ork_tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT(fprintf(f, "%s=%d\n", "key", 42) == 7);
+    CU_ASSERT_EQUAL(ftell(f), 7);
+    CU_ASSERT_EQUAL(fseek(f, 0, SEEK_SET), 0);
+    char buf[16] = {0};
+    CU_ASSERT_EQUAL(fread(buf, 1, sizeof buf, f), 7);
+    CU_ASSERT_STRING_EQUAL(buf, "key=42\n");
+    fclose(f);
+}
+
 static void test_replace(void) {
     char a[1100], b[1100], buf[32];
     write_text(at("target.txt", b, sizeof b), "old");
@@ -528,6 +540,7 @@ static const ork_test_case cases[] = {
     {"fd: offsets and sizes past 4 GiB", test_fd_large_offset},
     {"UTF-8 names: create, read, list", test_utf8_names},
     {"fopen + fsync", test_fopen_sync},
+    {"anonymous temporary file", test_tmpfile},
     {"atomic replace", test_replace},
     {"mkdir, mkdir -p, rmdir, remove, kinds", test_dirs},
     {"folder listing", test_list},
