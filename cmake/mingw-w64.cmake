@@ -38,6 +38,10 @@ set(ENV{PKG_CONFIG_LIBDIR} "${ORAKUL_WIN_PREFIX}/lib/pkgconfig")
 set(ENV{PKG_CONFIG_PATH} "")
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 
+# MinGW's own C99 printf family (%zu, %lld as on Linux), not msvcrt's; the
+# format checks follow (ORK_PRINTF in <orakul/platform.h>)
+set(CMAKE_C_FLAGS_INIT "-D__USE_MINGW_ANSI_STDIO=1")
+
 # static dependencies and runtime: one orakul.exe and its plugins, no DLLs to ship
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static -static-libgcc")
 set(CMAKE_MODULE_LINKER_FLAGS_INIT "-static-libgcc")

@@ -4,7 +4,8 @@
 # packages, Debian's patches applied (`apt-get source` through a private
 # sources list: no change to the machine's apt setup, no root needed beyond
 # having dpkg-dev and the MinGW compiler), installed into a prefix that later
-# runs reuse: when <prefix>/.complete-v1 exists nothing is done.
+# runs reuse: when <prefix>/.complete-v1 exists nothing is done; a run that
+# stopped half way resumes (the sources in <prefix>.work, a stamp per library).
 #   tools/win-deps.sh [prefix]     (default: build-mingw/deps)
 # Builds: zlib, libpng, libjpeg-turbo (no SIMD: no nasm needed), libwebp,
 # libyaml, jansson, oniguruma, utf8proc, CUnit; writes a pkg-config file for
@@ -26,7 +27,6 @@ cc=$(command -v $triple-gcc-posix || command -v $triple-gcc || true)
 [ -n "$cc" ] || { echo "win-deps: no $triple-gcc (apt-get install gcc-mingw-w64-x86-64)" >&2; exit 1; }
 command -v dpkg-source >/dev/null || { echo "win-deps: no dpkg-source (apt-get install dpkg-dev)" >&2; exit 1; }
 work=$prefix.work
-rm -rf "$work" "$prefix"
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/src" "$prefix/lib/pkgconfig" "$prefix/include"
 t0=$(date +%s)
 
@@ -35,12 +35,19 @@ echo "deb-src http://deb.debian.org/debian bookworm main" >"$work/sources.list"
 apt=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
      -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o Debug::NoLocking=1
      -o APT::Sandbox::User=root)
-echo "== win-deps: apt-get source (bookworm, deb.debian.org)"
-apt-get "${apt[@]}" -qq update
 pkgs=(zlib libpng1.6 libjpeg-turbo libwebp libyaml jansson libonig utf8proc cunit)
-(cd "$work/src" && apt-get "${apt[@]}" -qq source "${pkgs[@]}" >/dev/null 2>"$work/source.log") ||
-  { cat "$work/source.log" >&2; exit 1; }
+if [ ! -f "$work/src/.complete" ]; then
+  echo "== win-deps: apt-get source (bookworm, deb.debian.org)"
+  rm -rf "$work/src" && mkdir -p "$work/src"
+  apt-get "${apt[@]}" -qq update
+  (cd "$work/src" && apt-get "${apt[@]}" -qq source "${pkgs[@]}" >/dev/null 2>"$work/source.log") ||
+    { cat "$work/source.log" >&2; exit 1; }
+  touch "$work/src/.complete"
+fi
 src() { find "$work/src" -maxdepth 1 -mindepth 1 -type d -name "$1-*" | head -1; }
+# a library is built once: `todo <name>` is false when its stamp exists
+todo() { [ ! -f "$prefix/.done-$1" ]; }
+did() { touch "$prefix/.done-$1"; }
 
 # -- a CMake project, static, with the toolchain file -----------------------------
 cm() { # cm <source dir> [cmake args...]
@@ -55,6 +62,7 @@ cm() { # cm <source dir> [cmake args...]
 }
 
 pc() { # pc <name> <version> <libs> [cflags] [requires]
+  rm -f "$prefix/lib/pkgconfig/$1.pc" # libpng's is a link to libpng16.pc: never write through it
   cat >"$prefix/lib/pkgconfig/$1.pc" <<EOF
 prefix=$prefix
 libdir=\${prefix}/lib
@@ -70,6 +78,7 @@ EOF
 
 # zlib: its fifteen sources built directly (Debian's dfsg tarball has no
 # win32/ makefile; its CMake build names the static library oddly)
+if todo zlib; then
 z=$(src zlib)
 echo "== win-deps: $(basename "$z")"
 mkdir -p "$z/_win"
@@ -81,38 +90,53 @@ $triple-ar rcs "$prefix/lib/libz.a" "$z"/_win/*.o
 cp "$z/zlib.h" "$z/zconf.h" "$prefix/include/"
 zv=$(sed -n 's/^#define ZLIB_VERSION "\(.*\)"/\1/p' "$z/zlib.h")
 pc zlib "$zv" -lz
+did zlib
+fi
 zl=(-DZLIB_LIBRARY="$prefix/lib/libz.a" -DZLIB_INCLUDE_DIR="$prefix/include")
 
+todo png && {
 cm "$(src libpng1.6)" -DPNG_SHARED=OFF -DPNG_STATIC=ON -DPNG_TESTS=OFF -DPNG_EXECUTABLES=OFF "${zl[@]}"
 pngv=$(sed -n 's/^#define PNG_LIBPNG_VER_STRING "\(.*\)"/\1/p' "$prefix/include/png.h")
 pc libpng "$pngv" "-lpng16 -lz" "-I\${includedir}/libpng16"
+did png; }
 
+todo jpeg && {
 cm "$(src libjpeg-turbo)" -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_SIMD=OFF -DWITH_TURBOJPEG=OFF
 jv=$(sed -n 's/^#define LIBJPEG_TURBO_VERSION *\([0-9.]*\).*/\1/p' "$prefix/include/jconfig.h")
 pc libjpeg "${jv:-2.1}" -ljpeg
+did jpeg; }
 
+todo webp && {
 cm "$(src libwebp)" -DWEBP_BUILD_ANIM_UTILS=OFF -DWEBP_BUILD_CWEBP=OFF -DWEBP_BUILD_DWEBP=OFF \
   -DWEBP_BUILD_GIF2WEBP=OFF -DWEBP_BUILD_IMG2WEBP=OFF -DWEBP_BUILD_VWEBP=OFF -DWEBP_BUILD_WEBPINFO=OFF \
   -DWEBP_BUILD_WEBPMUX=OFF -DWEBP_BUILD_EXTRAS=OFF -DWEBP_BUILD_LIBWEBPMUX=OFF
 webplibs="-lwebp"
 [ -f "$prefix/lib/libsharpyuv.a" ] && webplibs="-lwebp -lsharpyuv"
 pc libwebp 1.2 "$webplibs"
+did webp; }
 
-cm "$(src libyaml)" -DINSTALL_CMAKE_DIR=lib/cmake/yaml
+todo yaml && { cm "$(src libyaml)" -DINSTALL_CMAKE_DIR=lib/cmake/yaml
 pc yaml-0.1 0.2.5 -lyaml -DYAML_DECLARE_STATIC
+did yaml; }
 
+todo jansson && {
 cm "$(src jansson)" -DJANSSON_BUILD_DOCS=OFF -DJANSSON_WITHOUT_TESTS=ON -DJANSSON_EXAMPLES=OFF \
   -DJANSSON_BUILD_SHARED_LIBS=OFF
 pc jansson 2.14 -ljansson
+did jansson; }
 
-cm "$(src oniguruma)" -DENABLE_BINARY_COMPATIBLE_POSIX_API=OFF -DENABLE_POSIX_API=OFF -DINSTALL_DOCUMENTATION=OFF \
+todo onig && {
+cm "$(src libonig)" -DENABLE_BINARY_COMPATIBLE_POSIX_API=OFF -DENABLE_POSIX_API=OFF -DINSTALL_DOCUMENTATION=OFF \
   -DBUILD_TEST=OFF
 pc oniguruma 6.9.8 -lonig -DONIG_STATIC
+did onig; }
 
-cm "$(src utf8proc)" -DUTF8PROC_ENABLE_TESTING=OFF
+todo utf8proc && { cm "$(src utf8proc)" -DUTF8PROC_ENABLE_TESTING=OFF
 pc libutf8proc 2.8.0 -lutf8proc -DUTF8PROC_STATIC
+did utf8proc; }
 
 # CUnit: autotools upstream; its nine sources built directly (the header is shipped)
+if todo cunit; then
 u=$(src cunit)
 echo "== win-deps: $(basename "$u")"
 mkdir -p "$u/_win" "$prefix/include/CUnit"
@@ -123,9 +147,12 @@ done
 $triple-ar rcs "$prefix/lib/libcunit.a" "$u"/_win/*.o
 cp "$u"/CUnit/Headers/*.h "$prefix/include/CUnit/"
 pc cunit 2.1-3 -lcunit
+did cunit
+fi
 
 # the libraries' own .pc files name DLL imports or miss the static defines: ours win
-find "$prefix/lib/pkgconfig" "$prefix/share/pkgconfig" -name '*.pc' 2>/dev/null | while read -r f; do
+for f in "$prefix"/lib/pkgconfig/*.pc "$prefix"/share/pkgconfig/*.pc; do
+  [ -f "$f" ] || continue
   case $(basename "$f" .pc) in zlib|libpng|libjpeg|libwebp|yaml-0.1|jansson|oniguruma|libutf8proc|cunit) ;;
   *) rm -f "$f" ;; esac
 done
