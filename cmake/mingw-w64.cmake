@@ -33,10 +33,14 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
-# pkg-config reads the prefix's .pc files only (never the build machine's)
-set(ENV{PKG_CONFIG_LIBDIR} "${ORAKUL_WIN_PREFIX}/lib/pkgconfig")
-set(ENV{PKG_CONFIG_PATH} "")
-set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
+# pkg-config reads the prefix's .pc files only (never the build machine's).
+# CMake reads this file more than once, the last time (CMakeSystem.cmake)
+# without the -D cache: only a known prefix sets the variables.
+if(ORAKUL_WIN_PREFIX)
+  set(ENV{PKG_CONFIG_LIBDIR} "${ORAKUL_WIN_PREFIX}/lib/pkgconfig")
+  set(ENV{PKG_CONFIG_PATH} "")
+  set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
+endif()
 
 # MinGW's own C99 printf family (%zu, %lld as on Linux), not msvcrt's; the
 # format checks follow (ORK_PRINTF in <orakul/platform.h>)
