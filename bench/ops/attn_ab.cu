@@ -71,7 +71,7 @@ static Dev *randbf(size_t n, float amp) {
     return d;
 }
 
-/* 0: identical; else prints what differs */
+/* 1: byte-identical; 0: prints what differs */
 static int same(const char *name, const char *what, const Dev &a, const Dev &b) {
     std::vector<unsigned char> x = a.host(), y = b.host();
     if (x == y) return 1;
