@@ -156,6 +156,16 @@ static ork_status push_all(tok_ids *dst, const tok_ids *src) {
     return ORK_OK;
 }
 
+/* A special token's id from the post-processor: one the vocabulary holds (an id
+ * past it would index past the text encoder's embedding table). */
+static ork_status post_id(const ork_tokenizer *t, json_t *v, const char *type, tok_ids *dst) {
+    json_int_t id = json_integer_value(v);
+    if (id < 0 || id >= t->n_ids)
+        return tok_fail(ORK_E_FORMAT, "post_processor %s: special token id %lld is outside the vocabulary (%d ids)",
+                        type, (long long)id, (int)t->n_ids);
+    return tok_ids_push(dst, (int32_t)id);
+}
+
 /* One processor: wraps what the earlier ones produced (pre' = mine + pre, post' = post + mine). */
 static ork_status post_parse(ork_tokenizer *t, json_t *j) {
     if (!j || json_is_null(j)) return ORK_OK;
@@ -175,8 +185,8 @@ static ork_status post_parse(ork_tokenizer *t, json_t *j) {
         json_t *ci = json_array_get(cls, 1), *si = json_array_get(sep, 1);
         if (!json_is_integer(ci) || !json_is_integer(si))
             return tok_fail(ORK_E_FORMAT, "%s needs 'cls' and 'sep' as [token, id]", type);
-        st = tok_ids_push(&pre, (int32_t)json_integer_value(ci));
-        if (st == ORK_OK) st = tok_ids_push(&post, (int32_t)json_integer_value(si));
+        st = post_id(t, ci, type, &pre);
+        if (st == ORK_OK) st = post_id(t, si, type, &post);
     } else if (!strcmp(type, "TemplateProcessing")) {
         json_t *single = json_object_get(j, "single"), *specials = json_object_get(j, "special_tokens");
         if (!json_is_array(single)) return tok_fail(ORK_E_FORMAT, "TemplateProcessing without a 'single' template");
@@ -202,7 +212,7 @@ static ork_status post_parse(ork_tokenizer *t, json_t *j) {
                 for (size_t k = 0; st == ORK_OK && k < json_array_size(ids); k++) {
                     json_t *v = json_array_get(ids, k);
                     if (!json_is_integer(v)) { st = tok_fail(ORK_E_FORMAT, "TemplateProcessing: '%s' ids must be integers", name); break; }
-                    st = tok_ids_push(seen_a ? &post : &pre, (int32_t)json_integer_value(v));
+                    st = post_id(t, v, type, seen_a ? &post : &pre);
                 }
             } else {
                 st = tok_fail(ORK_E_FORMAT, "TemplateProcessing item %zu is neither Sequence nor SpecialToken", i);
@@ -400,7 +410,8 @@ ork_status ork_tokenizer_encode(const ork_tokenizer *t, const char *text, size_t
         return tok_fail(ORK_E_INVALID, "encode: NULL tokenizer or output");
     *n_out = 0;
     tok_ids body = {0};
-    ORK_TRY(encode_ids(t, text, len, &body));
+    ork_status est = encode_ids(t, text, len, &body);
+    if (est != ORK_OK) { free(body.v); return est; } /* the ids of the segments before the failure */
     int special = !(flags & ORK_TOK_NO_SPECIAL);
     size_t n_special = special ? t->post_pre.n + t->post_post.n : 0;
     size_t nb = body.n;
