@@ -445,7 +445,10 @@ ork_status ork_tokenizer_encode(const ork_tokenizer *t, const char *text, size_t
 /* ---- load ------------------------------------------------------------------------------------ */
 static int32_t config_pad_id(const ork_tokenizer *t, const char *folder, json_t *root) {
     json_t *pad = json_object_get(json_object_get(root, "padding"), "pad_id");
-    if (json_is_integer(pad)) return (int32_t)json_integer_value(pad);
+    if (json_is_integer(pad)) {
+        json_int_t v = json_integer_value(pad);
+        return v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    }
     static const char *const files[] = {"tokenizer_config.json", "special_tokens_map.json"};
     for (int f = 0; folder && f < 2; f++) {
         char path[4096];
@@ -493,6 +496,13 @@ static ork_status from_json(json_t *root, const char *folder, ork_tokenizer **ou
     if (st == ORK_OK) st = post_parse(t, json_object_get(root, "post_processor"));
     if (st != ORK_OK) { ork_tokenizer_free(t); return st; }
     t->pad_id = config_pad_id(t, folder, root);
+    if (t->pad_id < 0 || t->pad_id >= t->n_ids) { /* the file's padding.pad_id: fills the encoder's input too */
+        st = tok_fail(ORK_E_FORMAT, "padding.pad_id %lld is outside the vocabulary (%d ids)",
+                      (long long)json_integer_value(json_object_get(json_object_get(root, "padding"), "pad_id")),
+                      (int)t->n_ids);
+        ork_tokenizer_free(t);
+        return st;
+    }
     *out = t;
     return ORK_OK;
 }
