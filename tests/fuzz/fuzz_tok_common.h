@@ -59,6 +59,7 @@ static inline void fz_tok_encode(const ork_tokenizer *t, const char *text, size_
     FZ_CHECK(got == need, "encode gave %d ids, %d announced", got, need);
     FZ_CHECK(fz_errors == errors, "encode logged %d lines", fz_errors - errors);
     int32_t vs = ork_tokenizer_vocab_size(t), pad = ork_tokenizer_pad_id(t);
+    FZ_CHECK(pad >= 0 && pad < vs, "pad id %d, vocabulary %d", pad, vs);
     for (int32_t i = 0; i < got; i++) {
         FZ_CHECK(mask[i] == 0 || mask[i] == 1, "mask[%d] = %d", i, mask[i]);
         FZ_CHECK(i == 0 || mask[i] <= mask[i - 1], "mask[%d] = 1 after a 0", i);
@@ -69,22 +70,18 @@ static inline void fz_tok_encode(const ork_tokenizer *t, const char *text, size_
     free(mask);
 }
 
-/* The text through every prompt format; the ids in range. */
-static inline void fz_tok_prompts(const ork_tokenizer *t, const char *text, size_t n) {
-    static const char *const formats[] = {ORK_PROMPT_MISTRAL3_FLUX2, ORK_PROMPT_QWEN3_KLEIN, ORK_PROMPT_PLAIN};
-    int32_t ids[96], mask[96];
-    for (size_t f = 0; f < 3; f++) {
-        int errors = fz_errors;
-        int32_t got = -1;
-        ork_status s = ork_prompt_encode(t, formats[f], text, n, 96, ids, mask, 96, &got);
-        FZ_CHECK(s == ORK_OK, "prompt %s: status %d (%s)", formats[f], (int)s, ork_status_str(s));
-        FZ_CHECK(fz_errors == errors, "prompt %s logged %d lines", formats[f], fz_errors - errors);
-        FZ_CHECK(got == 96, "prompt %s: %d ids for length 96", formats[f], got);
-        int32_t vs = ork_tokenizer_vocab_size(t);
-        for (int32_t i = 0; i < got; i++)
-            FZ_CHECK(!mask[i] || (ids[i] >= 0 && ids[i] < vs), "prompt %s: ids[%d] = %d, vocabulary %d", formats[f],
-                     i, ids[i], vs);
-    }
+/* The text through prompt format `format` (ORK_PROMPT_*): 96 ids, each in range. */
+static inline void fz_tok_prompt(const ork_tokenizer *t, const char *format, const char *text, size_t n) {
+    int32_t ids[96], mask[96], got = -1;
+    int errors = fz_errors;
+    ork_status s = ork_prompt_encode(t, format, text, n, 96, ids, mask, 96, &got);
+    FZ_CHECK(s == ORK_OK, "prompt %s: status %d (%s)", format, (int)s, ork_status_str(s));
+    FZ_CHECK(fz_errors == errors, "prompt %s logged %d lines", format, fz_errors - errors);
+    FZ_CHECK(got == 96, "prompt %s: %d ids for length 96", format, got);
+    int32_t vs = ork_tokenizer_vocab_size(t);
+    for (int32_t i = 0; i < got; i++)
+        FZ_CHECK(!mask[i] || (ids[i] >= 0 && ids[i] < vs), "prompt %s: ids[%d] = %d, vocabulary %d", format, i, ids[i],
+                 vs);
 }
 
 /* A tokenizer that loaded: the fixed strings, plain, truncated and padded. */

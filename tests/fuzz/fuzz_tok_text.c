@@ -6,8 +6,8 @@
  * a Whitespace BPE and a Metaspace Unigram (cond/tokenizer, cond/tokenizer_2),
  * Mistral's and Qwen3's FLUX.2 tokenizers (tok_flux2/mistral, tok_flux2/qwen3).
  * Contract checked (fuzz_tok_common.h): encode succeeds with every id in the
- * vocabulary, truncation and padding hold, nothing is logged; the FLUX.2 prompt
- * formats give their 96 ids.
+ * vocabulary, truncation and padding hold, nothing is logged; Mistral's and
+ * Qwen3's FLUX.2 prompt formats give their 96 ids.
  * Built by tests/fuzz/CMakeLists.txt with -DORAKUL_FUZZ=ON (clang), which sets
  * ORK_FUZZ_TOK_FIXTURES to the source tree's tests/fixtures/text. */
 #include "fuzz_common.h"
@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fz_tok_encode(fz_toks[i], text, size, 77, ORK_TOK_TRUNCATE | ORK_TOK_PAD);
         fz_tok_encode(fz_toks[i], text, size, 0, ORK_TOK_NO_SPECIAL);
     }
-    fz_tok_prompts(fz_toks[4], text, size); /* mistral3-flux2 */
-    fz_tok_prompts(fz_toks[5], text, size); /* qwen3-klein */
+    fz_tok_prompt(fz_toks[4], ORK_PROMPT_MISTRAL3_FLUX2, text, size);
+    fz_tok_prompt(fz_toks[5], ORK_PROMPT_QWEN3_KLEIN, text, size);
     return 0;
 }
