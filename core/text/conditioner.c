@@ -43,8 +43,8 @@ static int exists(const char *p) {
     return p && stat(p, &sb) == 0;
 }
 
-static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "vocab.json", "spiece.model",
-                                        "bpe_simple_vocab_16e6.txt.gz", NULL};
+static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json", "vocab.json",
+                                        "spiece.model", "bpe_simple_vocab_16e6.txt.gz", NULL};
 
 static int has_tokenizer(const char *dir) {
     char p[TC_PATH + 64];
@@ -288,7 +288,7 @@ ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, 
                 sb_add(&b, "%s%s tokenizer not found (model.model_kwargs.%s: %s)", b.n ? "; " : "", slot_name(s), tk,
                        f[i].t_looked);
             else if (!f[i].t_ok)
-                sb_add(&b, "%s%s tokenizer missing (%s%s); set model.model_kwargs.%s (a tokenizer.json, spiece.model, "
+                sb_add(&b, "%s%s tokenizer missing (%s%s); set model.model_kwargs.%s (a tokenizer.json, tekken.json, spiece.model, "
                        "vocab.json + merges.txt or a folder holding one)", b.n ? "; " : "", slot_name(s),
                        f[i].t_looked[0] ? "looked in " : "no diffusers folder to look in: a single file or a preset",
                        f[i].t_looked, tk);

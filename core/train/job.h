@@ -118,12 +118,8 @@ typedef struct job {
     int *order;             /* [n_items] permutation of the current epoch */
     int64_t order_epoch;
     /* trainable state streamed per block (plan->trainable_streamed, docs/streaming.md §4) */
-    union { /* the streamer of the trainable state (stream/trainable_stream.h); NULL: the LoRA
-             * tensors and their state are resident. `zero` is its old name, kept only until
-             * outputs.c reads tstream (ZeRO-offload, not zero-filling) */
-        ork_tstream *tstream;
-        ork_tstream *zero;
-    };
+    ork_tstream *tstream;   /* the streamer of the trainable state (stream/trainable_stream.h);
+                             * NULL: the LoRA tensors and their state are resident */
     ork_block_hooks ws_hooks; /* the weight store's, called before the runtime's */
     int *block_param_first; /* [n_blocks + 1] the streamed params of block b: */
     int *block_params;      /* block_params[block_param_first[b] .. block_param_first[b + 1]) */

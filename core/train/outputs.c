@@ -30,7 +30,7 @@ void ork_train_stream_stats_mark(job *j, int64_t step, int64_t start, int64_t la
         j->ss_loads[e][2] = ss.reused;
         j->ss_loads[e][3] = ss.early_loads;
     }
-    if (j->zero) j->ss_loads[e][4] = ork_tstream_reused(j->zero);
+    if (j->tstream) j->ss_loads[e][4] = ork_tstream_reused(j->tstream);
     static const ork_lane busy_lane[3] = {ORK_LANE_H2D, ORK_LANE_D2H, ORK_LANE_DEC};
     for (int l = 0; j->ss_timing && l < 3; l++) {
         double c = 0, d = 0;
@@ -57,7 +57,7 @@ void ork_train_stream_stats_report(job *j) {
             ORK_INFO("streaming loads: %.1f blocks per step (%.1f through the lent gradients' memory, %.1f copied ahead "
                      "at the step before's end), %.1f visits found their block still in its slot", q[0], q[1], q[3], q[2]);
         }
-        if (j->zero)
+        if (j->tstream)
             ORK_INFO("streaming trainable state: %.1f forward visits per step found their block's record still in its slot",
                      (double)(j->ss_loads[1][4] - j->ss_loads[0][4]) / (double)n);
         if (j->ss_timing) {
@@ -80,7 +80,7 @@ void ork_train_stream_stats_report(job *j) {
 ork_status ork_train_sample_now(job *j, int64_t step) {
     /* the weight store's hooks (or the streamed state's), not the runner's
      * chain: a forward-only pass has no gradients to hand on */
-    ork_block_hooks hk = j->zero ? ork_train_streamed_hooks(j) : j->ws_hooks;
+    ork_block_hooks hk = j->tstream ? ork_train_streamed_hooks(j) : j->ws_hooks;
     ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk,
                       .device_index = j->device_index};
     return ork_samples_run(j->samples, &d, step, NULL);

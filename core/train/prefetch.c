@@ -53,13 +53,17 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
     ork_rng_seek(&rn, (uint64_t)k << 32);
     ork_rng_init(&rt, j->seed, ORK_RNG_TIMESTEP);
     ork_rng_seek(&rt, (uint64_t)k << 16);
+    /* flux_shift's mu from this micro-batch's own size (one bucket), as ai-toolkit
+     * takes each batch's, not the first image's */
+    ork_ts_params tp = j->ts;
+    tp.image_seq_len = (int64_t)first->h_tok * first->w_tok;
     si->wsum = 0;
     for (int b = 0, drawn = 0; b < nb; b++) {
         const item *it = &j->items[idx[b]];
         float w;
         /* slot s of the global batch: the s-th timestep draw, noise from s·N·C normals on */
-        for (; drawn < slot[b]; drawn++) ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
-        ork_ts_sample(&j->ts, &rt, &si->ts[b], &w);
+        for (; drawn < slot[b]; drawn++) ork_ts_sample(&tp, &rt, &si->ts[b], &w);
+        ork_ts_sample(&tp, &rt, &si->ts[b], &w);
         drawn++;
         ork_rng_seek(&rn, ((uint64_t)k << 32) + (uint64_t)slot[b] * (uint64_t)N * (uint64_t)C);
         si->wsum += w;

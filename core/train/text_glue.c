@@ -178,28 +178,26 @@ static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_tr
     const ork_process_config *p = j->p;
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
-        ork_dataset ds;
-        ork_dataset_opts o = ork_train_dataset_opts(p, dc);
-        ORK_TRY(ork_dataset_scan(&o, &ds));
+        const ork_dataset *ds; /* the job's one scan of the folder, kept for build_dataset */
+        ORK_TRY(ork_train_dataset(j, d, &ds));
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s/%s", ds.folder, ORK_TEXT_CACHE_DIR);
+        snprintf(dir, sizeof dir, "%s/%s", ds->folder, ORK_TEXT_CACHE_DIR);
         int di = add_dir(w, dir);
         ork_status s = di < 0 ? nomem() : ORK_OK;
-        t->n_img[d] = ds.n;
-        if (s == ORK_OK && !(img_want[d] = malloc((ds.n ? ds.n : 1) * sizeof **img_want))) s = nomem();
-        for (size_t i = 0; s == ORK_OK && i < ds.n; i++) {
+        t->n_img[d] = ds->n;
+        if (s == ORK_OK && !(img_want[d] = malloc((ds->n ? ds->n : 1) * sizeof **img_want))) s = nomem();
+        for (size_t i = 0; s == ORK_OK && i < ds->n; i++) {
             img_want[d][i] = -1; /* an override file: its caption is not encoded */
-            if (!has_override(ds.items[i].path) && (img_want[d][i] = add_want(w, identity, t->T, ds.items[i].caption, di)) < 0)
+            if (!has_override(ds->items[i].path) && (img_want[d][i] = add_want(w, identity, t->T, ds->items[i].caption, di)) < 0)
                 s = nomem();
         }
         drop_want[d] = -1;
         if (s == ORK_OK && dc->caption_dropout_rate > 0) {
             char *dcap = NULL;
-            s = ork_dataset_dropout_caption(&ds, &dcap);
+            s = ork_dataset_dropout_caption(ds, &dcap);
             if (s == ORK_OK && (drop_want[d] = add_want(w, identity, t->T, dcap, di)) < 0) s = nomem();
             free(dcap);
         }
-        ork_dataset_free(&ds);
         ORK_TRY(s);
     }
     return ORK_OK;

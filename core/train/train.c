@@ -191,7 +191,7 @@ static ork_status setup_schedule(job *j) {
     ork_loc at;
     if (ork_ts_type_parse(t->timestep_type, &j->ts.type) != ORK_OK) {
         ork_config_where(j->cfg, "train.timestep_type", &at);
-        return ork_config_fail_at(&at, ORK_E_CONFIG, "timestep_type '%s' is not implemented (sigmoid, linear, weighted, shift, flux_shift)", t->timestep_type);
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "timestep_type '%s' is not implemented (sigmoid, linear, weighted, shift, flux_shift, lognorm_blend, one_step, two_step, four_step, eight_step, next_sample)", t->timestep_type);
     }
     /* not in the file: the model's own, when it declares one (plugin/model_decl.h) */
     const char *mt = ork_model_timestep_type(&j->info);
@@ -208,6 +208,7 @@ static ork_status setup_schedule(job *j) {
     j->ts.base_seq = ms.shift_base_seq;
     j->ts.max_seq = ms.shift_max_seq;
     j->ts.image_seq_len = j->n_items ? (int64_t)j->items[0].h_tok * j->items[0].w_tok : 1024;
+    j->ts.fixed_shift = ms.time_shift == ORK_TIME_SHIFT_FIXED; /* shift / flux_shift: the model's rule */
     if (ork_lr_type_parse(t->lr_scheduler, &j->lr.type) != ORK_OK) {
         ork_config_where(j->cfg, "train.lr_scheduler", &at);
         return ork_config_fail_at(&at, ORK_E_CONFIG, "lr_scheduler '%s' is not implemented (constant, cosine, linear, constant_with_warmup)", t->lr_scheduler);
