@@ -82,6 +82,7 @@ static ork_status specials_list(json_t *root, int64_t n_special, json_t *added, 
     if (n_given > n_special)
         return tok_fail(ORK_E_FORMAT, "tekken: %lld special tokens, more than default_num_special_tokens %lld",
                         (long long)n_given, (long long)n_special);
+    tok_smap seen = {0}; /* the spellings so far (a linear search is quadratic in up to 10^6 of them) */
     for (int64_t i = 0; i < n_special; i++) {
         char fill[32];
         const char *s;
@@ -90,23 +91,30 @@ static ork_status specials_list(json_t *root, int64_t n_special, json_t *added, 
             json_t *e = json_array_get(st, (size_t)i);
             s = json_string_value(json_object_get(e, "token_str"));
             json_t *rk = json_object_get(e, "rank");
-            if (!s || !json_is_integer(rk) || json_integer_value(rk) != i)
+            if (!s || !json_is_integer(rk) || json_integer_value(rk) != i) {
+                tok_smap_free(&seen);
                 return tok_fail(ORK_E_FORMAT, "tekken special_tokens[%lld] needs 'token_str' and 'rank' %lld",
                                 (long long)i, (long long)i);
+            }
         } else if (i < n_given) {
             s = DEFAULT_SPECIALS[i];
         } else {
             snprintf(fill, sizeof fill, "<SPECIAL_%lld>", (long long)i);
             s = fill;
         }
-        for (size_t k = 0; k < json_array_size(added); k++)
-            if (!strcmp(json_string_value(json_object_get(json_array_get(added, k), "content")), s))
-                return tok_fail(ORK_E_FORMAT, "tekken special token '%.40s' appears twice", s);
+        int32_t dup;
+        if (tok_smap_get(&seen, s, strlen(s), &dup)) {
+            tok_smap_free(&seen);
+            return tok_fail(ORK_E_FORMAT, "tekken special token '%.40s' appears twice", s);
+        }
+        ork_status ss = tok_smap_set(&seen, s, strlen(s), (int32_t)i);
+        if (ss != ORK_OK) { tok_smap_free(&seen); return ss; }
         json_object_set_new(vocab, s, json_integer(i));
         json_array_append_new(added, json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content", s,
                                                "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special",
                                                1));
     }
+    tok_smap_free(&seen);
     return ORK_OK;
 }
 
