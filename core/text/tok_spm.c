@@ -8,6 +8,7 @@
  * Owns nothing past the call. */
 #include "text/tok_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,9 +71,14 @@ static ork_status piece(pb *m, json_t *vocab, json_t *added, int64_t id, int64_t
         v = 0;
     }
     if (r < 0 || !have) return bad("a piece without its string");
+    /* JSON holds no NaN or infinity: such a piece would drop out and shift every id after it */
+    if (!isfinite(score)) return bad("a piece with a non-finite score");
     json_t *name = jpiece_str(&str);
     if (!name) return bad("a piece that is not UTF-8");
-    json_array_append_new(vocab, json_pack("[O, f]", name, (double)score));
+    if (json_array_append_new(vocab, json_pack("[O, f]", name, (double)score)) != 0) {
+        json_decref(name);
+        return tok_fail(ORK_E_NOMEM, "out of memory (pieces)");
+    }
     if (type == 2 && *unk_id < 0) *unk_id = id;
     if (type == 2 || type == 3 || type == 4)
         json_array_append_new(added, json_pack("{s:I, s:O, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)id, "content", name,
