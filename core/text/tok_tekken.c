@@ -140,7 +140,9 @@ ork_status tok_tekken_to_json(json_t *root, json_t **out) {
     json_int_t n_special = 0, vocab_size = 0, n_list = (json_int_t)json_array_size(list);
     json_t *st = json_object_get(root, "special_tokens");
     json_int_t n_listed = json_is_array(st) ? (json_int_t)json_array_size(st) : N_DEFAULT_SPECIALS;
-    if (!cfg_int(cfg, "default_num_special_tokens", n_listed, &n_special) || n_special < 0 || n_special > 1000000)
+    /* mistral-common's files say 1000; each one costs an added token, so a few bytes asking for 10^6
+     * would take a minute to load */
+    if (!cfg_int(cfg, "default_num_special_tokens", n_listed, &n_special) || n_special < 0 || n_special > 65536)
         return tok_fail(ORK_E_FORMAT, "tekken config 'default_num_special_tokens' is not a valid count");
     if (!cfg_int(cfg, "default_vocab_size", n_list + n_special, &vocab_size) || vocab_size <= n_special ||
         vocab_size - n_special > n_list)
