@@ -138,6 +138,10 @@ ork_status ork_path_lstat(const char *path, ork_file_info *out);
 const char *ork_file_kind_str(ork_file_kind kind);
 /* 1 when path exists (any kind), else 0. */
 int ork_path_exists(const char *path);
+/* 1 when this process may read (write 0) or write (write 1) path, else 0 with
+ * errno (access R_OK / W_OK; _waccess on Windows, which sees only the
+ * read-only attribute). */
+int ork_path_access(const char *path, int write);
 
 /* Atomically replace `to` by `from` (both in one folder) and make the rename
  * durable: rename + fsync of the folder (POSIX); MoveFileExW with
@@ -192,6 +196,9 @@ void ork_aligned_free(void *p);
  * ullAvailPhys of GlobalMemoryStatusEx) and the installed total. */
 ork_status ork_mem_available(uint64_t *bytes);
 ork_status ork_mem_total(uint64_t *bytes);
+/* The most physical memory this process has held so far (getrusage's
+ * ru_maxrss; PeakWorkingSetSize of GetProcessMemoryInfo), in bytes. */
+ork_status ork_peak_rss(uint64_t *bytes);
 /* This process's id. */
 long ork_pid(void);
 /* 1 when a process with this id runs (or may: not ours to ask), 0 when none does. */

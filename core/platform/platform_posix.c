@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,6 +286,8 @@ int ork_path_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+int ork_path_access(const char *path, int write) { return access(path, write ? W_OK : R_OK) == 0; }
+
 /* The folder of path ("." when it has none) into buf. */
 static int parent_of(const char *path, char *buf, size_t n) {
     const char *slash = strrchr(path, '/');
@@ -455,6 +458,14 @@ static ork_status meminfo(const char *key, uint64_t *bytes) {
 
 ork_status ork_mem_available(uint64_t *bytes) { return meminfo("MemAvailable", bytes); }
 ork_status ork_mem_total(uint64_t *bytes) { return meminfo("MemTotal", bytes); }
+
+ork_status ork_peak_rss(uint64_t *bytes) {
+    struct rusage ru;
+    *bytes = 0;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return ORK_E_IO;
+    *bytes = (uint64_t)ru.ru_maxrss * 1024u; /* KiB on Linux */
+    return ORK_OK;
+}
 
 long ork_pid(void) { return (long)getpid(); }
 

@@ -16,6 +16,11 @@
 #include "platform/platform.h"
 
 #include <windows.h>
+/* GetProcessMemoryInfo from kernel32 (K32*, Windows 7 on): no psapi.lib */
+#ifndef PSAPI_VERSION
+#define PSAPI_VERSION 2
+#endif
+#include <psapi.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -433,6 +438,13 @@ int ork_path_exists(const char *path) {
     return info_path(path, 0, &fi) == ORK_OK;
 }
 
+int ork_path_access(const char *path, int write) {
+    wchar_t *w = wide(path);
+    int ok = w && _waccess(w, write ? 2 : 4) == 0;
+    free(w);
+    return ok;
+}
+
 ork_status ork_dir_sync(const char *dir) {
     (void)dir; /* MOVEFILE_WRITE_THROUGH makes the rename durable; NTFS has no folder fsync */
     return ORK_OK;
@@ -627,6 +639,14 @@ ork_status ork_mem_total(uint64_t *bytes) {
     *bytes = 0;
     if (!GlobalMemoryStatusEx(&m)) return os_fail();
     *bytes = (uint64_t)m.ullTotalPhys;
+    return ORK_OK;
+}
+
+ork_status ork_peak_rss(uint64_t *bytes) {
+    PROCESS_MEMORY_COUNTERS pmc;
+    *bytes = 0;
+    if (!GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc)) return os_fail();
+    *bytes = (uint64_t)pmc.PeakWorkingSetSize;
     return ORK_OK;
 }
 

@@ -473,6 +473,36 @@ static void test_system(void) {
     CU_ASSERT_EQUAL(ork_isatty(NULL), 0);
 }
 
+/* ork_path_access: an existing file may be read and written; a missing one
+ * neither, with errno ENOENT. */
+static void test_access(void) {
+    char p[1100], q[1100];
+    at("access.txt", p, sizeof p);
+    at("access-missing.txt", q, sizeof q);
+    write_text(p, "x");
+    CU_ASSERT_EQUAL(ork_path_access(p, 0), 1);
+    CU_ASSERT_EQUAL(ork_path_access(p, 1), 1);
+    errno = 0;
+    CU_ASSERT_EQUAL(ork_path_access(q, 0), 0);
+    CU_ASSERT_EQUAL(errno, ENOENT);
+    CU_ASSERT_EQUAL(ork_path_access(q, 1), 0);
+}
+
+/* ork_peak_rss: in bytes, and it sees 64 MiB that were touched. */
+static void test_peak_rss(void) {
+    uint64_t a = 0, b = 0;
+    CU_ASSERT_EQUAL_FATAL(ork_peak_rss(&a), ORK_OK);
+    CU_ASSERT(a >= 1u << 20); /* a running process holds more than 1 MiB (KiB misread as bytes would not) */
+    size_t n = (size_t)64 << 20;
+    volatile unsigned char *m = malloc(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    for (size_t i = 0; i < n; i += 4096) m[i] = (unsigned char)i;
+    CU_ASSERT_EQUAL(ork_peak_rss(&b), ORK_OK);
+    CU_ASSERT(b >= a);
+    CU_ASSERT(b >= n);
+    free((void *)m);
+}
+
 static void test_env(void) {
     CU_ASSERT_EQUAL(ork_env_set("ORK_PLATFORM_TEST_VAR", "v\xc3\xa4lue"), ORK_OK);
     const char *v = ork_env_get("ORK_PLATFORM_TEST_VAR");
@@ -547,6 +577,8 @@ static const ork_test_case cases[] = {
     {"realpath, executable path, temp folder", test_paths},
     {"read-only map", test_map},
     {"memory, pid, time, page size, cpus", test_system},
+    {"path access: read, write, missing", test_access},
+    {"peak resident memory", test_peak_rss},
     {"environment", test_env},
     {"the service orakul.platform/1", test_service},
     {NULL, NULL},
