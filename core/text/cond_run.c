@@ -23,6 +23,7 @@
  * Owns, per call: the tokens, the host carries, the device objects. */
 #include "text/cond_internal.h"
 
+#include "platform/platform.h"
 #include "tensor/graph.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -33,13 +34,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_s(void) { return 1e-9 * (double)ork_time_ns(); }
 
 void ork_text_embed_free(ork_text_embed *e) {
     if (!e) return;

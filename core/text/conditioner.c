@@ -20,28 +20,23 @@
 #include "tensor/alloc.h" /* ORK_ALLOC_ALIGN */
 #include "tensor/ops_text.h" /* ORK_ATTN_BIAS_SLICE */
 #include "tensor/tensor.h"
+#include "platform/platform.h"
 #include "text/tokenizer.h"
 #include "util/log.h"
 
-#include <dirent.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #ifdef ORAKUL_HAVE_CUDA
 #include "cuda/cuda_ctx.h"
 #endif
 
 static int is_dir(const char *p) {
-    struct stat sb;
-    return p && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+    ork_file_info fi;
+    return p && ork_path_info(p, &fi) == ORK_OK && fi.kind == ORK_KIND_DIR;
 }
-static int exists(const char *p) {
-    struct stat sb;
-    return p && stat(p, &sb) == 0;
-}
+static int exists(const char *p) { return p && ork_path_exists(p); }
 
 static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json", "vocab.json",
                                         "spiece.model", "bpe_simple_vocab_16e6.txt.gz", NULL};
@@ -60,7 +55,7 @@ typedef struct sbuf {
     char *s;
     size_t n, cap;
 } sbuf;
-static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...) ORK_PRINTF(2, 3);
 static void sb_add(sbuf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -108,9 +103,9 @@ size_t ork_tc_budget(const ork_backend *be, size_t budget, int device_index, con
         if (why) *why = "the planned card's memory less 2 GiB";
         return (size_t)(dk.mem_gib * (double)gib) - 2 * gib;
     }
-    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t avail = 0;
     if (why) *why = "half the free host memory";
-    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 2 : 8 * gib;
+    return ork_mem_available(&avail) == ORK_OK && avail > 0 ? (size_t)(avail / 2) : 8 * gib;
 }
 
 void ork_textcond_opts_from_config(const ork_model_config *mc, const ork_model_info *mi, ork_textcond_opts *o) {
@@ -357,31 +352,41 @@ void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* An mtime in ns as stat's (seconds, nanoseconds in [0, 1e9)) pair. */
+static void split_mtime(int64_t ns, long long *sec, long *nsec) {
+    long long s = (long long)(ns / 1000000000), r = (long long)(ns % 1000000000);
+    if (r < 0) r += 1000000000, s--;
+    *sec = s;
+    *nsec = (long)r;
+}
+
 /* "name:size:mtime" of path, or of every regular file in it (sorted; only
  * names ending in suffixes[] when given). */
 static void add_files(sbuf *b, const char *path, const char *const *suffixes) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
+    ork_file_info sb;
+    if (ork_path_info(path, &sb) != ORK_OK) {
         sb_add(b, "?");
         return;
     }
-    if (!S_ISDIR(sb.st_mode)) {
+    if (sb.kind != ORK_KIND_DIR) {
         const char *base = strrchr(path, '/');
-        sb_add(b, "%s:%lld:%lld.%09ld", base ? base + 1 : path, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-               (long)sb.st_mtim.tv_nsec);
+        long long sec;
+        long nsec;
+        split_mtime(sb.mtime_ns, &sec, &nsec);
+        sb_add(b, "%s:%lld:%lld.%09ld", base ? base + 1 : path, (long long)sb.size, sec, nsec);
         return;
     }
-    DIR *d = opendir(path);
-    if (!d) return;
+    ork_dir *d = NULL;
+    if (ork_dir_open(path, &d) != ORK_OK) return;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
+    const char *name;
+    while ((name = ork_dir_next(d))) {
+        if (name[0] == '.') continue;
         int keep = !suffixes;
         for (int i = 0; suffixes && suffixes[i] && !keep; i++) {
-            size_t a = strlen(de->d_name), c = strlen(suffixes[i]);
-            keep = a >= c && !strcmp(de->d_name + a - c, suffixes[i]);
+            size_t a = strlen(name), c = strlen(suffixes[i]);
+            keep = a >= c && !strcmp(name + a - c, suffixes[i]);
         }
         if (!keep) continue;
         if (n == cap) {
@@ -390,18 +395,21 @@ static void add_files(sbuf *b, const char *path, const char *const *suffixes) {
             if (!nn) break;
             names = nn;
         }
-        if (!(names[n] = strdup(de->d_name))) break;
+        if (!(names[n] = strdup(name))) break;
         n++;
     }
-    closedir(d);
+    ork_dir_close(d);
     if (n) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++) {
         char p[TC_PATH + 300];
         snprintf(p, sizeof p, "%s/%s", path, names[i]);
-        struct stat fs;
-        if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode))
-            sb_add(b, "%s%s:%lld:%lld.%09ld", i ? "," : "", names[i], (long long)fs.st_size, (long long)fs.st_mtim.tv_sec,
-                   (long)fs.st_mtim.tv_nsec);
+        ork_file_info fs;
+        if (ork_path_info(p, &fs) == ORK_OK && fs.kind == ORK_KIND_FILE) {
+            long long sec;
+            long nsec;
+            split_mtime(fs.mtime_ns, &sec, &nsec);
+            sb_add(b, "%s%s:%lld:%lld.%09ld", i ? "," : "", names[i], (long long)fs.size, sec, nsec);
+        }
         free(names[i]);
     }
     free(names);

@@ -10,6 +10,7 @@
 #define ORK_TEXT_TOK_INTERNAL_H
 
 #include <orakul/abi.h>
+#include <orakul/platform.h> /* ORK_PRINTF */
 
 #include <jansson.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 /* Log one error line "tokenizer <source>: <message>" and return s. The source is
  * the path being loaded on this thread (tok_set_source), left out when unset or
  * when the message already starts with it. */
-ork_status tok_fail(ork_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ork_status tok_fail(ork_status s, const char *fmt, ...) ORK_PRINTF(2, 3);
 void tok_set_source(const char *path); /* NULL: none */
 const char *tok_get_source(void);
 

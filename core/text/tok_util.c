@@ -1,13 +1,13 @@
 /* text/tok_util.c — the tokenizer's plumbing: growable strings, UTF-8 decoding
  * with U+FFFD replacement, White_Space, two open-addressing hash maps, the GPT-2
  * byte table, and the Oniguruma regex wrapper with its find-all.
- * Owns: Oniguruma's one-time initialisation (pthread_once). */
+ * Owns: Oniguruma's one-time initialisation (ork_call_once). */
 #include "text/tok_internal.h"
 
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <oniguruma.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,14 +293,14 @@ struct tok_regex {
     regex_t *re;
 };
 
-static pthread_once_t g_onig_once = PTHREAD_ONCE_INIT;
+static ork_once g_onig_once = ORK_ONCE_INIT;
 static void onig_init_once(void) {
     OnigEncoding enc[1] = {ONIG_ENCODING_UTF8};
     onig_initialize(enc, 1);
 }
 
 ork_status tok_regex_new(const char *pattern, size_t n, const char *what, tok_regex **out) {
-    pthread_once(&g_onig_once, onig_init_once);
+    ork_call_once(&g_onig_once, onig_init_once);
     tok_regex *r = calloc(1, sizeof *r);
     if (!r) return tok_fail(ORK_E_NOMEM, "out of memory (regex)");
     OnigErrorInfo einfo;
@@ -374,10 +374,14 @@ ork_status tok_literal_find_all(const char *pat, size_t pn, const char *s, size_
     out->n = 0;
     if (pn == 0) return ORK_OK;
     size_t i = 0;
-    while (i + pn <= n) {
-        const char *hit = memmem(s + i, n - i, pat, pn);
+    while (i + pn <= n) { /* memmem is not C11: first byte by memchr, the rest by memcmp */
+        const char *hit = memchr(s + i, (unsigned char)pat[0], n - i - pn + 1);
         if (!hit) break;
         size_t a = (size_t)(hit - s);
+        if (memcmp(hit, pat, pn) != 0) {
+            i = a + 1;
+            continue;
+        }
         ORK_TRY(spans_push(out, a, a + pn));
         i = a + pn;
     }

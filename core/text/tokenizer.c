@@ -16,6 +16,7 @@
  * Owns each ork_tokenizer and everything in it. */
 #include "text/tokenizer.h"
 
+#include "platform/platform.h"
 #include "text/prompt_format.h"
 #include "text/tok_internal.h"
 #include "util/log.h"
@@ -23,7 +24,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <utf8proc.h>
 #include <zlib.h>
 
@@ -51,12 +51,12 @@ struct ork_tokenizer {
 
 /* ---- file reading (plain or gzip: zlib reads both) ----------------------------------- */
 static ork_status read_file(const char *path, char **out, size_t *out_n) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) return tok_fail(ORK_E_IO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return tok_fail(ORK_E_IO, "%s: not a regular file", path);
-    if ((uint64_t)sb.st_size > ORK_TOK_MAX_FILE_BYTES)
+    ork_file_info sb;
+    if (ork_path_info(path, &sb) != ORK_OK) return tok_fail(ORK_E_IO, "%s: %s", path, strerror(errno));
+    if (sb.kind != ORK_KIND_FILE) return tok_fail(ORK_E_IO, "%s: not a regular file", path);
+    if (sb.size > ORK_TOK_MAX_FILE_BYTES)
         return tok_fail(ORK_E_FORMAT, "%s: %lld bytes, larger than any tokenizer file (limit %zu MiB)", path,
-                        (long long)sb.st_size, ORK_TOK_MAX_FILE_BYTES >> 20);
+                        (long long)sb.size, ORK_TOK_MAX_FILE_BYTES >> 20);
     gzFile f = gzopen(path, "rb");
     if (!f) return tok_fail(ORK_E_IO, "%s: cannot open", path);
     tok_str s = {0};
@@ -104,8 +104,8 @@ static ork_status read_json(const char *path, size_t flags, json_t **out) {
 }
 
 static int file_exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    ork_file_info sb;
+    return ork_path_info(path, &sb) == ORK_OK && sb.kind == ORK_KIND_FILE;
 }
 
 /* dst = a "/" b; 0 (and dst "") when it does not fit. */
@@ -684,11 +684,11 @@ static ork_status load_spm(const char *path, const char *folder, ork_tokenizer *
 }
 
 static ork_status load_path(const char *path, ork_tokenizer **out) {
-    struct stat sb;
+    ork_file_info sb;
     if (strlen(path) > 3800) return tok_fail(ORK_E_INVALID, "path of %zu bytes", strlen(path));
-    if (stat(path, &sb) != 0) return tok_fail(ORK_E_IO, "%s: %s", path, strerror(errno));
+    if (ork_path_info(path, &sb) != ORK_OK) return tok_fail(ORK_E_IO, "%s: %s", path, strerror(errno));
     char folder[4096], a[4096], b[4096];
-    if (S_ISDIR(sb.st_mode)) {
+    if (sb.kind == ORK_KIND_DIR) {
         snprintf(folder, sizeof folder, "%s", path);
         static const char *const jsons[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json"};
         for (int i = 0; i < 3; i++) {
