@@ -10,17 +10,15 @@
 
 #include "io/st_check.h"
 #include "numerics/finite.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* What the user can do about a state that cannot be resumed. */
 #define STATE_ADVICE "restore a good copy, or move it away and run with --overwrite to start over"
@@ -61,7 +59,7 @@ typedef struct cfg_kv {
 
 enum { CFG_MAX = 24 + 6 * 8 };
 
-static int cfg_add(cfg_kv *kv, int n, const char *key, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int cfg_add(cfg_kv *kv, int n, const char *key, const char *fmt, ...) ORK_PRINTF(4, 5);
 static int cfg_add(cfg_kv *kv, int n, const char *key, const char *fmt, ...) {
     if (n >= CFG_MAX) return n;
     snprintf(kv[n].key, sizeof kv[n].key, "cfg.%s", key);
@@ -352,7 +350,7 @@ ork_status ork_train_load_state(job *j, int64_t *step) {
     char path[1200];
     state_path(j, path, sizeof path);
     *step = 0;
-    if (access(path, F_OK) != 0) return ORK_OK;
+    if (!ork_path_exists(path)) return ORK_OK;
     ork_st_file *f = NULL;
     int verified = 0;
     state_meta m;
@@ -401,25 +399,24 @@ ork_status ork_train_load_state(job *j, int64_t *step) {
 
 /* LoRA files of this job ("<name>_<9 digits>.safetensors") in its folder. */
 static int lora_files(const job *j, char *first, size_t n) {
-    DIR *d = opendir(j->out_dir);
-    if (!d) return 0;
+    ork_dir *d = NULL;
+    if (ork_dir_open(j->out_dir, &d) != ORK_OK) return 0;
     size_t nl = strlen(j->name);
     int count = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *s = e->d_name;
+    for (const char *s; (s = ork_dir_next(d));) {
         if (strncmp(s, j->name, nl) || s[nl] != '_' || strspn(s + nl + 1, "0123456789") != 9 ||
             strcmp(s + nl + 10, ".safetensors"))
             continue;
         if (!count++ || strcmp(s, first) < 0) snprintf(first, n, "%s", s);
     }
-    closedir(d);
+    ork_dir_close(d);
     return count;
 }
 
 ork_status ork_train_check_outputs(job *j) {
     char path[1200], first[256] = "";
     state_path(j, path, sizeof path);
-    if (access(path, F_OK) == 0) return ORK_OK; /* resumed (and checked) later */
+    if (ork_path_exists(path)) return ORK_OK; /* resumed (and checked) later */
     int n = lora_files(j, first, sizeof first);
     if (!n) return ORK_OK;
     if (j->overwrite) {
@@ -458,7 +455,7 @@ ork_status ork_train_save_lora(job *j, int64_t step) {
         for (int64_t old = step - keep * every; old > 0 && old > step - (keep + 64) * every; old -= every) {
             char op[1400];
             snprintf(op, sizeof op, "%s/%s_%09lld.safetensors", j->out_dir, j->name, (long long)old);
-            unlink(op);
+            (void)ork_path_remove(op); /* gone already: fine */
         }
     return ORK_OK;
 }
@@ -467,19 +464,19 @@ ork_status ork_train_save_lora(job *j, int64_t step) {
  * killed while saving leaves its temp file (the writer renames it into place
  * only when complete). Removed at start-up so they do not pile up. */
 void ork_train_remove_stale_tmp(job *j) {
-    DIR *d = opendir(j->out_dir);
-    if (!d) return;
+    ork_dir *d = NULL;
+    if (ork_dir_open(j->out_dir, &d) != ORK_OK) return;
     size_t nl = strlen(j->name);
     static const char mark[] = ".safetensors.tmp.";
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *s = e->d_name, *t = strstr(s, mark), *pid = t ? t + sizeof mark - 1 : NULL;
+    for (const char *s; (s = ork_dir_next(d));) {
+        const char *t = strstr(s, mark), *pid = t ? t + sizeof mark - 1 : NULL;
         if (strncmp(s, j->name, nl) || s[nl] != '_' || !pid || !*pid || strspn(pid, "0123456789") != strlen(pid))
             continue;
-        pid_t owner = (pid_t)atol(pid);
-        if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue; /* a live writer's */
+        long owner = atol(pid);
+        if (owner == ork_pid() || ork_pid_alive(owner)) continue; /* a live writer's */
         char p[1400];
         if ((size_t)snprintf(p, sizeof p, "%s/%s", j->out_dir, s) >= sizeof p) continue;
-        if (unlink(p) == 0) ORK_INFO("removed %s, left by an interrupted save", p);
+        if (ork_path_remove(p) == ORK_OK) ORK_INFO("removed %s, left by an interrupted save", p);
     }
-    closedir(d);
+    ork_dir_close(d);
 }

@@ -4,6 +4,7 @@
  * process.device. [control-thread] */
 #include "train/job.h"
 
+#include "platform/platform.h"
 #include "plugin/loader.h"
 #include "plugin/model_decl.h"
 #include "util/log.h"
@@ -11,7 +12,6 @@
 #include <errno.h>
 #include <string.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #ifdef ORAKUL_HAVE_CUDA
 #include "cuda/cuda_ctx.h"
@@ -95,10 +95,10 @@ ork_status ork_train_resolve_all(job *j) {
 ork_status ork_train_check_datasets(job *j) {
     for (size_t d = 0; d < j->p->datasets.n; d++) {
         const char *fp = j->p->datasets.v[d].folder_path;
-        struct stat sb;
+        ork_file_info sb;
         const char *why = NULL;
-        if (!fp || stat(fp, &sb) != 0) why = fp ? strerror(errno) : "not set";
-        else if (!S_ISDIR(sb.st_mode)) why = "not a folder";
+        if (!fp || ork_path_info(fp, &sb) != ORK_OK) why = fp ? strerror(errno) : "not set";
+        else if (sb.kind != ORK_KIND_DIR) why = "not a folder";
         if (!why) continue;
         char key[64];
         ork_loc at;

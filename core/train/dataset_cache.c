@@ -12,25 +12,12 @@
 #include "data/image.h"
 #include "io/st_check.h"
 #include "numerics/finite.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-int ork_train_mkdir_p(const char *path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 static const char *stem_of(const char *path, char *buf, size_t n) {
     const char *base = strrchr(path, '/');
@@ -116,7 +103,7 @@ static uint64_t model_params_hash(const job *j) {
  * (ork_log_hold): a cache that is re-encoded is a warning, not an error. */
 static ork_status load_cached(const char *cache, uint64_t key, item *it, int C, int ht, int wt, char *why, size_t wn) {
     why[0] = 0;
-    if (access(cache, F_OK) != 0) return ORK_E_IO;
+    if (!ork_path_exists(cache)) return ORK_E_IO;
     ork_st_file *f = NULL;
     int verified = 0;
     ork_log_hold_begin();
@@ -327,7 +314,7 @@ static ork_status build_dataset(job *j) {
         ORK_TRY(ork_train_dataset(j, d, &ds));
         latent_cache lc = {.res = dc->resolution.n > 0 ? (int)dc->resolution.v[0] : 512, .codec_hash = codec_hash};
         snprintf(lc.dir, sizeof lc.dir, "%s/_latent_cache", ds->folder);
-        lc.nocache = ork_train_mkdir_p(lc.dir) != 0;
+        lc.nocache = ork_mkdir_p(lc.dir) != ORK_OK;
         if (lc.nocache) ORK_WARN("cannot create %s (%s): latents are not cached on disk", lc.dir, strerror(errno));
         int64_t reps = dc->num_repeats > 0 ? dc->num_repeats : 1;
         item *grown = realloc(j->items, (size_t)(j->n_items + ds->n * reps) * sizeof *grown);

@@ -41,7 +41,6 @@
 #include "train/schedule.h"
 #include "train/wstore.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -144,7 +143,7 @@ typedef struct job {
     ork_data_pos data_at;   /* data position of micro-batch data_k (0, 0 or the resumed state's) */
     int64_t data_k;
     step_inputs in_cur, in_next; /* micro-batch inputs: the one running, the one a thread builds ahead */
-    pthread_t in_thread;    /* builds in_next (micro_step) */
+    ork_thread *in_thread;  /* builds in_next (micro_step) */
     int in_running;
     ork_status in_st;
     int inputs_sync;        /* ORAKUL_INPUTS_AHEAD=0 (bench A/B): built on the main thread, after the backward's enqueue */
@@ -189,7 +188,6 @@ ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_d
 ork_status ork_train_dataset(job *j, size_t d, const ork_dataset **out);
 size_t ork_train_dataset_uncaptioned(const ork_dataset *ds); /* images without a caption file */
 void ork_train_datasets_free(job *j);
-int ork_train_mkdir_p(const char *path);
 ork_status ork_train_encode_dataset(job *j);
 int ork_train_batch_of(const job *j);
 int64_t ork_train_accum_of(const job *j);

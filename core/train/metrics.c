@@ -3,6 +3,7 @@
 #include "train/metrics.h"
 
 #include "io/png_writer.h"
+#include "platform/platform.h"
 #include "util/log.h"
 #include "util/rfile.h" /* ork_rfile_open */
 
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct ork_metrics {
     FILE *f;
@@ -78,6 +78,26 @@ static const char *parse_line(const char *line, ork_metrics_row *r, char *why, s
     return bad ? why : NULL;
 }
 
+/* The next line of f into *buf (grown as needed), with its newline: its
+ * length, 0 at the end of the file, -1 out of memory (getline is POSIX, not C11). */
+static ptrdiff_t read_line(FILE *f, char **buf, size_t *cap) {
+    size_t len = 0;
+    for (;;) {
+        if (*cap - len < 2) {
+            size_t nc = *cap ? 2 * *cap : 256;
+            char *nb = realloc(*buf, nc);
+            if (!nb) return -1;
+            *buf = nb;
+            *cap = nc;
+        }
+        size_t room = *cap - len;
+        if (!fgets(*buf + len, room > (size_t)INT32_MAX ? INT32_MAX : (int)room, f)) break;
+        len += strlen(*buf + len);
+        if (len > 0 && (*buf)[len - 1] == '\n') break;
+    }
+    return (ptrdiff_t)len;
+}
+
 /* Calls fn for every line (without its newline) with its 1-based number. */
 typedef int (*line_fn)(void *ctx, char *line, int lineno);
 static ork_status each_line(const char *path, line_fn fn, void *ctx) {
@@ -86,14 +106,14 @@ static ork_status each_line(const char *path, line_fn fn, void *ctx) {
     if (fd < 0) return ORK_OK; /* none yet */
     FILE *f = fdopen(fd, "rb");
     if (!f) {
-        close(fd);
+        ork_fd_close(fd);
         return ORK_FAIL(ORK_E_IO, "cannot read %s: %s", path, strerror(errno));
     }
     char *line = NULL;
     size_t cap = 0;
-    ssize_t len;
+    ptrdiff_t len = 0;
     int lineno = 0, stop = 0;
-    while (!stop && (len = getline(&line, &cap, f)) >= 0) {
+    while (!stop && (len = read_line(f, &line, &cap)) > 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         stop = fn(ctx, line, lineno);
@@ -101,6 +121,7 @@ static ork_status each_line(const char *path, line_fn fn, void *ctx) {
     int err = ferror(f);
     free(line);
     fclose(f);
+    if (len < 0) return ORK_FAIL(ORK_E_NOMEM, "%s: out of host memory", path);
     if (err) return ORK_FAIL(ORK_E_IO, "cannot read %s", path);
     return stop < 0 ? ORK_E_FORMAT : ORK_OK;
 }
@@ -141,7 +162,7 @@ ork_status ork_metrics_read(const char *path, int strict, ork_metrics_row **rows
     read_ctx c = {.path = path, .strict = strict};
     *rows = NULL;
     *n = 0;
-    if (access(path, F_OK) != 0) return ORK_FAIL(ORK_E_IO, "cannot read %s: %s", path, strerror(errno));
+    if (!ork_path_exists(path)) return ORK_FAIL(ORK_E_IO, "cannot read %s: %s", path, strerror(errno));
     ork_status s = each_line(path, read_one, &c);
     if (s == ORK_OK && c.nomem) s = ORK_FAIL(ORK_E_NOMEM, "%s: out of host memory", path);
     if (s != ORK_OK) { free(c.rows); return s; }
@@ -183,22 +204,22 @@ ork_status ork_metrics_open(const char *path, int64_t start, ork_metrics **out) 
         return ORK_FAIL(ORK_E_IO, "%s: path too long", path);
     }
     char tmp[4200], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, ork_pid());
     const char *slash = strrchr(path, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     ork_tmp_sweep(dir, slash ? slash + 1 : path); /* a killed run's half-rewritten file */
-    if (start > 0 && access(path, F_OK) == 0) { /* keep the steps the saved state has seen */
+    if (start > 0 && ork_path_exists(path)) { /* keep the steps the saved state has seen */
         keep_ctx c = {.path = path, .start = start};
-        c.out = fopen(tmp, "wb");
+        c.out = ork_fopen(tmp, "wb");
         if (!c.out) { free(m); return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", tmp, strerror(errno)); }
         ork_status s = each_line(path, keep_one, &c);
         int bad = ferror(c.out);
         if (fclose(c.out) != 0 || bad) s = s != ORK_OK ? s : ORK_FAIL(ORK_E_IO, "cannot write %s", tmp);
-        if (s == ORK_OK && rename(tmp, path) != 0) s = ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(errno));
-        if (s != ORK_OK) { unlink(tmp); free(m); return s; }
+        if (s == ORK_OK && ork_path_replace(tmp, path) != ORK_OK) s = ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(errno));
+        if (s != ORK_OK) { ork_path_remove(tmp); free(m); return s; }
         if (c.dropped) ORK_INFO("%s: dropped %d lines past the resumed step %lld", path, c.dropped, (long long)start);
     }
-    m->f = fopen(path, start > 0 ? "ab" : "wb");
+    m->f = ork_fopen(path, start > 0 ? "ab" : "wb");
     if (!m->f) {
         ork_status s = ORK_FAIL(ORK_E_IO, "cannot write %s: %s", path, strerror(errno));
         free(m);

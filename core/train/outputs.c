@@ -4,11 +4,11 @@
  * [control-thread] */
 #include "train/job.h"
 
+#include "platform/platform.h"
 #include "train/plot.h"
 #include "util/log.h"
 
 #include <stdio.h>
-#include <sys/resource.h>
 
 /* Steady-state streaming figures (steps after the first of this process):
  * bytes each way per step, their average rate over the step time, pinned
@@ -42,8 +42,8 @@ void ork_train_stream_stats_mark(job *j, int64_t step, int64_t start, int64_t la
 }
 
 void ork_train_stream_stats_report(job *j) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
+    uint64_t peak_rss = 0;
+    (void)ork_peak_rss(&peak_rss); /* 0 when the system will not say */
     int64_t n = j->ss_steps[1] - j->ss_steps[0];
     double dt = j->ss_t[1] - j->ss_t[0];
     if (n > 0 && dt > 0) {
@@ -72,7 +72,7 @@ void ork_train_stream_stats_report(job *j) {
         }
     }
     ORK_INFO("host memory: %.1f GiB pinned for streaming, peak resident set %.1f GiB",
-             (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)ru.ru_maxrss / 1048576.0);
+             (double)ork_ce_host_bytes(j->ce) / 1073741824.0, (double)peak_rss / 1073741824.0);
 }
 
 /* ---- samples, progress line, metrics.jsonl, loss.png ------------------------- */

@@ -6,10 +6,10 @@
  * when the batch is assembled (text_glue.c: not held in host memory). [control-thread; ork_train_inputs_build also on the builder thread] */
 #include "train/job.h"
 
+#include "platform/platform.h"
 #include "train/rng.h"
 #include "train/text_cache.h" /* ork_train_text_read */
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,16 +102,16 @@ typedef struct inputs_job {
     int64_t k;
 } inputs_job;
 
-static void *inputs_thread(void *arg) {
+static void inputs_thread(void *arg) {
     inputs_job *ij = arg;
     ij->j->in_st = ork_train_inputs_build(ij->j, ij->k, &ij->j->in_next);
     free(ij);
-    return NULL;
 }
 
 void ork_train_inputs_join(job *j) {
     if (!j->in_running) return;
-    pthread_join(j->in_thread, NULL);
+    ork_thread_join(j->in_thread);
+    j->in_thread = NULL;
     j->in_running = 0;
 }
 
@@ -120,7 +120,7 @@ void ork_train_inputs_ahead(job *j, int64_t k) {
     if (!ij) return; /* built when needed instead */
     *ij = (inputs_job){j, k};
     j->in_next.k = -1;
-    if (pthread_create(&j->in_thread, NULL, inputs_thread, ij) != 0) {
+    if (ork_thread_start(inputs_thread, ij, &j->in_thread) != ORK_OK) {
         free(ij);
         return;
     }

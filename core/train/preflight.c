@@ -10,11 +10,11 @@
 
 #include "io/st_check.h"
 #include "numerics/finite.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 ork_status ork_train_preflight_status(ork_status s) { return s == ORK_E_BUDGET ? ORK_E_CONFIG : s; }
 
@@ -46,7 +46,7 @@ static const char *dims(const ork_st_tensor *t, char *buf, size_t n) {
 ork_status ork_train_open_text(const job *j, const char *img_path, char *te, size_t n, ork_st_file **out) {
     *out = NULL;
     te_path(img_path, te, n);
-    if (access(te, R_OK) != 0) return ORK_OK; /* none: zeros */
+    if (!ork_path_access(te, 0)) return ORK_OK; /* none: zeros */
     ork_st_file *f;
     ORK_TRY(ork_st_open(te, &f));
     const ork_st_tensor *t = ork_st_find(f, "txt"), *v = ork_st_find(f, "vec");

@@ -1,14 +1,13 @@
 /* train/progress.c — see progress.h. */
 #include "train/progress.h"
 
+#include "platform/platform.h"
 #include "train/metrics.h"
 #include "util/log.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 struct ork_progress {
     ork_progress_opts o;
@@ -22,11 +21,7 @@ struct ork_progress {
     int64_t win_steps;
 };
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now_s(void) { return 1e-9 * (double)ork_time_ns(); }
 
 /* The log sink while a line is redrawn: clear the row before a log line. */
 static void clear_line(ork_log_level lvl, const char *line, void *user) {
@@ -45,7 +40,7 @@ ork_status ork_progress_create(const ork_progress_opts *o, ork_progress **out) {
     if (!p->o.out) p->o.out = stdout;
     if (p->o.log_every <= 0) p->o.log_every = 10;
     if (!p->o.mem_label) p->o.mem_label = "mem";
-    p->tty = o->tty >= 0 ? o->tty : isatty(fileno(p->o.out));
+    p->tty = o->tty >= 0 ? o->tty : ork_isatty(p->o.out);
     ork_ema_init(&p->step_time, 0.9);
     ork_ema_init(&p->loss, ORK_LOSS_EMA_BETA);
     p->t_prev_end = NAN;

@@ -89,7 +89,7 @@ static inline __attribute__((always_inline)) float sym_of(uint32_t a, uint32_t b
 
 /* AVX2 where the CPU has it (eight 32x32->64 multiplies per instruction); the
  * baseline build is plain x86-64. Same arithmetic, same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) /* ifuncs: ELF only */
 __attribute__((target_clones("avx2", "default")))
 #endif
 void ork_rng_fill_sym(uint64_t seed, uint32_t stream, uint64_t u0, float *out, int64_t n, double bound) {

@@ -4,6 +4,7 @@
 #include "data/dataset.h" /* ork_caption_inject_trigger */
 #include "io/safetensors.h"
 #include "io/png_writer.h"
+#include "platform/platform.h"
 #include "plugin/model_decl.h"
 #include "util/log.h"
 
@@ -12,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 
 typedef struct cond {
@@ -246,18 +245,6 @@ int ork_samples_due(const ork_samples *s, int64_t step, int64_t start, int64_t t
 
 const char *ork_samples_dir(const ork_samples *s) { return s->dir; }
 
-static int mkdir_p(const char *path) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *q = tmp + 1; *q; q++)
-        if (*q == '/') {
-            *q = 0;
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-            *q = '/';
-        }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 ork_status ork_samples_grid(const ork_image *imgs, int n, ork_image *out) {
     memset(out, 0, sizeof *out);
     if (n < 1) return ORK_FAIL(ORK_E_INVALID, "sample grid: no images");
@@ -283,14 +270,10 @@ ork_status ork_samples_grid(const ork_image *imgs, int n, ork_image *out) {
     return ORK_OK;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static double now_s(void) { return 1e-9 * (double)ork_time_ns(); }
 
 static ork_status run_all(ork_samples *s, const ork_denoiser *d, int64_t step, ork_image *imgs, int *done) {
-    if (mkdir_p(s->dir) != 0) return ORK_FAIL(ORK_E_IO, "cannot create %s: %s", s->dir, strerror(errno));
+    if (ork_mkdir_p(s->dir) != ORK_OK) return ORK_FAIL(ORK_E_IO, "cannot create %s: %s", s->dir, strerror(errno));
     if (!s->swept) ork_tmp_sweep(s->dir, ".png"); /* images a killed run was writing */
     s->swept = 1;
     const size_t C = (size_t)s->info->token_channels;

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ORK_PI 3.14159265358979323846 /* M_PI is POSIX, not C11 */
+
 enum { TS_N = 1000, NEXT_SAMPLE_N = 8 /* ai-toolkit's next_sample_timesteps default */ };
 
 static const float weighing_scheme[TS_N] = {
@@ -325,7 +327,7 @@ double ork_lr_at(const ork_lr_params *p, int64_t step) {
         if (step < w) return lr * (double)step / (double)(w > 1 ? w : 1);
         if (step >= w + decay) return lr * min_ratio;
         double prog = (double)(step - w) / (double)(decay > 1 ? decay : 1);
-        return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + cos(M_PI * prog)));
+        return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + cos(ORK_PI * prog)));
     }
     case ORK_LR_LINEAR: {
         double s = p->start_factor, e = p->end_factor;

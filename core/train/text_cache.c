@@ -7,11 +7,11 @@
 #include "io/safetensors.h"
 #include "io/st_check.h"
 #include "numerics/finite.h"
+#include "platform/platform.h"
 #include "util/log.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 uint64_t ork_text_cache_key(const char *identity, int T, const char *caption) {
     char t[16];
@@ -54,7 +54,7 @@ static ork_status meta_is(const char *path, const ork_st_file *f, const char *ke
 
 ork_status ork_text_cache_load(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
                                const char *caption, float *txt, float *vec) {
-    if (access(path, F_OK) != 0) return ORK_E_IO;
+    if (!ork_path_exists(path)) return ORK_E_IO;
     ork_st_file *f = NULL;
     ORK_TRY(ork_st_open(path, &f));
     int verified = 0;

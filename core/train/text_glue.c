@@ -37,6 +37,7 @@
 #include "train/job.h"
 
 #include "data/dataset.h"
+#include "platform/platform.h"
 #include "text/conditioner.h"
 #include "train/rng.h"
 #include "train/text_cache.h"
@@ -45,7 +46,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct img_ref {
     const char *path;     /* the image's path (ork_train_text_item's item's: it lives as long as the job) */
@@ -116,7 +116,7 @@ static int add_dir(wants *w, const char *dir) {
     w->dir_ok = ok;
     if (!(w->dirs[w->n_dirs] = strdup(dir))) return -1;
     /* the cache is an optimisation: a folder that cannot be made is a warning */
-    w->dir_ok[w->n_dirs] = w->plan ? access(dir, W_OK) == 0 : ork_train_mkdir_p(dir) == 0;
+    w->dir_ok[w->n_dirs] = w->plan ? ork_path_access(dir, 1) : ork_mkdir_p(dir) == ORK_OK;
     if (!w->dir_ok[w->n_dirs] && !w->plan)
         ORK_WARN("cannot create %s (%s): text embeddings are not cached on disk", dir, strerror(errno));
     return w->n_dirs++;
@@ -167,7 +167,7 @@ static int has_override(const char *img_path) {
     int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
     int dlen = slash ? (int)(slash - img_path) : 1;
     snprintf(te, sizeof te, "%.*s/%.*s.te.safetensors", dlen, slash ? img_path : ".", stem, base);
-    return access(te, F_OK) == 0;
+    return ork_path_exists(te);
 }
 
 static ork_status nomem(void) { return ORK_FAIL(ORK_E_NOMEM, "text conditioning: no memory"); }
@@ -302,7 +302,7 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
             s = file_emb(t, x->emb, path, x->caption);
             if (s == ORK_OK && keep[i]) s = hold_emb(t, x->emb, sx, sv);
         } else {
-            if (ls != ORK_E_IO || access(path, F_OK) == 0) {
+            if (ls != ORK_E_IO || ork_path_exists(path)) {
                 ORK_WARN("%s: encoding its caption again (the text cache entry cannot be used: %s)", path,
                          why[0] ? why : ork_status_str(ls));
                 bad++;
@@ -555,7 +555,7 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
     for (int i = 0; s == ORK_OK && i < w.n; i++) { /* present; run checks each entry as it reads it */
         char path[1300];
         ork_text_cache_path(w.dirs[w.v[i].dir], w.v[i].key, path, sizeof path);
-        cached += access(path, R_OK) == 0;
+        cached += ork_path_access(path, 0);
     }
     if (s == ORK_OK) {
         fprintf(out, "text: %d captions (images, dropout captions, sample prompts): %d in the text cache, %d to encode\n",

@@ -4,6 +4,7 @@
 #include "train/job.h"
 
 #include "data/dataset.h"
+#include "platform/platform.h"
 #include "plugin/model_decl.h"
 #include "train/services.h"
 #include "util/log.h"
@@ -13,7 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *ork_train_getenv(const char *name, const char *old_name) {
     const char *v = getenv(name);
@@ -25,14 +25,10 @@ int ork_train_switched_off(const char *name, const char *old_name) {
     return v && !strcmp(v, "0");
 }
 
-double ork_train_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+double ork_train_now(void) { return 1e-9 * (double)ork_time_ns(); }
 
 static void job_free(job *j) {
-    if (j->in_running) pthread_join(j->in_thread, NULL);
+    if (j->in_running) ork_thread_join(j->in_thread);
     ork_train_inputs_free(&j->in_cur);
     ork_train_inputs_free(&j->in_next);
     ork_progress_destroy(j->progress);
@@ -288,7 +284,7 @@ static ork_status setup(job *j) {
         j->ss_timing = tm && atoi(tm) > 0;
         const char *tp = getenv("ORAKUL_STREAM_TRACE"); /* a diagnostic: the lanes' timeline (bench/stream/trace_timeline.py) */
         if (tp && *tp) {
-            if (!(j->ss_trace = fopen(tp, "w"))) ORK_WARN("ORAKUL_STREAM_TRACE: cannot write %s: %s", tp, strerror(errno));
+            if (!(j->ss_trace = ork_fopen(tp, "w"))) ORK_WARN("ORAKUL_STREAM_TRACE: cannot write %s: %s", tp, strerror(errno));
             else {
                 ork_ce_set_trace(j->ce, j->ss_trace);
                 j->ss_timing = 1;
@@ -487,7 +483,7 @@ ork_status ork_train_run(ork_config *cfg, const ork_registry *reg, const ork_tra
     j.overwrite = opts && opts->overwrite;
     ork_status s = ork_train_check_outputs(&j); /* before minutes of model loading */
     if (s == ORK_OK) s = setup(&j);
-    if (s == ORK_OK && ork_train_mkdir_p(j.out_dir) != 0) s = ORK_FAIL(ORK_E_IO, "cannot create %s: %s", j.out_dir, strerror(errno));
+    if (s == ORK_OK && ork_mkdir_p(j.out_dir) != ORK_OK) s = ORK_FAIL(ORK_E_IO, "cannot create %s: %s", j.out_dir, strerror(errno));
     if (s == ORK_OK) s = train_loop(&j);
     j.failed = s != ORK_OK;
     job_free(&j);
