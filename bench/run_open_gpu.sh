@@ -7,13 +7,13 @@
 # bench/run_open_gpu.sh lend` (0.931 / 0.959); FLUX.1-dev at 16 GiB with
 # `LEND_CASES="f1:0,f1:16"` (0.909); `determ` with the trainable state streamed (f1:12, bitwise);
 # `tests` (TESTS_TIMEOUT=300: the suite takes ~120-200 s).
-# First next session (fourteenth session's end, 2026-12-01): `bash bench/run_open_gpu.sh tests` —
-# the GPU variants of tests/flux/test_flux_ref.c, test_flux_taef1.c and tests/text_encoders/*
-# were rewritten onto tests/common/plugin_test_util.h after the last GPU-suite run (b084ab8;
-# only syntax-checked). .gpu-deps also needs the tokenizer's libraries, which
-# ../shared/tools/gpu-deps does not fetch: `apt-get download libonig5 libonig-dev libutf8proc2
-# libutf8proc-dev` and unpack them into .gpu-deps as that script does (relative .so links,
-# pkg-config prefix).
+# State at the fifteenth session's end (2026-12-02, b84d3ee): `tests` green (21 passed, 3
+# skipped). Run GPU checks from a committed tree: `git archive HEAD | tar -x -C .carry/head`,
+# carry .gpu-deps + .carry/head (+ .carry/shared for the TAEF1 weights), and run the script
+# inside .carry/head with .gpu-deps linked in, so no helper's uncommitted edit travels.
+# .gpu-deps also needs the tokenizer's libraries, which ../shared/tools/gpu-deps does not
+# fetch: `apt-get download libonig5 libonig-dev libutf8proc2 libutf8proc-dev` and unpack
+# them into .gpu-deps as that script does (relative .so links, pkg-config prefix).
 # The phases:
 #   seed    the seed's runs at e2cdcb9 or later (the forward pass loads LoRA params only):
 #           r1280 512² and 1024² at 24 GiB, for their measured byte lines (issue #8 §6b;
