@@ -303,7 +303,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     /* backward through the blocks in reverse, recomputing each from its input */
     for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) {
         ork_region reg = ork_graph_region_begin(g);
-        ork_carry cin, cout;
+        ork_carry cin = {0}, cout; /* cin: read below even when leaves() failed */
         int need_in = i > r->first_trainable;
         s = hook_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, need_in, &cin);

@@ -217,9 +217,9 @@ static ork_status setup_schedule(job *j) {
         {"start_factor", ORK_PARAM_FLOAT, 1, 0, "0.3333333333333333", 0, 1e9, NULL, offsetof(lrp, start), "linear: first factor"},
         {"end_factor", ORK_PARAM_FLOAT, 1, 0, "1.0", 0, 1e9, NULL, offsetof(lrp, end), "linear: last factor"},
         {"total_iters", ORK_PARAM_INT, 1, 0, "0", 0, 1e12, NULL, offsetof(lrp, total), "schedule length (0: train.steps)"},
-        {NULL},
+        {0},
     };
-    lrp v;
+    lrp v = {0};
     ORK_TRY(ork_config_component_params(j->cfg, "train.lr_scheduler_params", lr_keys, &v, sizeof v));
     j->lr.lr = t->lr;
     j->lr.total_steps = v.total > 0 ? v.total : t->steps;
