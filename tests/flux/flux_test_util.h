@@ -26,7 +26,7 @@
 #include <orakul/orakul.h>
 #include <stdint.h>
 
-#define FT_PLUGIN ORK_PLUGIN_DIR "/orakul-flux.so"
+#define FT_PLUGIN ORK_PLUGIN_DIR "/orakul-flux" ORK_PLUGIN_SUFFIX
 #define FT_FIXTURES ORK_SOURCE_DIR "/tests/fixtures"
 
 static ork_registry *ft_reg;

@@ -49,7 +49,7 @@
 int ork_cuda_device_count(void);
 #endif
 
-#define PLUGIN ORK_PLUGIN_DIR "/orakul-perceptual.so"
+#define PLUGIN ORK_PLUGIN_DIR "/orakul-perceptual" ORK_PLUGIN_SUFFIX
 #define FIXTURE ORK_SOURCE_DIR "/tests/fixtures/vgg19_perceptual.safetensors"
 
 static ork_registry *reg;

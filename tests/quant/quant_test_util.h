@@ -13,7 +13,7 @@
 #include <orakul/orakul.h>
 #include <stdint.h>
 
-#define QT_PLUGIN ORK_PLUGIN_DIR "/orakul-quant.so"
+#define QT_PLUGIN ORK_PLUGIN_DIR "/orakul-quant" ORK_PLUGIN_SUFFIX
 
 static ork_registry *qt_reg;
 

@@ -24,7 +24,7 @@
 #include <orakul/orakul.h>
 #include <stdint.h>
 
-#define TT_PLUGIN ORK_PLUGIN_DIR "/orakul-t5clip.so"
+#define TT_PLUGIN ORK_PLUGIN_DIR "/orakul-t5clip" ORK_PLUGIN_SUFFIX
 #define TT_FIXTURES ORK_SOURCE_DIR "/tests/fixtures/text"
 
 static ork_registry *tt_reg;

@@ -38,7 +38,7 @@ typedef struct { int64_t hidden_layers[3]; } llm_params_t; /* the plugin's llm_p
 static ork_st_file *fx;
 
 static int init(void) {
-    if (ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm.so", &tt_reg)) return 1;
+    if (ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm" ORK_PLUGIN_SUFFIX, &tt_reg)) return 1;
     return ork_st_open(TT_FIXTURES "/llm_ref.safetensors", &fx) != ORK_OK;
 }
 static int clean(void) {

@@ -149,7 +149,7 @@ static int link_tokenizer(const char *dir, const char *fam) {
 }
 
 static int init(void) {
-    if (ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm.so", &tt_reg)) return 1;
+    if (ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm" ORK_PLUGIN_SUFFIX, &tt_reg)) return 1;
     snprintf(tmp, sizeof tmp, "/tmp/ork_llm_cond_XXXXXX");
     if (!mkdtemp(tmp)) return 1;
     static const char *const fams[] = {"mistral", "qwen3"};

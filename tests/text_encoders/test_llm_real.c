@@ -33,7 +33,7 @@ int ork_cuda_device_count(void);
 
 static const char *dir;
 
-static int init(void) { return ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm.so", &tt_reg); }
+static int init(void) { return ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm" ORK_PLUGIN_SUFFIX, &tt_reg); }
 static int clean(void) { return tt_clean(); }
 
 static double meta(const ork_st_file *f, const char *key) {

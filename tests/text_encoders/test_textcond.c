@@ -99,9 +99,9 @@ static int copy_file(const char *from, const char *to) {
 static int init(void) {
     ork_log_set_sink(sink, NULL);
     if (ork_services_register() != ORK_OK || ork_registry_create(NULL, &reg) != ORK_OK) return 1;
-    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-t5clip.so") != ORK_OK) return 1;
-    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-flux.so") != ORK_OK) return 1;
-    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-quant.so") != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-t5clip" ORK_PLUGIN_SUFFIX) != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-flux" ORK_PLUGIN_SUFFIX) != ORK_OK) return 1;
+    if (ork_registry_add_file(reg, ORK_PLUGIN_DIR "/orakul-quant" ORK_PLUGIN_SUFFIX) != ORK_OK) return 1;
     if (ork_st_open(FX_COND "/cond_ref.safetensors", &fx) != ORK_OK) return 1;
     snprintf(tmp, sizeof tmp, "/tmp/ork_textcond_XXXXXX");
     if (!mkdtemp(tmp)) return 1;
