@@ -38,18 +38,6 @@ static int is_dir(const char *p) {
 }
 static int exists(const char *p) { return p && ork_path_exists(p); }
 
-static const char *const tok_files[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json", "vocab.json",
-                                        "spiece.model", "bpe_simple_vocab_16e6.txt.gz", NULL};
-
-static int has_tokenizer(const char *dir) {
-    char p[TC_PATH + 64];
-    for (int i = 0; tok_files[i]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, tok_files[i]);
-        if (exists(p)) return 1;
-    }
-    return 0;
-}
-
 /* A growing string for the missing-pieces line and the identity. */
 typedef struct sbuf {
     char *s;
@@ -150,7 +138,7 @@ static void resolve_slot(const ork_model_info *mi, const ork_text_slot *s, found
     if (src && s->tokenizer_subfolder) {
         snprintf(f->t, sizeof f->t, "%s/%s", src, s->tokenizer_subfolder);
         snprintf(f->t_looked, sizeof f->t_looked, "%s", f->t);
-        f->t_ok = is_dir(f->t) && has_tokenizer(f->t);
+        f->t_ok = is_dir(f->t) && ork_tokenizer_dir_has(f->t);
         if (f->t_ok) return;
     }
     if (f->w_given) { /* beside explicit weights: the folder itself, or a file's folder */
@@ -167,7 +155,7 @@ static void resolve_slot(const ork_model_info *mi, const ork_text_slot *s, found
         } else {
             snprintf(f->t_looked, sizeof f->t_looked, "%s", d);
         }
-        if (has_tokenizer(d)) {
+        if (ork_tokenizer_dir_has(d)) {
             snprintf(f->t, sizeof f->t, "%s", d);
             f->t_ok = 1;
         }

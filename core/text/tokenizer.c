@@ -683,6 +683,20 @@ static ork_status load_spm(const char *path, const char *folder, ork_tokenizer *
     return st;
 }
 
+/* The files a folder's tokenizer is read from, in the order load_path tries them. */
+static const char *const dir_jsons[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json"};
+
+int ork_tokenizer_dir_has(const char *dir) {
+    char a[4096], b[4096];
+    for (int i = 0; i < 3; i++)
+        if (pjoin(a, sizeof a, dir, dir_jsons[i]) && file_exists(a)) return 1;
+    if (pjoin(a, sizeof a, dir, "vocab.json") && pjoin(b, sizeof b, dir, "merges.txt") && file_exists(a) &&
+        file_exists(b))
+        return 1;
+    return (pjoin(a, sizeof a, dir, "bpe_simple_vocab_16e6.txt.gz") && file_exists(a)) ||
+           (pjoin(a, sizeof a, dir, "spiece.model") && file_exists(a));
+}
+
 static ork_status load_path(const char *path, ork_tokenizer **out) {
     ork_file_info sb;
     if (strlen(path) > 3800) return tok_fail(ORK_E_INVALID, "path of %zu bytes", strlen(path));
@@ -690,9 +704,8 @@ static ork_status load_path(const char *path, ork_tokenizer **out) {
     char folder[4096], a[4096], b[4096];
     if (sb.kind == ORK_KIND_DIR) {
         snprintf(folder, sizeof folder, "%s", path);
-        static const char *const jsons[] = {"tokenizer.json", "tokenizer.json.gz", "tekken.json"};
         for (int i = 0; i < 3; i++) {
-            if (!pjoin(a, sizeof a, folder, jsons[i])) continue;
+            if (!pjoin(a, sizeof a, folder, dir_jsons[i])) continue;
             if (file_exists(a)) {
                 tok_set_source(a); /* name the file, not the folder */
                 return load_path(a, out);

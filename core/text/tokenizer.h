@@ -17,6 +17,9 @@
 #define ORK_TOK_MAX_FILE_BYTES ((size_t)512 << 20)
 
 ork_status ork_tokenizer_load(const char *path, ork_tokenizer **out);
+/* 1 when the folder dir holds a file ork_tokenizer_load reads (tokenizer.json, tekken.json,
+ * vocab.json + merges.txt, CLIP's bpe_simple_vocab_16e6.txt.gz, spiece.model), else 0. */
+int ork_tokenizer_dir_has(const char *dir);
 /* From a parsed tokenizer.json (borrowed). folder (may be NULL) is where
  * tokenizer_config.json / special_tokens_map.json are looked for (pad token);
  * what names the source in error lines. */
