@@ -239,6 +239,9 @@ enum {
     /* model.quantize_te applies to this encoder (FLUX.1: T5-XXL; CLIP-L, 123M
      * parameters, stays in the store dtype, as in ai-toolkit) */
     ORK_TEXT_SLOT_QUANTIZE = 1u << 0,
+    /* the model takes each caption's unmasked tokens only (Z-Image's pipeline:
+     * prompt_embeds[i][prompt_masks[i]]): the padding mask travels with txt */
+    ORK_TEXT_SLOT_UNMASKED = 1u << 1,
 };
 
 /* One text encoder a model needs (FLUX.1: T5 -> txt, CLIP -> vec). */
@@ -254,6 +257,18 @@ typedef struct ork_text_slot {
     const char *path;                /* the user's explicit weights path (that key's value), or NULL */
     const char *tokenizer_path;      /* the user's explicit tokenizer path, or NULL: beside path, else
                                       * <source_dir>/<tokenizer_subfolder> */
+    /* ABI 1.3, appended: how the model's pipeline turns a caption into ids
+     * (the core renders the generic template kinds, orakul/tokenizer.h;
+     * max_length above is the template's length) and what it takes of the
+     * encoder's output. All 0 / NULL: the tokenizer's plain encode, the
+     * encoder's default hidden states, every position. */
+    int32_t prompt_template;         /* ork_prompt_kind: ORK_TEMPLATE_PLAIN (0), _MISTRAL_CHAT, _QWEN_CHAT */
+    uint32_t prompt_flags;           /* ORK_TEMPLATE_* (padding side, generation prompt, thinking, ...) */
+    const char *system_message;      /* the template's system turn (FLUX.2-dev's), or NULL: none */
+    int32_t n_hidden_states;         /* 0: the encoder's default outputs; else the encoder's
+                                      * hidden_states indices in hidden_states[], stacked in order */
+    int32_t hidden_states[4];        /* transformers' output_hidden_states indices: 0 the embeddings,
+                                      * k layer k's output, negative from the end (Z-Image: -2) */
 } ork_text_slot;
 
 /* Whether info carries the text slots (a plugin from before ABI 1.3 does not). */

@@ -54,6 +54,38 @@ extern "C" {
 
 typedef struct ork_tokenizer ork_tokenizer; /* opaque */
 
+/* Chat templates (ABI 1.3): how a pipeline wraps a caption before its
+ * tokenizer runs, then truncates (on the right) and pads. A model declares
+ * one per text slot (orakul/model.h ork_text_slot.prompt_template and the
+ * fields after it); the core implements the kinds, generically: the text a
+ * kind renders is what the model's published chat template renders for one
+ * user message (transformers' apply_chat_template). */
+typedef enum ork_prompt_kind {
+    ORK_TEMPLATE_PLAIN = 0,        /* the caption as it is, encode with TRUNCATE | PAD (T5, CLIP) */
+    ORK_TEMPLATE_MISTRAL_CHAT = 1, /* Mistral-Small-3.x: "<s>" ["[SYSTEM_PROMPT]" system
+                                    * "[/SYSTEM_PROMPT]"] "[INST]" caption "[/INST]" */
+    ORK_TEMPLATE_QWEN_CHAT = 2,    /* Qwen3: ["<|im_start|>system\n" system "<|im_end|>\n"]
+                                    * "<|im_start|>user\n" caption "<|im_end|>\n", then with
+                                    * GENERATION "<|im_start|>assistant\n" and, unless THINKING,
+                                    * "<think>\n\n</think>\n\n" (enable_thinking=False) */
+} ork_prompt_kind;
+
+/* ork_prompt_template.flags */
+#define ORK_TEMPLATE_PAD_LEFT   (1u << 0) /* pads before the tokens (mask 0 there); else after */
+#define ORK_TEMPLATE_GENERATION (1u << 1) /* add_generation_prompt=True */
+#define ORK_TEMPLATE_THINKING   (1u << 2) /* enable_thinking=True (Qwen3: no empty think block) */
+#define ORK_TEMPLATE_NO_SPECIAL (1u << 3) /* tokenize with add_special_tokens=False (the template
+                                           * holds them: Mistral's "<s>") */
+#define ORK_TEMPLATE_STRIP_IMG  (1u << 4) /* "[IMG]" removed from the caption first (FLUX.2's
+                                           * pipeline, after the UTF-8 repair) */
+
+typedef struct ork_prompt_template {
+    int32_t kind;               /* ork_prompt_kind */
+    uint32_t flags;             /* ORK_TEMPLATE_* */
+    const char *system_message; /* the system turn's text, or NULL: no system turn */
+    int32_t max_length;         /* what the pipeline truncates and pads to (512); 0: the caller's */
+} ork_prompt_template;
+
 /* encode() flags. FLUX's pipelines use ORK_TOK_TRUNCATE | ORK_TOK_PAD with
  * max_length 77 (CLIP) and 512 (T5; 256 for schnell). */
 #define ORK_TOK_TRUNCATE   1u /* cut the text's tokens so that, with the special tokens, n <= max_length */
@@ -81,7 +113,7 @@ typedef struct ork_tokenizer_api {
      * as a pipeline formats it for its text encoder, by format name
      * (ORK_PROMPT_*): its chat template and system message, then tokenized,
      * truncated on the right and padded to max_length (<= 0: the format's own,
-     * 512 for both FLUX.2 formats) on the pipeline's side, so ids and mask
+     * 512 for the chat formats) on the pipeline's side, so ids and mask
      * equal what the reference pipeline feeds the encoder. *n_out is that
      * length ("plain" without one: the encoding's own); cap and the
      * ORK_E_INVALID answer as for encode. An unknown
@@ -89,12 +121,35 @@ typedef struct ork_tokenizer_api {
      * ids 0..max_length-1 over the whole row, as transformers gives them. */
     ork_status (*encode_prompt)(const ork_tokenizer *t, const char *format, const char *text, size_t len,
                                 int32_t max_length, int32_t *ids, int32_t *mask, int32_t cap, int32_t *n_out);
+    /* Appended (ORK_TOKENIZER_HAS_TEMPLATE(api)): the same with the template
+     * given as data (a model's text slot declares it; orakul/model.h), so that
+     * a family's system message and settings live in its plugin, not in the
+     * core. max_length <= 0: tpl->max_length; both 0 with a chat template:
+     * ORK_E_INVALID. */
+    ork_status (*encode_template)(const ork_tokenizer *t, const struct ork_prompt_template *tpl, const char *text,
+                                  size_t len, int32_t max_length, int32_t *ids, int32_t *mask, int32_t cap,
+                                  int32_t *n_out);
 } ork_tokenizer_api;
 
-/* Prompt formats for encode_prompt. */
-#define ORK_PROMPT_MISTRAL3_FLUX2 "mistral3-flux2" /* FLUX.2-dev: system message, [INST], left padding, <pad> */
-#define ORK_PROMPT_QWEN3_KLEIN    "qwen3-klein"    /* FLUX.2 klein: <|im_start|>user, no thinking, right padding */
-#define ORK_PROMPT_PLAIN          "plain"          /* encode with TRUNCATE | PAD (FLUX.1's CLIP and T5) */
+/* Prompt formats for encode_prompt: generic chat templates, no system message
+ * (a model that has one declares its template as data: encode_template). */
+#define ORK_PROMPT_PLAIN         "plain"          /* encode with TRUNCATE | PAD (T5, CLIP) */
+#define ORK_PROMPT_MISTRAL_CHAT  "mistral-chat"   /* "<s>[INST]" caption "[/INST]", no specials added,
+                                                   * "[IMG]" removed, left padding, 512 */
+#define ORK_PROMPT_QWEN_CHAT     "qwen-chat"      /* Qwen3, add_generation_prompt, enable_thinking=False,
+                                                   * right padding, 512 (FLUX.2 klein's) */
+#define ORK_PROMPT_QWEN_THINKING "qwen-thinking"  /* Qwen3, add_generation_prompt, enable_thinking=True,
+                                                   * right padding, 512 (Z-Image's) */
+/* Older names: FLUX.2 klein's format is the generic Qwen one; FLUX.2-dev's
+ * system message is no longer the core's (its text slot gives it), so this
+ * name now renders the generic Mistral chat without it. */
+#define ORK_PROMPT_QWEN3_KLEIN    ORK_PROMPT_QWEN_CHAT
+#define ORK_PROMPT_MISTRAL3_FLUX2 ORK_PROMPT_MISTRAL_CHAT
+
+/* Whether a service table is new enough to hold encode_template. */
+#define ORK_TOKENIZER_HAS_TEMPLATE(api) \
+    ((api)->abi.struct_size >= offsetof(ork_tokenizer_api, encode_template) + sizeof(void (*)(void)) && \
+     (api)->encode_template != NULL)
 
 /* Whether a service table is new enough to hold encode_prompt. */
 #define ORK_TOKENIZER_HAS_PROMPT(api) \
