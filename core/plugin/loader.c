@@ -12,6 +12,7 @@
 #include <orakul/optimizer.h>
 #include <orakul/quant.h>
 #include <orakul/text_encoder.h>
+#include <orakul/codec.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ const size_t ork_abi_min_vtable[ORK_KIND_COUNT] = {
     [ORK_KIND_QUANT] = END_OF(ork_quant_vtable, dequantize),
     /* new in 1.3: its first layout is the whole 1.3 vtable */
     [ORK_KIND_TEXT_ENCODER] = END_OF(ork_text_encoder_vtable, end),
+    [ORK_KIND_CODEC] = END_OF(ork_codec_vtable, decode),
 };
 
 const ork_abi_profile ork_abi_current = {
@@ -44,11 +46,13 @@ const ork_abi_profile ork_abi_current = {
         [ORK_KIND_OPTIMIZER] = sizeof(ork_optimizer_vtable),
         [ORK_KIND_QUANT] = sizeof(ork_quant_vtable),
         [ORK_KIND_TEXT_ENCODER] = sizeof(ork_text_encoder_vtable),
+        [ORK_KIND_CODEC] = sizeof(ork_codec_vtable),
     },
 };
 
 const char *ork_kind_name(ork_component_kind k) {
-    static const char *const names[ORK_KIND_COUNT] = {"model", "loss", "optimizer", "quant", "text_encoder"};
+    static const char *const names[ORK_KIND_COUNT] = {"model", "loss", "optimizer", "quant", "text_encoder",
+                                                               "codec"};
     return (unsigned)k < ORK_KIND_COUNT ? names[k] : "?";
 }
 
@@ -106,6 +110,11 @@ static const char *missing_entry(ork_component_kind k, const void *vt) {
         REQ(ork_text_encoder_vtable, begin); REQ(ork_text_encoder_vtable, block);
         REQ(ork_text_encoder_vtable, end);
         break;
+    case ORK_KIND_CODEC:
+        REQ(ork_codec_vtable, create); REQ(ork_codec_vtable, destroy);
+        REQ(ork_codec_vtable, open); REQ(ork_codec_vtable, load);
+        REQ(ork_codec_vtable, encode); REQ(ork_codec_vtable, decode);
+        break;
     default: break;
     }
 #undef REQ
@@ -159,9 +168,9 @@ static ork_status open_component(ork_plugin *p, const ork_abi_profile *abi, int 
         return ORK_FAIL(ORK_E_ABI, "plugin %s: component %s has unknown kind %d (core ABI %u.%u "
                         "knows %d kinds)", p->path, c->id, (int)c->kind, abi->major, abi->minor,
                         (int)ORK_KIND_COUNT);
-    if (c->kind == ORK_KIND_TEXT_ENCODER && (raw->abi.major == 1 && raw->abi.minor < 3))
-        return ORK_FAIL(ORK_E_ABI, "plugin %s: component %s is a text_encoder, a kind of ABI 1.3, but declares "
-                        "ABI %u.%u", p->path, c->id, raw->abi.major, raw->abi.minor);
+    if ((c->kind == ORK_KIND_TEXT_ENCODER || c->kind == ORK_KIND_CODEC) && (raw->abi.major == 1 && raw->abi.minor < 3))
+        return ORK_FAIL(ORK_E_ABI, "plugin %s: component %s is a %s, a kind of ABI 1.3, but declares "
+                        "ABI %u.%u", p->path, c->id, ork_kind_name(c->kind), raw->abi.major, raw->abi.minor);
     const char *kind = ork_kind_name(c->kind);
     const void *raw_vt = c->vtable;
     c->vtable = NULL; /* until it points at our own copy (close frees it) */

@@ -131,7 +131,46 @@ typedef struct ork_model_info {
      * NULL: flow-matching velocity, the resolution-dependent shift, the config's
      * sampler settings. Owned by the model instance. */
     const struct ork_model_schedule *schedule;
+
+    /* ABI 1.3, appended (ork_model_info_has_codec): the codecs (orakul/codec.h,
+     * components of kind ORK_KIND_CODEC) the model's tokens can come from, in
+     * its order of preference; the core picks one (docs/plugins.md "Codecs"):
+     * the slot codec_select names, else the first whose path is set, else the
+     * first that takes no weights and fits the tokens; it opens it, loads its
+     * weights beside the model's, and turns latents into tokens by
+     * patch_order. n_codecs 0: the model's own encode/decode (the vtable; a
+     * plugin from before codecs). */
+    int n_codecs;
+    const struct ork_codec_slot *codecs; /* owned by the model instance */
+    const char *codec_select;  /* the user's choice: a slot's name or codec, or NULL / "auto" */
+    int32_t patch_order;       /* ork_patch_order: a p×p latent patch's channels in a token */
 } ork_model_info;
+
+/* How a slot's p×p patch of latents (B, C, h·p, w·p) becomes tokens
+ * (B, h·w, C·p²), tokens row-major over (h, w). */
+typedef enum ork_patch_order {
+    ORK_PATCH_CHANNEL_MAJOR = 0, /* token channel c·p² + ph·p + pw (FLUX.1, FLUX.2) */
+    ORK_PATCH_CHANNEL_MINOR = 1, /* token channel (ph·p + pw)·C + c (diffusers' Z-Image, SD3) */
+} ork_patch_order;
+
+/* One codec a model takes (FLUX.1: flux1-vae via vae_path, taef1 via
+ * taef1_path, pixel with none). */
+typedef struct ork_codec_slot {
+    const char *codec;    /* codec component id or alias: "flux1-vae", "taef1", "pixel" */
+    const char *name;     /* the model's name for it in codec_select ("vae"), or NULL: codec's */
+    const char *path_key; /* model_kwargs key of its weights path ("vae_path"), for lines and the
+                           * automatic choice; NULL for a codec that takes no weights */
+    const char *path;     /* that key's value, or NULL when unset */
+    int32_t patch;        /* latent pixels per token side: 2 (FLUX's AEs, TAEF1), pixel_patch (pixel);
+                           * the codec's latent_channels · patch² must be the token channels */
+    uint32_t flags;       /* 0; room for ORK_CODEC_SLOT_* */
+} ork_codec_slot;
+
+/* Whether info carries the codec slots (a plugin from before them does not:
+ * the vtable's encode/decode, if any, are the model's codec). */
+static inline int ork_model_info_has_codec(const ork_model_info *info) {
+    return info->abi.struct_size >= offsetof(ork_model_info, patch_order) + sizeof info->patch_order;
+}
 
 /* ABI 1.3: one block as the planner and the LoRA network see it. */
 typedef enum ork_block_kind {
@@ -242,6 +281,9 @@ enum {
     /* the model takes each caption's unmasked tokens only (Z-Image's pipeline:
      * prompt_embeds[i][prompt_masks[i]]): the padding mask travels with txt */
     ORK_TEXT_SLOT_UNMASKED = 1u << 1,
+    /* with QUANTIZE: model.quantize quantizes this encoder with model.qtype,
+     * not model.qtype_te (ai-toolkit does so for FLUX.1's T5) */
+    ORK_TEXT_SLOT_MODEL_QTYPE = 1u << 2,
 };
 
 /* One text encoder a model needs (FLUX.1: T5 -> txt, CLIP -> vec). */
@@ -323,8 +365,11 @@ typedef struct ork_model_vtable {
      * carry->t[0] holds the prediction (B, N, C). */
     ork_status (*block)(void *self, ork_graph *g, int i, ork_carry *carry);
 
-    /* Optional image codec: pixels (B, 3, H, W) in [0, 1] <-> tokens (B, N, C)
-     * with N = (H/ppt)·(W/ppt). decode is differentiable (perceptual loss). */
+    /* Optional image codec of a model that declares no codec slots (before
+     * ABI 1.3's codec components; still honoured): pixels (B, 3, H, W) in
+     * [0, 1] <-> tokens (B, N, C) with N = (H/ppt)·(W/ppt). decode is
+     * differentiable (perceptual loss). A model with codec slots leaves them
+     * NULL: the core runs the codec component and the patchify. */
     ork_status (*encode)(void *self, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
     ork_status (*decode)(void *self, ork_graph *g, ork_tensor *tokens, int h_tokens, int w_tokens,
                          ork_tensor **img);

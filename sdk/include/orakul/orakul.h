@@ -13,4 +13,5 @@
 #include <orakul/safetensors.h>
 #include <orakul/text_encoder.h>
 #include <orakul/tokenizer.h>
+#include <orakul/codec.h>
 #endif

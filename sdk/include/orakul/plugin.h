@@ -72,6 +72,7 @@ typedef enum ork_component_kind {
     ORK_KIND_OPTIMIZER = 2,
     ORK_KIND_QUANT = 3,
     ORK_KIND_TEXT_ENCODER = 4, /* ABI 1.3: ork_text_encoder_vtable (orakul/text_encoder.h) */
+    ORK_KIND_CODEC = 5,        /* ABI 1.3: ork_codec_vtable (orakul/codec.h): pixels <-> latents */
     ORK_KIND_COUNT
 } ork_component_kind;
 
@@ -84,7 +85,7 @@ typedef struct ork_component {
     const ork_param *params;       /* key table terminated by {NULL}, or NULL for none */
     size_t params_size;            /* bytes of the params buffer create() receives */
     const void *vtable;            /* ork_model_vtable / ork_loss_vtable / ork_optimizer_vtable / ork_quant_vtable /
-                                      ork_text_encoder_vtable */
+                                      ork_text_encoder_vtable / ork_codec_vtable */
 } ork_component;
 
 /* ---- The host table -------------------------------------------------------- */
