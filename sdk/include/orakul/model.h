@@ -164,6 +164,7 @@ typedef struct ork_codec_slot {
     int32_t patch;        /* latent pixels per token side: 2 (FLUX's AEs, TAEF1), pixel_patch (pixel);
                            * the codec's latent_channels · patch² must be the token channels */
     uint32_t flags;       /* 0; room for ORK_CODEC_SLOT_* */
+    const char *patch_key; /* model_kwargs key that sets patch ("pixel_patch"), for lines; NULL: fixed */
 } ork_codec_slot;
 
 /* Whether info carries the codec slots (a plugin from before them does not:
