@@ -216,6 +216,26 @@ int ork_cpu_count(void);
 /* 1 when the stream (stdout / stderr) is a terminal or console. */
 int ork_isatty(FILE *f);
 
+/* ---- child processes (tests and tools) -------------------------------------- */
+
+typedef struct ork_proc ork_proc;
+/* Start the program at argv[0] (a path; argv NULL-terminated, arguments in
+ * UTF-8) with this process's environment; its stdout / stderr into the files
+ * out_path / err_path (created or truncated; NULL: this process's own).
+ * posix_spawn; on Windows CreateProcessW with a UTF-16 command line quoted so
+ * that the child's C runtime splits it back into the same argv. */
+ork_status ork_proc_spawn(const char *const *argv, const char *out_path, const char *err_path, ork_proc **out);
+/* Wait at most ms milliseconds (ORK_PROC_FOREVER: without limit) for it to
+ * end: 1 and *code (its exit code; 128 + the signal that ended it on POSIX)
+ * when it has ended, 0 when it still runs. */
+#define ORK_PROC_FOREVER UINT32_MAX
+int ork_proc_wait(ork_proc *p, uint32_t ms, int *code);
+/* End it now (SIGKILL / TerminateProcess with code 137); wait to reap it. */
+void ork_proc_kill(ork_proc *p);
+long ork_proc_pid(const ork_proc *p);
+/* Free it (NULL: nothing); one still running is killed and reaped first. */
+void ork_proc_free(ork_proc *p);
+
 /* The service "orakul.platform/1" (<orakul/platform.h>): these calls for
  * plugins; plugin/host.c offers it. */
 const ork_platform_api *ork_platform_api_table(void);

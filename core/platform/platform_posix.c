@@ -10,11 +10,13 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -503,3 +505,73 @@ int ork_cpu_count(void) {
 }
 
 int ork_isatty(FILE *f) { return f && isatty(fileno(f)); }
+
+/* ---- child processes ------------------------------------------------------- */
+
+extern char **environ;
+
+struct ork_proc {
+    pid_t pid;
+    int done, code;
+};
+
+ork_status ork_proc_spawn(const char *const *argv, const char *out_path, const char *err_path, ork_proc **out) {
+    *out = NULL;
+    if (!argv || !argv[0]) return errno = EINVAL, ORK_E_INVALID;
+    ork_proc *p = calloc(1, sizeof *p);
+    if (!p) return ORK_E_NOMEM;
+    posix_spawn_file_actions_t fa;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (e == 0 && out_path)
+        e = posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (e == 0 && err_path)
+        e = posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (e == 0) e = posix_spawn(&p->pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) {
+        free(p);
+        errno = e;
+        return ORK_E_IO;
+    }
+    *out = p;
+    return ORK_OK;
+}
+
+static int reap(ork_proc *p, int flags) {
+    if (p->done) return 1;
+    int st;
+    pid_t r;
+    do r = waitpid(p->pid, &st, flags);
+    while (r < 0 && errno == EINTR);
+    if (r == 0) return 0;
+    p->done = 1;
+    p->code = r < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    return 1;
+}
+
+int ork_proc_wait(ork_proc *p, uint32_t ms, int *code) {
+    int ended;
+    if (ms == ORK_PROC_FOREVER) {
+        ended = reap(p, 0);
+    } else {
+        uint64_t t0 = ork_time_ns();
+        while (!(ended = reap(p, WNOHANG)) && ork_time_ns() - t0 < (uint64_t)ms * 1000000u) ork_sleep_us(2000);
+    }
+    if (ended && code) *code = p->code;
+    return ended;
+}
+
+void ork_proc_kill(ork_proc *p) {
+    if (p && !p->done) kill(p->pid, SIGKILL);
+}
+
+long ork_proc_pid(const ork_proc *p) { return (long)p->pid; }
+
+void ork_proc_free(ork_proc *p) {
+    if (!p) return;
+    if (!reap(p, WNOHANG)) {
+        kill(p->pid, SIGKILL);
+        reap(p, 0);
+    }
+    free(p);
+}

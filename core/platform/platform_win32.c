@@ -102,6 +102,31 @@ static int is_absolute(const char *p) {
            (p[0] == '/' && p[1] == '/');
 }
 
+/* A path as the system takes it: wide(), and for an absolute path too long for
+ * the classic MAX_PATH limit (CreateDirectoryW's is MAX_PATH - 12) its "\\?\"
+ * form (GetFullPathNameW's canonical path, backslashes: the prefix turns the
+ * system's own normalization off), which reaches 32767 characters without the
+ * LongPathsEnabled setting; "\\server\share\..." becomes "\\?\UNC\server\...". */
+static wchar_t *wpath(const char *s) {
+    wchar_t *w = wide(s);
+    if (!w || wcslen(w) < MAX_PATH - 12 || !is_absolute(s) || (w[0] == L'\\' && w[1] == L'\\' && w[2] == L'?'))
+        return w;
+    DWORD need = GetFullPathNameW(w, 0, NULL, NULL);
+    wchar_t *full = need ? malloc(((size_t)need + 8) * sizeof *full) : NULL;
+    if (!full || !GetFullPathNameW(w, need, full + 8, NULL)) { /* keep the plain form */
+        free(full);
+        return w;
+    }
+    free(w);
+    const wchar_t *f = full + 8;
+    int unc = f[0] == L'\\' && f[1] == L'\\';
+    const wchar_t *pre = unc ? L"\\\\?\\UNC\\" : L"\\\\?\\";
+    size_t pl = wcslen(pre), skip = unc ? 2 : 0;
+    memmove(full + pl, f + skip, (wcslen(f + skip) + 1) * sizeof *full);
+    memcpy(full, pre, pl * sizeof *full);
+    return full;
+}
+
 ork_status ork_lib_open(const char *path, char *err, size_t errn, ork_lib **out) {
     *out = NULL;
     if (err && errn) err[0] = '\0';
@@ -247,7 +272,7 @@ ork_status ork_fd_open(const char *path, int flags, int *fd) {
     if (flags & ORK_F_TRUNC) o |= _O_TRUNC;
     if (flags & ORK_F_EXCL) o |= _O_EXCL;
     if (flags & ORK_F_APPEND) o |= _O_APPEND;
-    wchar_t *w = wide(path);
+    wchar_t *w = wpath(path);
     if (!w) return ORK_E_IO;
     int d = _wopen(w, o, _S_IREAD | _S_IWRITE);
     if (d < 0 && errno == EACCES) { /* _wopen says EACCES for a folder: say what it is */
@@ -354,7 +379,7 @@ FILE *ork_fopen(const char *path, const char *mode) {
     }
     if (!has_b) wm[k++] = L'b'; /* never text mode: files are the same bytes on both systems */
     wm[k] = 0;
-    wchar_t *w = wide(path);
+    wchar_t *w = wpath(path);
     if (!w) return NULL;
     FILE *f = _wfopen(w, wm);
     free(w);
@@ -384,7 +409,7 @@ static int64_t unix_ns(FILETIME ft) {
 }
 
 static ork_status info_path(const char *path, int follow, ork_file_info *out) {
-    wchar_t *w = wide(path);
+    wchar_t *w = wpath(path);
     if (!w) return ORK_E_IO;
     WIN32_FILE_ATTRIBUTE_DATA a;
     BOOL ok = GetFileAttributesExW(w, GetFileExInfoStandard, &a);
@@ -439,7 +464,7 @@ int ork_path_exists(const char *path) {
 }
 
 int ork_path_access(const char *path, int write) {
-    wchar_t *w = wide(path);
+    wchar_t *w = wpath(path);
     int ok = w && _waccess(w, write ? 2 : 4) == 0;
     free(w);
     return ok;
@@ -451,7 +476,7 @@ ork_status ork_dir_sync(const char *dir) {
 }
 
 ork_status ork_path_replace(const char *from, const char *to) {
-    wchar_t *a = wide(from), *b = a ? wide(to) : NULL;
+    wchar_t *a = wpath(from), *b = a ? wpath(to) : NULL;
     BOOL ok = a && b && MoveFileExW(a, b, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH);
     ork_status s = ok ? ORK_OK : (a && b ? os_fail() : ORK_E_IO);
     free(a), free(b);
@@ -460,7 +485,7 @@ ork_status ork_path_replace(const char *from, const char *to) {
 
 #define W_CALL(path, call)                              \
     do {                                                \
-        wchar_t *w_ = wide(path);                       \
+        wchar_t *w_ = wpath(path);                       \
         if (!w_) return ORK_E_IO;                       \
         BOOL ok_ = call;                                \
         ork_status s_ = ok_ ? ORK_OK : os_fail();       \
@@ -484,7 +509,7 @@ ork_status ork_mkdir_p(const char *path) {
         if (p[i - 1] == ':' || p[i - 1] == '/' || p[i - 1] == '\\') continue; /* "C:", "//server" */
         char c = p[i];
         p[i] = '\0';
-        wchar_t *w = wide(p);
+        wchar_t *w = wpath(p);
         if (!w) s = ORK_E_IO;
         else if (!CreateDirectoryW(w, NULL)) {
             DWORD e = GetLastError();
@@ -550,7 +575,7 @@ ork_status ork_dir_open(const char *path, ork_dir **out) {
     if (k > 0 && pat[k - 1] != '/' && pat[k - 1] != '\\') pat[k++] = '\\';
     pat[k++] = '*';
     pat[k] = '\0';
-    wchar_t *w = wide(pat);
+    wchar_t *w = wpath(pat);
     free(pat);
     if (!w) return ORK_E_IO;
     ork_dir *d = calloc(1, sizeof *d);
@@ -735,3 +760,135 @@ int ork_cpu_count(void) {
 }
 
 int ork_isatty(FILE *f) { return f && _isatty(_fileno(f)); }
+
+/* ---- child processes ------------------------------------------------------- */
+
+struct ork_proc {
+    HANDLE h;
+    DWORD pid;
+};
+
+/* argv[i] quoted for the C runtime's command-line parser (what
+ * CommandLineToArgvW and the CRT's startup do): bare when it has no blank and
+ * no quote; else in quotes, a quote escaped by a backslash, the backslashes
+ * before a quote or the closing quote doubled. Appends to b (cap bytes). */
+static int quote_arg(const char *a, char *b, size_t cap, size_t *k) {
+#define PUT(c) do { if (*k + 1 >= cap) return 0; b[(*k)++] = (c); } while (0)
+    if (*a && !strpbrk(a, " \t\n\v\"")) {
+        for (; *a; a++) PUT(*a);
+        return 1;
+    }
+    PUT('"');
+    for (;; a++) {
+        size_t bs = 0;
+        while (*a == '\\') a++, bs++;
+        if (!*a) {
+            for (size_t i = 0; i < 2 * bs; i++) PUT('\\');
+            break;
+        }
+        if (*a == '"') {
+            for (size_t i = 0; i < 2 * bs + 1; i++) PUT('\\');
+        } else {
+            for (size_t i = 0; i < bs; i++) PUT('\\');
+        }
+        PUT(*a);
+    }
+    PUT('"');
+    return 1;
+#undef PUT
+}
+
+/* An inheritable handle for the child's stdout/stderr: the file at path
+ * (created or truncated) or a copy of ours (std: STD_OUTPUT_HANDLE, ...). */
+static HANDLE child_handle(const char *path, DWORD std) {
+    HANDLE h = INVALID_HANDLE_VALUE;
+    if (path) {
+        wchar_t *w = wpath(path);
+        if (!w) return INVALID_HANDLE_VALUE;
+        SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+        h = CreateFileW(w, GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, &sa, CREATE_ALWAYS,
+                        FILE_ATTRIBUTE_NORMAL, NULL);
+        if (h == INVALID_HANDLE_VALUE) os_fail();
+        free(w);
+        return h;
+    }
+    HANDLE s = GetStdHandle(std);
+    if (s && s != INVALID_HANDLE_VALUE &&
+        !DuplicateHandle(GetCurrentProcess(), s, GetCurrentProcess(), &h, 0, TRUE, DUPLICATE_SAME_ACCESS))
+        h = INVALID_HANDLE_VALUE;
+    return h; /* INVALID_HANDLE_VALUE without a console: the child has none either */
+}
+
+ork_status ork_proc_spawn(const char *const *argv, const char *out_path, const char *err_path, ork_proc **out) {
+    *out = NULL;
+    if (!argv || !argv[0]) return errno = EINVAL, ORK_E_INVALID;
+    size_t cap = 1;
+    for (int i = 0; argv[i]; i++) cap += 2 * strlen(argv[i]) + 3;
+    char *line = malloc(cap);
+    if (!line) return ORK_E_NOMEM;
+    size_t k = 0;
+    for (int i = 0; argv[i]; i++) {
+        if (i) line[k++] = ' ';
+        quote_arg(argv[i], line, cap, &k); /* cap is the worst case: never short */
+    }
+    line[k] = '\0';
+    wchar_t *wl = wide(line);
+    free(line);
+    if (!wl) return ORK_E_IO;
+    ork_proc *p = calloc(1, sizeof *p);
+    HANDLE ho = child_handle(out_path, STD_OUTPUT_HANDLE);
+    HANDLE he = (out_path && ho == INVALID_HANDLE_VALUE) ? INVALID_HANDLE_VALUE : child_handle(err_path, STD_ERROR_HANDLE);
+    ork_status s = ORK_OK;
+    if (!p) s = ORK_E_NOMEM, errno = ENOMEM;
+    else if ((out_path && ho == INVALID_HANDLE_VALUE) || (err_path && he == INVALID_HANDLE_VALUE)) s = ORK_E_IO;
+    if (s == ORK_OK) {
+        STARTUPINFOW si;
+        memset(&si, 0, sizeof si);
+        si.cb = sizeof si;
+        si.dwFlags = STARTF_USESTDHANDLES;
+        si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+        si.hStdOutput = ho;
+        si.hStdError = he;
+        PROCESS_INFORMATION pi;
+        if (CreateProcessW(NULL, wl, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
+            CloseHandle(pi.hThread);
+            p->h = pi.hProcess;
+            p->pid = pi.dwProcessId;
+        } else {
+            s = os_fail();
+        }
+    }
+    if (ho != INVALID_HANDLE_VALUE) CloseHandle(ho); /* the child holds its own copies */
+    if (he != INVALID_HANDLE_VALUE) CloseHandle(he);
+    free(wl);
+    if (s != ORK_OK) {
+        free(p);
+        return s;
+    }
+    *out = p;
+    return ORK_OK;
+}
+
+int ork_proc_wait(ork_proc *p, uint32_t ms, int *code) {
+    DWORD r = WaitForSingleObject(p->h, ms == ORK_PROC_FOREVER ? INFINITE : (DWORD)ms);
+    if (r != WAIT_OBJECT_0) return 0;
+    DWORD c = 0;
+    if (code) *code = GetExitCodeProcess(p->h, &c) ? (int)c : -1;
+    return 1;
+}
+
+void ork_proc_kill(ork_proc *p) {
+    if (p) TerminateProcess(p->h, 137);
+}
+
+long ork_proc_pid(const ork_proc *p) { return (long)p->pid; }
+
+void ork_proc_free(ork_proc *p) {
+    if (!p) return;
+    if (WaitForSingleObject(p->h, 0) != WAIT_OBJECT_0) {
+        TerminateProcess(p->h, 137);
+        WaitForSingleObject(p->h, INFINITE);
+    }
+    CloseHandle(p->h);
+    free(p);
+}

@@ -4,7 +4,9 @@
  * path), threads, mutexes, condition variables, once; files by UTF-8 path,
  * offsets past 4 GiB, atomic replace, syncs, folders, maps; memory, process,
  * time, environment; the same calls for plugins through the table of the
- * host service "orakul.platform/1" (test_platform_host.c: the host offers it).
+ * host service "orakul.platform/1" (test_platform_host.c: the host offers it);
+ * child processes (proc_child.c: arguments quoted through, output into files,
+ * exit codes, a timed wait, kill); paths past Windows' MAX_PATH.
  * Works in a scratch folder under ork_temp_dir. */
 #include "platform/platform.h"
 
@@ -558,6 +560,93 @@ static void test_service(void) {
     api->fd_close(fd);
 }
 
+/* ---- child processes ---- */
+
+static void test_proc(void) {
+    char out[1100], err[1100], buf[512];
+    at("child.out", out, sizeof out);
+    at("child.err", err, sizeof err);
+    /* blanks, quotes, backslashes (before a quote and at the end), empty */
+    const char *argv[] = {ORK_PROC_CHILD, "echo", "plain", "two words", "q\"uote", "back\\slash\\",
+                          "tail\\\\\"q", "", "a\tb", NULL};
+    ork_proc *p;
+    CU_ASSERT_EQUAL_FATAL(ork_proc_spawn(argv, out, err, &p), ORK_OK);
+    CU_ASSERT(ork_proc_pid(p) > 0);
+    int code = -1;
+    CU_ASSERT_EQUAL(ork_proc_wait(p, ORK_PROC_FOREVER, &code), 1);
+    CU_ASSERT_EQUAL(code, 0);
+    ork_proc_free(p);
+    CU_ASSERT(read_text(out, buf, sizeof buf) > 0);
+    CU_ASSERT_STRING_EQUAL(buf, "[plain]\n[two words]\n[q\"uote]\n[back\\slash\\]\n[tail\\\\\"q]\n[]\n[a\tb]\n");
+    CU_ASSERT(read_text(err, buf, sizeof buf) > 0);
+    CU_ASSERT_STRING_EQUAL(buf, "to stderr\n");
+
+    const char *ex[] = {ORK_PROC_CHILD, "exit", "3", NULL};
+    CU_ASSERT_EQUAL_FATAL(ork_proc_spawn(ex, NULL, NULL, &p), ORK_OK);
+    CU_ASSERT_EQUAL(ork_proc_wait(p, ORK_PROC_FOREVER, &code), 1);
+    CU_ASSERT_EQUAL(code, 3);
+    CU_ASSERT_EQUAL(ork_proc_wait(p, 0, &code), 1); /* asking again gives the same */
+    CU_ASSERT_EQUAL(code, 3);
+    ork_proc_free(p);
+
+    const char *sl[] = {ORK_PROC_CHILD, "sleep", NULL};
+    CU_ASSERT_EQUAL_FATAL(ork_proc_spawn(sl, NULL, NULL, &p), ORK_OK);
+    CU_ASSERT_EQUAL(ork_proc_wait(p, 50, &code), 0); /* still sleeping */
+    ork_proc_kill(p);
+    CU_ASSERT_EQUAL(ork_proc_wait(p, ORK_PROC_FOREVER, &code), 1);
+    CU_ASSERT_EQUAL(code, 137); /* 128 + SIGKILL; TerminateProcess's code */
+    ork_proc_free(p);
+    CU_ASSERT_EQUAL_FATAL(ork_proc_spawn(sl, NULL, NULL, &p), ORK_OK);
+    ork_proc_free(p); /* still running: killed and reaped */
+    ork_proc_free(NULL);
+
+    const char *missing[] = {"/nonexistent/orakul-no-such-program", NULL};
+    CU_ASSERT_EQUAL(ork_proc_spawn(missing, NULL, NULL, &p), ORK_E_IO);
+    CU_ASSERT_PTR_NULL(p);
+    const char *none[] = {NULL};
+    CU_ASSERT_EQUAL(ork_proc_spawn(none, NULL, NULL, &p), ORK_E_INVALID);
+    at("no-such-folder/child.out", out, sizeof out); /* the output file cannot be made */
+    CU_ASSERT_EQUAL(ork_proc_spawn(ex, out, NULL, &p), ORK_E_IO);
+    CU_ASSERT_PTR_NULL(p);
+}
+
+/* ---- paths past MAX_PATH (260 on Windows: the "\\?\" form) ---- */
+
+static void test_long_paths(void) {
+    char dir[2048], p[2200], buf[64];
+    at("long", dir, sizeof dir);
+    for (int i = 0; i < 8; i++) /* 8 * 41 characters: past 260 */
+        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/folder-%d-abcdefghijklmnopqrstuvwxyz012", i);
+    CU_ASSERT_FATAL(strlen(dir) > 300);
+    CU_ASSERT_EQUAL_FATAL(ork_mkdir_p(dir), ORK_OK);
+    snprintf(p, sizeof p, "%s/a-file-at-the-bottom.txt", dir);
+    write_text(p, "deep");
+    CU_ASSERT_EQUAL(read_text(p, buf, sizeof buf), 4);
+    CU_ASSERT_STRING_EQUAL(buf, "deep");
+    ork_file_info fi;
+    CU_ASSERT_EQUAL(ork_path_info(p, &fi), ORK_OK);
+    CU_ASSERT_EQUAL(fi.kind, ORK_KIND_FILE);
+    CU_ASSERT_EQUAL(fi.size, 4);
+    int fd;
+    CU_ASSERT_EQUAL_FATAL(ork_fd_open(p, ORK_F_READ, &fd), ORK_OK);
+    size_t got = 0;
+    CU_ASSERT_EQUAL(ork_fd_pread(fd, buf, 2, 2, &got), ORK_OK);
+    CU_ASSERT_EQUAL(got, 2);
+    CU_ASSERT_EQUAL(memcmp(buf, "ep", 2), 0);
+    ork_fd_close(fd);
+    char q[2200];
+    snprintf(q, sizeof q, "%s/renamed.txt", dir);
+    CU_ASSERT_EQUAL(ork_path_replace(p, q), ORK_OK);
+    CU_ASSERT_EQUAL(ork_path_exists(p), 0);
+    ork_dir *d;
+    CU_ASSERT_EQUAL_FATAL(ork_dir_open(dir, &d), ORK_OK);
+    const char *n = ork_dir_next(d);
+    CU_ASSERT(n && strcmp(n, "renamed.txt") == 0);
+    ork_dir_close(d);
+    CU_ASSERT_EQUAL(ork_path_remove(q), ORK_OK);
+    CU_ASSERT_EQUAL(ork_path_rmdir(dir), ORK_OK);
+}
+
 static const ork_test_case cases[] = {
     {"lib: load, symbols, data symbol, hidden symbol", test_lib_good},
     {"lib: a missing path fails, naming the path", test_lib_missing},
@@ -581,6 +670,8 @@ static const ork_test_case cases[] = {
     {"peak resident memory", test_peak_rss},
     {"environment", test_env},
     {"the service orakul.platform/1", test_service},
+    {"child processes: argv quoting, output files, exit codes, wait, kill", test_proc},
+    {"paths past MAX_PATH", test_long_paths},
     {NULL, NULL},
 };
 
