@@ -54,7 +54,7 @@ typedef struct ork_ints { size_t n; int64_t *v; } ork_ints;      /* an integer o
 
 /* Booleans are int32_t (0/1), like ORK_PARAM_BOOL. NULL strings mean "unset". */
 typedef struct ork_network_config {
-    const char *type;          /* "lora" (the only type implemented) */
+    const char *type;          /* "lora" or "lokr" (train/lora.h) */
     int64_t linear;            /* rank (alias: rank); 4 */
     double linear_alpha;       /* 1.0 (alias: alpha); FLUX ignores it, FORMATS.md §1 */
     double dropout;            /* 0: none */
@@ -62,6 +62,8 @@ typedef struct ork_network_config {
                                 * (updated with stochastic rounding, NUMERICS.md §4) */
     ork_strs only_if_contains;   /* network_kwargs.*: module-name filters */
     ork_strs ignore_if_contains;
+    int32_t lokr_full_rank;      /* type lokr: 1 (ai-toolkit's default): w1, w2 full, scale 1 */
+    int64_t lokr_factor;         /* type lokr: -1 automatic factorization, else the factor */
 } ork_network_config;
 
 typedef struct ork_save_config {

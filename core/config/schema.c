@@ -44,7 +44,7 @@ static const ork_ck network_kwargs_keys[] = {
     END};
 static const ork_ck_table network_kwargs_t = {network_kwargs_keys, 0, 0, 0};
 static const ork_ck network_keys[] = {
-    STR("type", "lora", "lora", type),
+    STR("type", "lora", "lora|lokr", type),
     I("linear", "4", 1, 65536, linear), ALIAS("rank", "linear"),
     F("linear_alpha", "1.0", 0, 1e9, linear_alpha), ALIAS("alpha", "linear_alpha"),
     F("dropout", "0", 0, 1, dropout),
@@ -54,8 +54,9 @@ static const ork_ck network_keys[] = {
      * for the transformer models (options.tsx: disableSections 'network.conv'); FLUX has no conv layers,
      * so neither trainer does anything with them. */
     ANY("conv"), ANY("conv_alpha"), KNOWN("lorm", NULL), KNOWN("transformer_only", "true"),
-    /* the UI writes lokr_full_rank: true, lokr_factor: -1 into every job; they act only for type lokr */
-    KNOWN_WHEN("lokr_full_rank", "true", "type=lokr"), KNOWN_WHEN("lokr_factor", "-1", "type=lokr"),
+    /* the UI writes lokr_full_rank: true, lokr_factor: -1 into every job; they act only for type lokr
+     * (train/lora.h); old_lokr_format names ai-toolkit's pre-LyCORIS key spelling, which it reads */
+    B("lokr_full_rank", "true", lokr_full_rank), I("lokr_factor", "-1", -1, 65536, lokr_factor),
     KNOWN_WHEN("old_lokr_format", "false", "type=lokr"),
     KNOWN("split_multistage_loras", NULL), KNOWN("layer_offloading", "false"),
     KNOWN("pretrained_lora_path", NULL), KNOWN("all_layers", "false"),

@@ -1,5 +1,5 @@
-/* tensor/ops_linear.c — linear (x W^T + b, with its LoRA branch and dropout,
- * dequantized or native FP8 weights) and matmul, forward and backward.
+/* tensor/ops_linear.c — linear (x W^T + b, with its LoRA branch and dropout or
+ * its LoKr delta, dequantized or native FP8 weights) and matmul, forward and backward.
  * Each op checks its arguments, allocates outputs from the graph's arena,
  * runs the backend's kernel and, when the tape wants it, records the node
  * whose backward is next to it. Owns nothing. [control-thread] */
@@ -54,6 +54,110 @@ static ork_status weight_operand(ork_graph *g, const ork_tensor *w, ork_dtype dt
     return ORK_OK;
 }
 
+/* ---- LoKr (ork_lora.kind ORK_ADAPTER_LOKR) ---------------------------------------------------
+ * ΔW (N, K) = scale · kron(w1 (a, c), w2 (b, d)), N = a·b, K = c·d: ΔW[i·b+k, j·d+l] =
+ * scale · w1[i,j] · w2[k,l]. It is materialized into the GEMM operand (W + ΔW, like
+ * ai-toolkit's LokrModule) and its gradient reduced from G = dyᵀ·x (docs/DECISIONS.md
+ * "LoKr"): no kernel of its own, the backend's GEMM and strided copy. */
+
+/* An F32 copy of a parameter stored in another dtype (the GEMMs below run F32·F32),
+ * or the parameter itself; *tmp set when a copy was made (the caller puts it). */
+static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, const void **p, void **tmp) {
+    *tmp = NULL;
+    if (t->dtype == ORK_F32) {
+        *p = D(t);
+        return ORK_OK;
+    }
+    int64_t n = ork_tensor_numel(t);
+    ORK_TRY(ork_arena_get(g->arena, (size_t)n * 4, tmp));
+    ork_status s = BE->axpby(KX, n, 1.0f, D(t), t->dtype, 0.0f, *tmp, ORK_F32);
+    if (s != ORK_OK) {
+        ork_arena_put(g->arena, *tmp);
+        *tmp = NULL;
+        return s;
+    }
+    *p = *tmp;
+    return ORK_OK;
+}
+
+/* The GEMM operand W + ΔW (N, K) of dtype dt in an arena scratch (*scratch, the
+ * caller puts it once its GEMM is queued): W's values (dequantized when w->q),
+ * then P (a·c, b·d) = scale · vec(w1) · vec(w2)ᵀ, added in kron order. */
+static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const ork_lora *lo, ork_dtype dt,
+                                      const void **p, void **scratch) {
+    int64_t N = w->shape[0], K = w->shape[1];
+    int64_t a = lo->down->shape[0], c = lo->down->shape[1], b = lo->up->shape[0], d = lo->up->shape[1];
+    const void *wp;
+    void *wq = NULL, *P = NULL, *c1 = NULL, *c2 = NULL;
+    ORK_TRY(ork_arena_get(g->arena, (size_t)(N * K) * ork_dtype_size(dt), scratch));
+    ork_status s = weight_operand(g, w, dt, &wp, &wq);
+    if (s == ORK_OK && !wq) s = BE->axpby(KX, N * K, 1.0f, wp, w->dtype, 0.0f, *scratch, dt);
+    if (s == ORK_OK && wq) s = BE->axpby(KX, N * K, 1.0f, wq, dt, 0.0f, *scratch, dt);
+    if (wq) ork_arena_put(g->arena, wq);
+    const void *w1p = NULL, *w2p = NULL;
+    if (s == ORK_OK) s = lokr_f32(g, lo->down, &w1p, &c1);
+    if (s == ORK_OK) s = lokr_f32(g, lo->up, &w2p, &c2);
+    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(a * c * b * d) * 4, &P);
+    if (s == ORK_OK) { /* P (a·c, b·d) = scale · vec(w1) (a·c, 1) · vec(w2)ᵀ (1, b·d) */
+        ork_gemm_desc e = {.M = a * c, .N = b * d, .K = 1, .batch = 1, .alpha = lo->scale, .A = w1p, .adt = ORK_F32,
+                           .lda = 1, .B = w2p, .bdt = ORK_F32, .ldb = b * d, .C = P, .cdt = ORK_F32, .ldc = b * d};
+        s = BE->gemm(KX, &e);
+    }
+    if (s == ORK_OK) { /* scratch[i·b+k, j·d+l] += P[i·c+j, k·d+l], over (i, k, j, l) */
+        ork_copy_desc cd = {.ndim = 4, .shape = {a, b, c, d}, .src_stride = {c * b * d, d, b * d, 1},
+                            .dst_stride = {b * K, K, d, 1}, .sdt = ORK_F32, .ddt = dt, .accumulate = 1};
+        s = BE->copy(KX, &cd, P, *scratch);
+    }
+    if (P) ork_arena_put(g->arena, P);
+    if (c1) ork_arena_put(g->arena, c1);
+    if (c2) ork_arena_put(g->arena, c2);
+    if (s != ORK_OK) {
+        ork_arena_put(g->arena, *scratch);
+        *scratch = NULL;
+        return ORK_FAIL(s, "linear (LoKr): building W + kron(w1, w2) for weight %s failed", w->name);
+    }
+    *p = *scratch;
+    return ORK_OK;
+}
+
+/* dw1 (a, c) and dw2 (b, d) from G (N, K) = scale · dyᵀ · x, permuted to
+ * G' (a·c, b·d): dw1 = G' · vec(w2), dw2 = vec(w1)ᵀ · G'. */
+static ork_status lokr_param_grads(ork_graph *g, const ork_tensor *dy, const ork_tensor *x, int64_t M, float scale,
+                                   ork_tensor *w1, ork_tensor *w2) {
+    int64_t a = w1->shape[0], c = w1->shape[1], b = w2->shape[0], d = w2->shape[1], N = a * b, K = c * d;
+    void *G = NULL, *Gp = NULL, *c1 = NULL, *c2 = NULL;
+    const void *w1p = NULL, *w2p = NULL;
+    ork_status s = ork_arena_get(g->arena, (size_t)(N * K) * 4, &G);
+    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(N * K) * 4, &Gp);
+    if (s == ORK_OK) { /* G (N, K) = scale · dyᵀ (N, M) · x (M, K) */
+        ork_gemm_desc e = {.ta = 1, .M = N, .N = K, .K = M, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
+                           .lda = N, .B = D(x), .bdt = x->dtype, .ldb = K, .C = G, .cdt = ORK_F32, .ldc = K};
+        s = BE->gemm(KX, &e);
+    }
+    if (s == ORK_OK) { /* G'[i·c+j, k·d+l] = G[i·b+k, j·d+l], over (i, k, j, l) */
+        ork_copy_desc cd = {.ndim = 4, .shape = {a, b, c, d}, .src_stride = {b * K, K, d, 1},
+                            .dst_stride = {c * b * d, d, b * d, 1}, .sdt = ORK_F32, .ddt = ORK_F32};
+        s = BE->copy(KX, &cd, G, Gp);
+    }
+    if (G) ork_arena_put(g->arena, G);
+    if (s == ORK_OK && needs(w1)) s = lokr_f32(g, w2, &w2p, &c2);
+    if (s == ORK_OK && needs(w2)) s = lokr_f32(g, w1, &w1p, &c1);
+    if (s == ORK_OK && needs(w1)) { /* dw1 (a·c, 1) = G' (a·c, b·d) · vec(w2) (b·d, 1) */
+        ork_gemm_desc e = {.M = a * c, .N = 1, .K = b * d, .batch = 1, .alpha = 1.0f, .A = Gp, .adt = ORK_F32,
+                           .lda = b * d, .B = w2p, .bdt = ORK_F32, .ldb = 1, .ldc = 1};
+        s = gemm_to_grad(g, w1, &e);
+    }
+    if (s == ORK_OK && needs(w2)) { /* dw2 (1, b·d) = vec(w1)ᵀ (1, a·c) · G' (a·c, b·d) */
+        ork_gemm_desc e = {.M = 1, .N = b * d, .K = a * c, .batch = 1, .alpha = 1.0f, .A = w1p, .adt = ORK_F32,
+                           .lda = a * c, .B = Gp, .bdt = ORK_F32, .ldb = b * d, .ldc = b * d};
+        s = gemm_to_grad(g, w2, &e);
+    }
+    if (Gp) ork_arena_put(g->arena, Gp);
+    if (c1) ork_arena_put(g->arena, c1);
+    if (c2) ork_arena_put(g->arena, c2);
+    return s;
+}
+
 /* Path (b), g->fp8_gemm native: y (M, N) = x (M, K) · wᵀ on the backend's FP8
  * GEMM from w's fp8 bytes and per-row scales (no dequantized scratch); *bias_done
  * when b went through its epilogue. *done 0: not taken (not an fp8 weight, or the
@@ -92,9 +196,12 @@ static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_ten
     return ORK_OK;
 }
 
-/* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r). */
+/* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r).
+ * LoKr (p.i[6]): in[3] w1 (a, c), in[4] w2 (b, d), no aux. */
 static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
-    ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *down = n->in[3], *up = n->in[4], *y = n->out[0];
+    const int lokr = n->p.i[6] == ORK_ADAPTER_LOKR;
+    ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out[0];
+    ork_tensor *down = lokr ? NULL : n->in[3], *up = lokr ? NULL : n->in[4];
     ork_tensor *dy = y->grad;
     int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = ork_tensor_numel(x) / (K ? K : 1);
     int64_t r = down ? down->shape[0] : 0;
@@ -128,7 +235,12 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         void *wq = NULL;
         ork_dtype wdt = w->dtype;
         if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
-        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        if (lokr) { /* dx through W + ΔW, rebuilt as in the forward */
+            ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = ORK_ADAPTER_LOKR};
+            ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, &wp, &wq));
+        } else {
+            ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        }
         ork_gemm_desc d = {.M = M, .N = K, .K = N, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
                            .lda = N, .B = wp, .bdt = wdt, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
         ork_status gs = BE->gemm(KX, &d);
@@ -164,6 +276,8 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
                            .lda = r, .B = D(x), .bdt = x->dtype, .ldb = K, .ldc = K};
         ORK_TRY(gemm_to_grad(g, down, &d));
     }
+    if (lokr && (needs(n->in[3]) || needs(n->in[4])))
+        ORK_TRY(lokr_param_grads(g, dy, x, M, scale, n->in[3], n->in[4]));
     if (dh) ork_arena_put(g->arena, dh->base);
     return ORK_OK;
 }
@@ -191,7 +305,13 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
         if (ork_tensor_numel(b) != N) return shape_fail(OP, "bias must have N elements", b, w);
     }
     ork_lora *lo = w->lora;
-    if (lo) {
+    const int lokr = lo && lo->kind == ORK_ADAPTER_LOKR;
+    if (lokr) {
+        LIVE(lo->down); LIVE(lo->up);
+        if (lo->down->ndim != 2 || lo->up->ndim != 2 || lo->down->shape[0] * lo->up->shape[0] != N ||
+            lo->down->shape[1] * lo->up->shape[1] != K)
+            return shape_fail("linear (LoKr)", "needs w1 (a, c), w2 (b, d) with a·b = N, c·d = K", lo->down, lo->up);
+    } else if (lo) {
         LIVE(lo->down); LIVE(lo->up);
         if (lo->down->ndim != 2 || lo->up->ndim != 2 || lo->down->shape[1] != K || lo->up->shape[0] != N ||
             lo->up->shape[1] != lo->down->shape[0])
@@ -202,13 +322,16 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
     sh[x->ndim - 1] = N;
     ORK_TRY(new_t(g, x->dtype, x->ndim, sh, y));
     /* y (M, N) = x (M, K) · wᵀ; a quantized w: path (b) when g->fp8_gemm is native and
-     * the backend takes it, else its dequantized scratch, released after the GEMM */
+     * the backend takes it, else its dequantized scratch, released after the GEMM.
+     * LoKr: y = x · (W + ΔW)ᵀ on the materialized operand (never native) */
     int native = 0, bias_done = 0;
-    if (w->q && g->fp8_gemm == ORK_FP8_GEMM_NATIVE) ORK_TRY(linear_native(g, x, w, b, M, N, K, *y, &native, &bias_done));
+    if (w->q && !lokr && g->fp8_gemm == ORK_FP8_GEMM_NATIVE)
+        ORK_TRY(linear_native(g, x, w, b, M, N, K, *y, &native, &bias_done));
     if (!native) {
         const void *wp;
         void *wq;
-        ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+        if (lokr) ORK_TRY(lokr_weight_operand(g, w, lo, wdt, &wp, &wq));
+        else ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
         ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
                            .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};
         ork_status gs = BE->gemm(KX, &d);
@@ -220,7 +343,7 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
         ORK_TRY(BE->binary(KX, ORK_BINARY_ADD, &bc, D(*y), D(b), b->dtype, D(*y), x->dtype));
     }
     void *h = NULL, *dc = NULL, *uc = NULL;
-    if (lo) {
+    if (lo && !lokr) {
         int64_t r = lo->down->shape[0];
         const void *downp = D(lo->down), *upp = D(lo->up);
         ork_dtype ldt = lo->down->dtype;
@@ -261,7 +384,8 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
     ork_tape_save(n, x);
     n->p.f[0] = lo ? lo->scale : 0.0f;
     n->p.f[1] = dc ? 1.0f : 0.0f;
-    n->p.f[2] = (lo && g->dropout_seed) ? lo->dropout : 0.0f;
+    n->p.f[2] = (lo && !lokr && g->dropout_seed) ? lo->dropout : 0.0f;
+    n->p.i[6] = lokr ? ORK_ADAPTER_LOKR : ORK_ADAPTER_LORA;
     if (n->p.f[2] > 0.0f) {
         uint64_t sd = lora_drop_seed(g, w);
         n->p.i[4] = (int)(uint32_t)sd;

@@ -53,14 +53,20 @@ enum {
     ORK_TF_VIEWED = 1u << 4, /* a view (reshape) shares its storage: never freed early */
 };
 
-/* LoRA attached to a frozen linear weight W (N, K). down (r, K), up (N, r):
- * trainable parameters (F32 or BF16 storage, F32 grads). dropout: stored for
- * the trainer's config; NOT applied by linear yet (see the report). */
+/* The adapter kinds ork_lora carries (train/lora.h). */
+enum { ORK_ADAPTER_LORA = 0, ORK_ADAPTER_LOKR = 1 };
+
+/* An adapter attached to a frozen linear weight W (N, K): trainable parameters
+ * (F32 or BF16 storage, F32 grads). kind ORK_ADAPTER_LORA (0, the default):
+ * down (r, K), up (N, r), ΔW = scale · up · down. ORK_ADAPTER_LOKR: down = w1
+ * (a, c), up = w2 (b, d) with N = a·b, K = c·d, ΔW = scale · kron(w1, w2)
+ * (LyCORIS lokr_w1 / lokr_w2). dropout: LoRA only (h = x·downᵀ). */
 typedef struct ork_lora {
     ork_tensor *down;
     ork_tensor *up;
-    float scale; /* alpha / rank */
+    float scale; /* alpha / rank (LoKr with full w1 and w2: 1) */
     float dropout;
+    int kind;    /* ORK_ADAPTER_* */
 } ork_lora;
 
 /* Same signature as ork_quant_vtable.dequantize (sdk <orakul/quant.h>):

@@ -1,4 +1,4 @@
-/* train/lora.c — see lora.h. */
+/* train/lora.c — the adapter network (LoRA and LoKr): see lora.h. */
 #include "train/lora.h"
 
 #include "io/safetensors.h"
@@ -30,6 +30,9 @@ struct ork_lora_net {
     int64_t rank;
     uint64_t seed;          /* of the initial values (ork_lora_init) */
     char prefix[64];        /* the model's key prefix (ork_model_info.lora_prefix), or "": the format's */
+    int kind;               /* ORK_ADAPTER_LORA / ORK_ADAPTER_LOKR (every module the same) */
+    int64_t lokr_factor;    /* for the file's metadata */
+    int lokr_full_rank;
     ork_lora_reader reader; /* NULL: save reads the device tensors */
     void *reader_ctx;
 };
@@ -101,15 +104,16 @@ ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx) {
     uint64_t u0 = 0; /* uniform index into the (seed, INIT) sequence: modules draw in turn */
     for (int i = 0; i < n->n; i++) {
         lora_mod *m = &n->m[i];
-        int64_t rank = m->lora.down->shape[0], in_f = m->lora.down->shape[1], out_f = m->lora.up->shape[0];
-        float *h = malloc((size_t)(rank * in_f > out_f * rank ? rank * in_f : out_f * rank) * sizeof *h);
+        /* down (r, in) or w1 (a, c): Kaiming-uniform over its fan-in (dim 1); up or w2: zero */
+        int64_t nd = ork_tensor_numel(m->lora.down), nu = ork_tensor_numel(m->lora.up), fan_in = m->lora.down->shape[1];
+        float *h = malloc((size_t)(nd > nu ? nd : nu) * sizeof *h);
         if (!h) return ORK_E_NOMEM;
-        double bound = 1.0 / sqrt((double)in_f);
-        ork_rng_fill_sym_mt(n->seed, ORK_RNG_INIT, u0, h, 0, rank * in_f, bound);
-        u0 += (uint64_t)(rank * in_f);
+        double bound = 1.0 / sqrt((double)fan_in);
+        ork_rng_fill_sym_mt(n->seed, ORK_RNG_INIT, u0, h, 0, nd, bound);
+        u0 += (uint64_t)nd;
         ork_status st = fn(ctx, 2 * i, m->lora.down, h);
         if (st == ORK_OK) {
-            memset(h, 0, (size_t)(out_f * rank) * sizeof *h);
+            memset(h, 0, (size_t)nu * sizeof *h);
             st = fn(ctx, 2 * i + 1, m->lora.up, h);
         }
         free(h);
@@ -118,9 +122,63 @@ ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx) {
     return ORK_OK;
 }
 
+void ork_lokr_factorization(int64_t dim, int64_t factor, int64_t *m_out, int64_t *n_out) {
+    if (factor > 0 && dim % factor == 0) { /* as given, not reordered (ai-toolkit) */
+        *m_out = factor;
+        *n_out = dim / factor;
+        return;
+    }
+    if (factor == -1) factor = dim;
+    /* walk the divisors upwards while m < n and the next one is not above factor
+     * (ai-toolkit's `length` test never fires: it is never updated) */
+    int64_t m = 1, n = dim;
+    while (m < n) {
+        int64_t nm = m + 1;
+        while (dim % nm != 0) nm++;
+        if (nm > factor) break;
+        m = nm;
+        n = dim / nm;
+    }
+    if (m > n) { int64_t t = m; m = n; n = t; }
+    *m_out = m;
+    *n_out = n;
+}
+
+/* A module's two tensors' shapes and scale: LoRA down (r, in), up (out, r),
+ * alpha / r; LoKr w1 (a, c), w2 (b, d), 1 (full w1 and w2, lora.h). */
+static ork_status module_shapes(const ork_lora_opts *o, const char *module, int64_t out_f, int64_t in_f,
+                                int64_t sd[2], int64_t su[2], float *scale) {
+    if (o->kind != ORK_ADAPTER_LOKR) {
+        int64_t rank = o->rank;
+        if (rank > out_f) rank = out_f;
+        if (rank > in_f) rank = in_f;
+        sd[0] = rank; sd[1] = in_f;
+        su[0] = out_f; su[1] = rank;
+        *scale = (float)(o->alpha / (double)rank);
+        return ORK_OK;
+    }
+    int64_t a, b, c, d;
+    ork_lokr_factorization(out_f, o->lokr_factor, &a, &b);
+    ork_lokr_factorization(in_f, o->lokr_factor, &c, &d);
+    /* LyCORIS/ai-toolkit: w2 full when lora_dim >= max(b, d) / 2 (always with lokr_full_rank,
+     * whose lora_dim is 9999999999), else w2 = w2_a · w2_b at alpha / lora_dim */
+    int64_t big = b > d ? b : d;
+    if (!o->lokr_full_rank && (double)o->rank < (double)big / 2.0)
+        return ORK_FAIL(ORK_E_CONFIG, "network.lokr_full_rank: false with linear %lld < max(%lld, %lld) / 2 for %s: "
+                        "its w2 would be the low-rank lokr_w2_a x lokr_w2_b, which orakul does not train yet; set "
+                        "lokr_full_rank: true, or linear >= %lld", (long long)o->rank, (long long)b, (long long)d,
+                        module, (long long)((big + 1) / 2));
+    sd[0] = a; sd[1] = c;
+    su[0] = b; su[1] = d;
+    *scale = 1.0f;
+    return ORK_OK;
+}
+
 ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork_wstore *ws,
                            const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out) {
     if (o->rank <= 0) return ORK_FAIL(ORK_E_CONFIG, "network.linear (rank) must be positive, got %lld", (long long)o->rank);
+    if (o->kind != ORK_ADAPTER_LORA && o->kind != ORK_ADAPTER_LOKR)
+        return ORK_FAIL(ORK_E_INVALID, "adapter network: unknown kind %d", o->kind);
     ork_lora_net *n = calloc(1, sizeof *n);
     if (!n) return ORK_E_NOMEM;
     n->be = be;
@@ -130,6 +188,9 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
     n->m = calloc((size_t)info->n_weights + 1, sizeof *n->m);
     if (!n->m) { free(n); return ORK_E_NOMEM; }
     n->seed = o->seed;
+    n->kind = o->kind;
+    n->lokr_factor = o->lokr_factor;
+    n->lokr_full_rank = o->lokr_full_rank;
     const char *pre = ork_model_lora_prefix(info);
     if (pre && strlen(pre) >= sizeof n->prefix) {
         free(n->m);
@@ -149,18 +210,17 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
         snprintf(m->name, sizeof m->name, "%s", module);
         m->block = d->block;
         m->w = ork_wstore_find(ws, d->name);
-        int64_t out_f = d->shape[0], in_f = d->shape[1];
-        int64_t rank = o->rank;
-        if (rank > out_f) rank = out_f;
-        if (rank > in_f) rank = in_f;
-        int64_t sd[2] = {rank, in_f}, su[2] = {out_f, rank};
-        st = new_param(a, be, o, sd, &m->lora.down);
+        int64_t sd[2], su[2];
+        float scale = 1.0f;
+        st = module_shapes(o, module, d->shape[0], d->shape[1], sd, su, &scale);
+        if (st == ORK_OK) st = new_param(a, be, o, sd, &m->lora.down);
         if (st == ORK_OK) st = new_param(a, be, o, su, &m->lora.up);
         if (st != ORK_OK) break;
-        m->lora.scale = (float)(o->alpha / (double)rank);
-        m->lora.dropout = (float)o->dropout;
+        m->lora.scale = scale;
+        m->lora.dropout = o->kind == ORK_ADAPTER_LOKR ? 0.0f : (float)o->dropout; /* ai-toolkit's LoKr has none */
+        m->lora.kind = o->kind;
         m->w->lora = &m->lora;
-        n->params += rank * (in_f + out_f);
+        n->params += sd[0] * sd[1] + su[0] * su[1];
         n->n++;
     }
     if (st == ORK_OK && n->n == 0)
@@ -188,6 +248,7 @@ void ork_lora_set_reader(ork_lora_net *n, ork_lora_reader fn, void *ctx) {
 }
 
 int ork_lora_count(const ork_lora_net *n) { return n->n; }
+int ork_lora_kind(const ork_lora_net *n) { return n->kind; }
 const char *ork_lora_module(const ork_lora_net *n, int i) { return n->m[i].name; }
 ork_lora *ork_lora_at(ork_lora_net *n, int i) { return &n->m[i].lora; }
 int ork_lora_block(const ork_lora_net *n, int i) { return n->m[i].block; }
@@ -206,7 +267,12 @@ void ork_lora_key(const char *module, const char *format, char *buf, size_t n) {
     ork_lora_key_prefixed(module, format, NULL, buf, n);
 }
 
-static void suffixes(const char *format, const char **down, const char **up) {
+static void suffixes(const ork_lora_net *n, const char *format, const char **down, const char **up) {
+    if (n->kind == ORK_ADAPTER_LOKR) { /* LyCORIS's names in every format (comfy/weight_adapter/lokr.py) */
+        *down = "lokr_w1";
+        *up = "lokr_w2";
+        return;
+    }
     int kohya = !strcmp(format, "kohya");
     *down = kohya ? "lora_down.weight" : "lora_A.weight";
     *up = kohya ? "lora_up.weight" : "lora_B.weight";
@@ -242,13 +308,37 @@ static ork_status folded_meta(const ork_lora_net *n, const char *const *meta, co
     return ORK_OK;
 }
 
+/* meta for a LoKr file: kohya's network module and args as LyCORIS writes
+ * them (ss_network_module lycoris.kohya, ss_network_args with algo lokr);
+ * *out freed by the caller. */
+static ork_status lokr_meta(const ork_lora_net *n, const char *const *meta, const char ***out, char *args,
+                            size_t args_n) {
+    size_t k = 0;
+    while (meta && meta[k] && meta[k + 1]) k += 2;
+    const char **m = calloc(k + 4, sizeof *m);
+    if (!m) return ORK_FAIL(ORK_E_NOMEM, "LoKr save: out of memory");
+    snprintf(args, args_n, "{\"algo\": \"lokr\", \"factor\": \"%lld\", \"full_matrix\": \"%s\"}",
+             (long long)n->lokr_factor, n->lokr_full_rank ? "true" : "false");
+    size_t j = 0;
+    for (size_t i = 0; i < k; i += 2) {
+        if (!strcmp(meta[i], "ss_network_alpha") || !strcmp(meta[i], "ss_network_dim")) continue; /* no alpha/rank rule */
+        m[j++] = meta[i];
+        m[j++] = !strcmp(meta[i], "ss_network_module") ? "lycoris.kohya" : meta[i + 1];
+    }
+    m[j++] = "ss_network_args";
+    m[j++] = args;
+    *out = m;
+    return ORK_OK;
+}
+
 ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, ork_dtype save_dt,
                          const char *const *meta) {
     ork_st_writer *w;
     ORK_TRY(ork_st_writer_new(&w));
     const char *sd, *su;
-    suffixes(format, &sd, &su);
-    const int fold = folds_scale(format);
+    suffixes(n, format, &sd, &su);
+    const int lokr = n->kind == ORK_ADAPTER_LOKR;
+    const int fold = !lokr && folds_scale(format); /* LoKr: scale 1, nothing to fold */
     /* host copies must outlive the commit: one block per tensor, freed at the end */
     void **bufs = calloc((size_t)n->n * 3 + 1, sizeof *bufs);
     ork_status st = bufs ? ORK_OK : ORK_E_NOMEM;
@@ -295,7 +385,7 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                 st = ork_st_writer_add(w, key, save_dt, 2, ts[j]->shape, out, numel * ork_dtype_size(save_dt));
         }
         if (st != ORK_OK) break;
-        if (fold) continue;
+        if (fold || lokr) continue; /* LoKr: no .alpha (full w1, w2: ComfyUI applies alpha 1) */
         float *alpha = malloc(sizeof *alpha);
         if (!alpha) { st = ORK_E_NOMEM; break; }
         /* alpha so that alpha / rank of THIS module is the scale we trained with */
@@ -307,6 +397,7 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
     const char **fm = NULL;
     char rank[32], note[320];
     if (st == ORK_OK && fold) st = folded_meta(n, meta, &fm, rank, note, sizeof note);
+    if (st == ORK_OK && lokr) st = lokr_meta(n, meta, &fm, note, sizeof note);
     if (fm) meta = fm;
     for (int i = 0; st == ORK_OK && meta && meta[i] && meta[i + 1]; i += 2) st = ork_st_writer_meta(w, meta[i], meta[i + 1]);
     if (st == ORK_OK) st = ork_st_writer_commit(w, path);
@@ -322,7 +413,7 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
     ork_st_file *f;
     ORK_TRY(ork_st_open(path, &f));
     const char *sd, *su;
-    suffixes(format, &sd, &su);
+    suffixes(n, format, &sd, &su);
     ork_status st = ORK_OK;
     for (int i = 0; st == ORK_OK && i < n->n; i++) {
         lora_mod *m = &n->m[i];
@@ -332,7 +423,7 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
         const char *sfx[2] = {sd, su};
         /* a folded file (no .alpha; files of older orakul versions carry one, unscaled) */
         snprintf(key, sizeof key, "%s.alpha", prefix);
-        float unfold = folds_scale(format) && !ork_st_find(f, key) ? (float)(1.0 / sqrt((double)m->lora.scale)) : 1.0f;
+        float unfold = n->kind == ORK_ADAPTER_LORA && folds_scale(format) && !ork_st_find(f, key) ? (float)(1.0 / sqrt((double)m->lora.scale)) : 1.0f;
         for (int j = 0; st == ORK_OK && j < 2; j++) {
             snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
             const ork_st_tensor *t = ork_st_find(f, key);

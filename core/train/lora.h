@@ -1,6 +1,17 @@
-/* train/lora.h — the LoRA network: which linear weights get an adapter, the
- * adapters' trainable tensors, and the LoRA file users load in ComfyUI,
- * diffusers and stable-diffusion.cpp (FLUX.md §4).
+/* train/lora.h — the adapter network (LoRA, or LoKr: network.type): which
+ * linear weights get an adapter, the adapters' trainable tensors, and the file
+ * users load in ComfyUI, diffusers and stable-diffusion.cpp (FLUX.md §4).
+ *
+ * The adapter kind decides its two tensors, its init, its scale and its saved
+ * keys; the linear op (tensor/ops_linear.c) applies either from ork_lora.kind.
+ * LoRA: below. LoKr (ai-toolkit's toolkit/models/lokr.py, from LyCORIS): each
+ * dimension is split by ork_lokr_factorization (out = a·b, in = c·d, a <= b,
+ * c <= d), w1 (a, c) Kaiming-uniform like down, w2 (b, d) zero, ΔW = kron(w1, w2)
+ * with scale 1 (LyCORIS: alpha = lora_dim when w1 and w2 are both full);
+ * lokr_full_rank: false keeps w2 full only where linear >= max(b, d) / 2 (the
+ * low-rank w2 = w2_a·w2_b is refused: docs/DECISIONS.md "LoKr"). Saved as
+ * <key>.lokr_w1 / <key>.lokr_w2, no .alpha (ComfyUI's weight_adapter/lokr.py
+ * applies full w1, w2 at alpha 1), in every format.
  *
  * Targets: weights flagged ORK_WEIGHT_LINEAR that the model names as its
  * default targets (ork_model_info.lora_targets; without them the linears of its
@@ -32,7 +43,16 @@ typedef struct ork_lora_opts {
     int deferred;            /* 1: tensors are headers without device memory and
                               * no values (the trainable state streams: the
                               * owner places them with ork_lora_init) */
+    int kind;                /* ORK_ADAPTER_LORA (0) or ORK_ADAPTER_LOKR (network.type) */
+    int64_t lokr_factor;     /* network.lokr_factor: -1 automatic */
+    int lokr_full_rank;      /* network.lokr_full_rank */
 } ork_lora_opts;
+
+/* ai-toolkit's factorization(dimension, factor) (toolkit/models/lokr.py): dim =
+ * m·n with m <= n, m the divisor closest to sqrt(dim) not above factor (-1: any),
+ * or (factor, dim/factor) when factor > 0 divides dim (not reordered there, as
+ * ai-toolkit; LyCORIS 4 puts the smaller first). */
+void ork_lokr_factorization(int64_t dim, int64_t factor, int64_t *m, int64_t *n);
 
 typedef struct ork_lora_net ork_lora_net;
 
@@ -40,7 +60,8 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
                            const ork_model_info *info, const ork_lora_opts *o, ork_lora_net **out);
 void ork_lora_destroy(ork_lora_net *n);
 
-/* The initial values (down Kaiming-uniform, up zero), generated in the same
+/* The initial values (down Kaiming-uniform, up zero; LoKr: w1 in down's place,
+ * w2 in up's), generated in the same
  * order and from the same seed as ork_lora_create's, handed to fn one tensor
  * at a time: i = 2·module (down) or 2·module + 1 (up), host = numel F32.
  * ork_lora_create uses it to upload; a deferred network's owner uses it to
@@ -51,7 +72,8 @@ ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx);
 
 int ork_lora_count(const ork_lora_net *n);          /* adapted modules */
 const char *ork_lora_module(const ork_lora_net *n, int i); /* "double_blocks.0.img_attn.qkv" */
-ork_lora *ork_lora_at(ork_lora_net *n, int i);
+ork_lora *ork_lora_at(ork_lora_net *n, int i);   /* .kind says which; LoKr: down = w1, up = w2 */
+int ork_lora_kind(const ork_lora_net *n);           /* ORK_ADAPTER_LORA / ORK_ADAPTER_LOKR */
 int ork_lora_block(const ork_lora_net *n, int i);    /* model block index */
 int64_t ork_lora_params(const ork_lora_net *n);      /* trainable parameter count */
 
