@@ -349,6 +349,12 @@ size_t ork_arena_capacity(const ork_arena *ar) {
     return t;
 }
 
+ork_status ork_arena_reserve(ork_arena *ar, size_t bytes) {
+    size_t cap = ork_arena_capacity(ar);
+    if (bytes <= cap) return ORK_OK;
+    return chunk_add(ar, ork_alloc_round(bytes - cap));
+}
+
 /* ---- host pool -------------------------------------------------------------- */
 
 struct ork_hpool {

@@ -67,6 +67,10 @@ uint64_t ork_arena_grow_count(const ork_arena *ar); /* chunk allocations made */
 size_t ork_arena_live(const ork_arena *ar);         /* bytes in live blocks */
 size_t ork_arena_peak(const ork_arena *ar);         /* high-water mark of live */
 size_t ork_arena_capacity(const ork_arena *ar);
+/* Grow the capacity to at least bytes with one chunk (nothing when it is
+ * already there), so a step that will need that much does not grow by
+ * doubling; the next reset coalesces the chunks as usual. */
+ork_status ork_arena_reserve(ork_arena *ar, size_t bytes);
 
 typedef struct ork_hpool ork_hpool;
 ork_status ork_hpool_create(size_t chunk_bytes, ork_hpool **out);

@@ -1,4 +1,6 @@
-/* train/runner.c — see runner.h. */
+/* train/runner.c — see runner.h. Owns the block loop of a training step:
+ * checkpoints, carry gradients, and which trailing blocks keep their recorded
+ * forward instead of recomputing it. */
 #include "train/runner.h"
 
 #include "tensor/ops.h"
@@ -32,6 +34,14 @@ struct ork_runner {
     int *order;           /* [2 * n_blocks] the pass's block order */
     ork_tensor *pool;     /* the checkpoints as one allocation, boundary by boundary (ork_runner_pool_checkpoints) */
     size_t *pool_off;     /* [n_blocks + 2] boundary i's first byte in it; [n_blocks + 1]: its size */
+    /* keep instead of recompute (runner.h) */
+    int keep_req;         /* >= 0: that many blocks; < 0: automatic */
+    int keep_env;         /* ORAKUL_KEEP_BLOCKS, -1 when unset */
+    size_t keep_cap;      /* automatic: the allocator's cap for everything (0: keep none) */
+    size_t *rec_bytes;    /* [n_blocks] arena bytes block i's recorded forward holds (measured) */
+    int measured;         /* rec_bytes holds a step's measurement for every trainable block */
+    int keep;             /* trailing blocks kept, decided once (-1: not yet) */
+    size_t keep_sum;      /* their recorded bytes when decided */
 };
 
 ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
@@ -48,9 +58,23 @@ ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable 
     r->ckpt_n = calloc((size_t)(info->n_blocks + 1), sizeof *r->ckpt_n);
     r->order = calloc((size_t)(2 * info->n_blocks + 1), sizeof *r->order);
     r->pool_off = calloc((size_t)(info->n_blocks + 2), sizeof *r->pool_off);
-    if (!r->ckpt || !r->ckpt_n || !r->order || !r->pool_off) {
-        free(r->ckpt); free(r->ckpt_n); free(r->order); free(r->pool_off); free(r);
+    r->rec_bytes = calloc((size_t)(info->n_blocks + 1), sizeof *r->rec_bytes);
+    if (!r->ckpt || !r->ckpt_n || !r->order || !r->pool_off || !r->rec_bytes) {
+        free(r->ckpt); free(r->ckpt_n); free(r->order); free(r->pool_off); free(r->rec_bytes); free(r);
         return ORK_E_NOMEM;
+    }
+    r->keep_req = 0;
+    r->keep = -1;
+    r->keep_env = -1;
+    const char *ke = getenv("ORAKUL_KEEP_BLOCKS");
+    if (ke && *ke) {
+        char *end;
+        long v = strtol(ke, &end, 10);
+        if (*end || *ke < '0' || *ke > '9' || v > 1000000) {
+            ork_runner_destroy(r);
+            return ORK_FAIL(ORK_E_CONFIG, "ORAKUL_KEEP_BLOCKS=%s: not a block count (0 or more)", ke);
+        }
+        r->keep_env = (int)v;
     }
     *out = r;
     return ORK_OK;
@@ -69,6 +93,7 @@ void ork_runner_destroy(ork_runner *r) {
         for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->dgrad[k][j]);
     ork_tensor_free(r->pool);
     free(r->pool_off);
+    free(r->rec_bytes);
     free(r->ckpt);
     free(r->ckpt_n);
     free(r->order);
@@ -76,6 +101,50 @@ void ork_runner_destroy(ork_runner *r) {
 }
 
 void ork_runner_set_first_trainable(ork_runner *r, int block) { r->first_trainable = block; }
+
+void ork_runner_set_keep(ork_runner *r, int keep, size_t cap_bytes) {
+    r->keep_req = keep;
+    r->keep_cap = cap_bytes;
+    r->keep = -1; /* decided again at the next step */
+}
+
+int ork_runner_kept(const ork_runner *r, size_t *bytes) {
+    int k = r->keep > 0 ? r->keep : 0;
+    size_t b = 0;
+    for (int i = r->info->n_blocks - k; i < r->info->n_blocks; i++) b += r->rec_bytes[i];
+    if (bytes) *bytes = r->measured ? b : 0;
+    return k;
+}
+
+/* K for this step: 0 until a step measured every trainable block's recorded
+ * bytes, then decided once (fixed, or the most trailing blocks that fit the
+ * cap beside the allocator's peak), and the arena grown to hold them in one
+ * chunk. */
+static ork_status decide_keep(ork_runner *r) {
+    const int n = r->info->n_blocks, maxk = n - r->first_trainable;
+    if (r->hooks.streaming || maxk <= 0) return ORK_OK; /* r->keep stays -1: recompute all */
+    if (r->keep >= 0 || !r->measured) return ORK_OK;
+    int req = r->keep_env >= 0 ? r->keep_env : r->keep_req;
+    int k = 0;
+    size_t sum = 0;
+    if (req >= 0) {
+        k = req < maxk ? req : maxk;
+        for (int i = n - k; i < n; i++) sum += r->rec_bytes[i];
+    } else if (r->keep_cap) {
+        size_t peak = ork_alloc_peak(r->a), margin = ((size_t)1 << 30) + r->keep_cap / 100 * 3;
+        size_t room = r->keep_cap > peak + margin ? r->keep_cap - peak - margin : 0;
+        while (k < maxk && sum + r->rec_bytes[n - 1 - k] <= room) sum += r->rec_bytes[n - 1 - k++];
+    }
+    r->keep = k;
+    r->keep_sum = sum;
+    if (k > 0) {
+        ork_arena *ar = r->g->arena;
+        ORK_TRY(ork_arena_reserve(ar, ork_arena_peak(ar) + sum));
+        ORK_INFO("recompute: %d of %d trainable blocks keep their forward instead (%.2f GiB of activations)%s", k, maxk,
+                 (double)sum / 1073741824.0, req >= 0 ? " [ORAKUL_KEEP_BLOCKS or fixed]" : "");
+    }
+    return ORK_OK;
+}
 
 /* Between steps only (every checkpoint is dead then). */
 ork_status ork_runner_pool_checkpoints(ork_runner *r) {
@@ -257,17 +326,20 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         ork_graph_set_grad(g, prev);
         return s;
     }
-    /* the pass: forward 0..n-1, then recompute + backward n-1..first_trainable */
+    /* blocks kstart..n-1 keep their recorded forward (no recompute) */
+    ORK_TRY(decide_keep(r));
+    const int kstart = n - (r->keep > 0 ? r->keep : 0);
+    /* the pass: forward 0..n-1, then recompute + backward kstart-1..first_trainable */
     int no = 0;
     for (int i = 0; i < n; i++) r->order[no++] = i;
-    for (int i = n - 1; i >= r->first_trainable; i--) r->order[no++] = i;
+    for (int i = kstart - 1; i >= r->first_trainable; i--) r->order[no++] = i;
     ork_status s = hook_pass_begin(r, no);
     if (s != ORK_OK) return s;
-    /* forward, grad off, keeping the carry at every block boundary */
+    /* forward, grad off, keeping the carry at every block boundary up to kstart */
     int prev = ork_graph_set_grad(g, 0);
     s = r->vt->begin(r->model, g, in, &c);
     if (s == ORK_OK) s = keep_carry(r, 0, &c);
-    for (int i = 0; s == ORK_OK && i < n; i++) {
+    for (int i = 0; s == ORK_OK && i < kstart; i++) {
         ork_region reg = ork_graph_region_begin(g);
         s = hook_enter(r, i);
         if (s == ORK_OK) s = leaves(r, i, 0, &c);
@@ -282,10 +354,36 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     }
     if (s != ORK_OK) { ork_graph_set_grad(g, prev); return s; }
     ork_graph_set_grad(g, 1);
-    /* loss from the final carry; its gradient seeds the backward */
     int cur = 0;
     ork_tensor *dc[ORK_CARRY_MAX] = {0};
-    {
+    if (kstart < n) {
+        /* the kept blocks recorded from boundary kstart, the loss, one backward
+         * over them all; the gradient at boundary kstart seeds the recompute */
+        ork_region reg = ork_graph_region_begin(g);
+        ork_carry cin = {0};
+        int need_in = kstart > r->first_trainable;
+        double tp = prof_t(r);
+        s = leaves(r, kstart, need_in, &cin);
+        c = cin;
+        for (int i = kstart; s == ORK_OK && i < n; i++) {
+            size_t live0 = ork_arena_live(g->arena);
+            s = run_block(r, i, &c);
+            r->rec_bytes[i] = ork_arena_live(g->arena) - live0;
+        }
+        prof_end(r, "forward (recorded, kept)", tp);
+        tp = prof_t(r);
+        if (s == ORK_OK) s = run_loss(r, c.t[0], loss_fn, loss_ctx, &loss, loss_out);
+        if (s == ORK_OK) s = ork_backward(g, loss);
+        prof_end(r, "loss + kept blocks' backward", tp);
+        for (int j = 0; s == ORK_OK && need_in && j < cin.n; j++) {
+            if (!cin.t[j] || !cin.t[j]->grad) continue;
+            s = buf_view(r, &r->dgrad[cur][j], "carry_grads", cin.t[j], cin.t[j]->grad->dtype, &dc[j]);
+            if (s == ORK_OK) s = ork_graph_copy_to(g, cin.t[j]->grad, dc[j]);
+        }
+        ork_graph_region_end(g, reg);
+        for (int i = n - 1; s == ORK_OK && i >= kstart; i--) s = hook_grads_ready(r, i);
+    } else {
+        /* loss from the final carry; its gradient seeds the backward */
         ork_region reg = ork_graph_region_begin(g);
         ork_carry last;
         double tp = prof_t(r);
@@ -301,7 +399,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         ork_graph_region_end(g, reg);
     }
     /* backward through the blocks in reverse, recomputing each from its input */
-    for (int i = n - 1; s == ORK_OK && i >= r->first_trainable; i--) {
+    for (int i = kstart - 1; s == ORK_OK && i >= r->first_trainable; i--) {
         ork_region reg = ork_graph_region_begin(g);
         ork_carry cin = {0}, cout; /* cin: read below even when leaves() failed */
         int need_in = i > r->first_trainable;
@@ -309,7 +407,9 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         if (s == ORK_OK) s = leaves(r, i, need_in, &cin);
         cout = cin;
         double tp = prof_t(r);
+        size_t live0 = ork_arena_live(g->arena);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &cout);
+        r->rec_bytes[i] = ork_arena_live(g->arena) - live0;
         prof_end(r, "recompute (recorded)", tp);
         tp = prof_t(r);
         if (s == ORK_OK) s = ork_backward_from(g, cout.n, cout.t, dc);
@@ -325,6 +425,13 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         if (s == ORK_OK) s = hook_grads_ready(r, i);
         memcpy(dc, ndc, sizeof dc);
         cur = !cur;
+    }
+    if (s == ORK_OK) {
+        r->measured = 1;
+        /* automatic: a batch whose kept blocks outgrew the decision decides again */
+        size_t kb = 0;
+        for (int i = kstart; i < n; i++) kb += r->rec_bytes[i];
+        if (kstart < n && r->keep_env < 0 && r->keep_req < 0 && kb > r->keep_sum) r->keep = -1;
     }
     if (s == ORK_OK) s = hook_pass_end(r);
     ork_graph_set_grad(g, prev);

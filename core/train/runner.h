@@ -14,6 +14,16 @@
  * step needs checkpointing (the un-checkpointed tape would need every block's
  * weights at once): ork_runner_step refuses with one line otherwise.
  *
+ * Keeping instead of recomputing (issue #31): the last K trainable blocks may
+ * run their forward recorded (grad on) and keep their tape to the backward, so
+ * they are not recomputed (a third of their FLOPs). K comes from
+ * ork_runner_set_keep: a fixed count, or automatic — after a step the runner
+ * knows each block's recorded bytes (measured in its recompute) and keeps the
+ * most trailing blocks whose bytes fit the room it was given. Never while
+ * blocks stream (their weights are valid only between enter and leave).
+ * Bitwise the same gradients as recomputing: the kept forward is the same
+ * ops on the same inputs. ORAKUL_KEEP_BLOCKS=N fixes K (benches; 0: off).
+ *
  * Owns the checkpoint tensors (tag "checkpoints") and the carry-gradient
  * buffers (tag "carry_grads"); both are reused from step to step and grow
  * only when a batch's shapes grow. [control-thread] */
@@ -63,6 +73,17 @@ ork_status ork_runner_unpool_checkpoints(ork_runner *r);
 /* Pooled: *dev = the pool, (*off)[i] = boundary i's first byte, (*off)[n] its
  * size; returns n, the boundaries (n_blocks + 1); 0 when not pooled. */
 int ork_runner_checkpoint_pool(const ork_runner *r, void **dev, const size_t **off);
+
+/* Keep-instead-of-recompute (see above). keep >= 0: that many trailing blocks
+ * (clamped to the trainable ones); keep < 0: automatic, the kept bytes plus
+ * what the allocator has peaked at so far within cap_bytes less a margin (1 GiB
+ * and 3%); cap_bytes 0: nothing kept. Either way a step keeps blocks only once
+ * a step has measured their bytes (the first step recomputes all), and K is
+ * then fixed. The environment variable ORAKUL_KEEP_BLOCKS=N overrides both. */
+void ork_runner_set_keep(ork_runner *r, int keep, size_t cap_bytes);
+/* The blocks the next step keeps (0 before automatic mode has measured a
+ * step), and their recorded bytes as measured (0 when not yet measured). */
+int ork_runner_kept(const ork_runner *r, size_t *bytes);
 
 /* Install block hooks (copied); NULL removes them. */
 void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h);
