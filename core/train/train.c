@@ -318,18 +318,29 @@ static ork_status setup(job *j) {
                         .ignore_if_contains = nc->ignore_if_contains.v, .n_ignore = (int)nc->ignore_if_contains.n,
                         .param_dt = (nc->weight_dtype && (!strcmp(nc->weight_dtype, "bf16") ||
                                                           !strcmp(nc->weight_dtype, "bfloat16"))) ? ORK_BF16 : ORK_F32,
-                        .seed = j->seed, .deferred = j->plan->trainable_streamed};
+                        .seed = j->seed, .deferred = j->plan->trainable_streamed,
+                        .kind = (nc->type && !strcmp(nc->type, "lokr")) ? ORK_ADAPTER_LOKR : ORK_ADAPTER_LORA,
+                        .lokr_factor = nc->lokr_factor, .lokr_full_rank = nc->lokr_full_rank};
     ORK_TRY(ork_lora_create(j->alloc, j->be, &j->g->k, j->ws, &j->info, &lo, &j->lora));
     int first = j->info.n_blocks;
     for (int i = 0; i < ork_lora_count(j->lora); i++)
         if (ork_lora_block(j->lora, i) < first) first = ork_lora_block(j->lora, i);
-    ORK_INFO("LoRA: %d modules, rank %lld, alpha %g, %lld trainable parameters", ork_lora_count(j->lora),
-             (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
+    if (lo.kind == ORK_ADAPTER_LOKR)
+        ORK_INFO("LoKr: %d modules, factor %lld%s, %lld trainable parameters", ork_lora_count(j->lora),
+                 (long long)nc->lokr_factor, nc->lokr_full_rank ? ", full rank" : "", (long long)ork_lora_params(j->lora));
+    else
+        ORK_INFO("LoRA: %d modules, rank %lld, alpha %g, %lld trainable parameters", ork_lora_count(j->lora),
+                 (long long)nc->linear, nc->linear_alpha, (long long)ork_lora_params(j->lora));
     t[PH_LORA] = ork_train_now();
     ORK_TRY(ork_runner_create(j->g, j->alloc, j->mvt, j->model, &j->info, &j->runner));
     ork_runner_set_first_trainable(j->runner, first);
     ork_wstore_hooks(j->ws, &j->ws_hooks);
     ork_runner_set_hooks(j->runner, &j->ws_hooks);
+    /* keep instead of recompute (issue #31, runner.h): on a GPU where nothing
+     * streams, the trailing blocks whose recorded forward fits the plan's budget
+     * beside the first step's peak skip their recompute from the second step on */
+    if (j->be->device != ORK_DEV_CPU && !j->plan->n_streamed && !j->plan->trainable_streamed)
+        ork_runner_set_keep(j->runner, -1, j->plan->budget);
     /* keep instead of recompute (issue #31, runner.h): on a GPU where nothing
      * streams, the trailing blocks whose recorded forward fits the plan's budget
      * beside the first step's peak skip their recompute from the second step on */
