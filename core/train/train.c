@@ -341,11 +341,6 @@ static ork_status setup(job *j) {
      * beside the first step's peak skip their recompute from the second step on */
     if (j->be->device != ORK_DEV_CPU && !j->plan->n_streamed && !j->plan->trainable_streamed)
         ork_runner_set_keep(j->runner, -1, j->plan->budget);
-    /* keep instead of recompute (issue #31, runner.h): on a GPU where nothing
-     * streams, the trailing blocks whose recorded forward fits the plan's budget
-     * beside the first step's peak skip their recompute from the second step on */
-    if (j->be->device != ORK_DEV_CPU && !j->plan->n_streamed && !j->plan->trainable_streamed)
-        ork_runner_set_keep(j->runner, -1, j->plan->budget);
     ORK_TRY(j->lvt->create(&j->c_loss->host, j->loss_params, &j->loss));
     if (j->lvt->prepare) ORK_TRY(j->lvt->prepare(j->loss, j->g));
     ORK_TRY(ork_train_dist_dataset_turn(j, 0));
