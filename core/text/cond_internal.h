@@ -111,11 +111,11 @@ size_t ork_tc_budget(const ork_backend *be, size_t budget, int device_index, con
 /* Layer-major: whether the carries wait on the device between blocks, and
  * how many captions share one pass of the weights (cond_run.c). */
 void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int *group);
-/* The prompt format (text/prompt_format.h) a slot's captions are rendered and
- * padded with: FLUX.2's encoders (families "mistral3", "qwen3": the llm
- * plugin) take diffusers' chat templates and always their padding mask;
- * NULL: the tokenizer's own encode (FLUX.1's T5 / CLIP). */
-const char *ork_tc_prompt_format(const tc_slot *t);
+/* The prompt template (text/prompt_format.h) the model's slot declares for
+ * its captions, padded to the slot's length t->L, in *out; 1 when it is one
+ * (a chat template, which always passes its padding mask to the encoder),
+ * 0: the tokenizer's own encode (T5 / CLIP). */
+int ork_tc_prompt_template(const tc_slot *t, ork_prompt_template *out);
 /* The activation/store dtype of a backend: BF16 on CUDA, F32 on the CPU. */
 ork_dtype ork_tc_act_dtype(const ork_backend *be);
 

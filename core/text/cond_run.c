@@ -479,19 +479,24 @@ static ork_status run_resident(runner *r, const int32_t *ids, const int32_t *mas
 
 /* ---- one encoder over all captions ----------------------------------------- */
 
-const char *ork_tc_prompt_format(const tc_slot *t) {
-    const char *f = t->info.family ? t->info.family : "";
-    return !strcmp(f, "mistral3") ? "mistral3-flux2" : !strcmp(f, "qwen3") ? "qwen3-klein" : NULL;
+int ork_tc_prompt_template(const tc_slot *t, ork_prompt_template *out) {
+    const ork_text_slot *s = &t->s;
+    memset(out, 0, sizeof *out);
+    out->kind = s->prompt_template;
+    out->flags = s->prompt_flags;
+    out->system_message = s->system_message;
+    out->max_length = t->L;
+    return s->prompt_template != ORK_TEMPLATE_PLAIN || s->prompt_flags != 0;
 }
 
 static ork_status tokenize(const tc_slot *t, int n, const char *const *captions, int32_t *ids, int32_t *mask) {
     for (int i = 0; i < n; i++) {
         const char *cap = captions[i] ? captions[i] : "";
         int32_t got = 0;
-        const char *fmt = ork_tc_prompt_format(t);
-        if (fmt)
-            ORK_TRY(ork_prompt_encode(t->tok, fmt, cap, strlen(cap), t->L, ids + (size_t)i * t->L,
-                                      mask + (size_t)i * t->L, t->L, &got));
+        ork_prompt_template tpl;
+        if (ork_tc_prompt_template(t, &tpl))
+            ORK_TRY(ork_prompt_encode_template(t->tok, &tpl, cap, strlen(cap), t->L, ids + (size_t)i * t->L,
+                                               mask + (size_t)i * t->L, t->L, &got));
         else
             ORK_TRY(ork_tokenizer_encode(t->tok, cap, strlen(cap), t->L, ORK_TOK_TRUNCATE | ORK_TOK_PAD,
                                          ids + (size_t)i * t->L, mask + (size_t)i * t->L, t->L, &got));

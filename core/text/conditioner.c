@@ -13,6 +13,7 @@
  * naming each missing piece and where it was looked for.
  * Owns: each slot's encoder instance and tokenizer, the identity string. */
 #include "text/cond_internal.h"
+#include "text/prompt_format.h"
 
 #include "config/config.h"
 
@@ -101,8 +102,12 @@ void ork_textcond_opts_from_config(const ork_model_config *mc, const ork_model_i
     if (!mc) return;
     o->quantize = mc->quantize_te;
     o->qtype = mc->qtype_te;
-    int flux1 = mi && mi->family && !strcmp(mi->family, "flux") && mi->vec_dim > 0;
-    if (flux1 && mc->quantize && mc->qtype && strcmp(mc->qtype, "none") != 0) o->qtype = mc->qtype;
+    /* a slot may ask for model.qtype under model.quantize (ai-toolkit's rule for
+     * FLUX.1's T5): the model declares it, the core names no family */
+    int model_qtype = 0;
+    for (int i = 0; mi && ork_model_info_has_text(mi) && i < mi->n_text_slots; i++)
+        model_qtype |= (mi->text_slots[i].flags & ORK_TEXT_SLOT_MODEL_QTYPE) != 0;
+    if (model_qtype && mc->quantize && mc->qtype && strcmp(mc->qtype, "none") != 0) o->qtype = mc->qtype;
     o->attn_mask = mc->attn_masking;
     o->what = mc->name_or_path;
 }
@@ -195,7 +200,12 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
                  t->info.max_length, t->info.max_length);
         t->L = t->info.max_length;
     }
-    t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && (tc->o.attn_mask || ork_tc_prompt_format(t));
+    ork_prompt_template tpl;
+    int chat = ork_tc_prompt_template(t, &tpl);
+    char what[160];
+    snprintf(what, sizeof what, "%s's text slot %s", mi->variant ? mi->variant : "the model", slot_name(s));
+    ORK_TRY(ork_prompt_template_check(&tpl, t->L, what));
+    t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && (tc->o.attn_mask || chat);
     if (tc->o.quantize && (s->flags & ORK_TEXT_SLOT_QUANTIZE)) {
         ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_QUANT, tc->qtype, "model.qtype_te", &t->qpc));
         /* the storage of a square weight, for the plan (the store asks per shape) */

@@ -77,9 +77,10 @@ typedef struct ork_textcond_opts {
 struct ork_model_config;
 /* The options from the job's model section, with ai-toolkit's semantics:
  * quantize = model.quantize_te (not given: model.quantize); qtype =
- * model.qtype_te, except FLUX.1 (a flux model with a pooled vector), whose
- * text encoder ai-toolkit quantizes with model.qtype when model.quantize is on
- * (FORMATS.md); attn_mask = model.attn_masking. what = model.name_or_path. */
+ * model.qtype_te, except for a model whose slot has ORK_TEXT_SLOT_MODEL_QTYPE
+ * (FLUX.1's T5, which ai-toolkit quantizes with model.qtype when
+ * model.quantize is on; FORMATS.md); attn_mask = model.attn_masking. what =
+ * model.name_or_path. */
 void ork_textcond_opts_from_config(const struct ork_model_config *mc, const ork_model_info *mi,
                                    ork_textcond_opts *o);
 

@@ -764,6 +764,7 @@ static const ork_tokenizer_api g_api = {
     .id_to_token = ork_tokenizer_id_to_token,
     .pad_id = ork_tokenizer_pad_id,
     .encode_prompt = ork_prompt_encode,
+    .encode_template = ork_prompt_encode_template,
 };
 
 const ork_tokenizer_api *ork_tokenizer_api_table(void) { return &g_api; }

@@ -5,7 +5,8 @@
  * (NFC, \p{L}/\p{N} pattern with single digits, Qwen3's added tokens), trimmed
  * vocabularies that give the full ones' ids on the corpus, compared on every
  * caption of tests/fixtures/text/captions.txt; then every caption through the
- * "mistral3-flux2" and "qwen3-klein" prompt formats against the ids and mask
+ * FLUX.2-dev's and klein's prompt templates (as data, the way the FLUX plugin
+ * declares them: "mistral3-flux2" / "qwen3-klein" in the fixture) against the ids and mask
  * diffusers' Flux2Pipeline / Flux2KleinPipeline feed their encoders; the
  * rendered templates byte for byte; and the formatter's edges and errors. */
 #include "ork_test.h"
@@ -102,11 +103,33 @@ static void test_qwen3(void) {
 }
 
 /* ---- the prompt formats against diffusers' pipelines ------------------------------------------- */
+#define SYS                                                                                                         \
+    "You are an AI that reasons about image descriptions. You give structured responses focusing on object "       \
+    "relationships, object\nattribution and actions without speculation."
+/* The fixture's format names: the templates the FLUX plugin declares in its
+ * text slots (plugins/models/flux/flux_variants.c; test_textcond checks the
+ * plugin's against these), as generic template data. */
+static const ork_prompt_template FLUX2_DEV = {
+    ORK_TEMPLATE_MISTRAL_CHAT, ORK_TEMPLATE_PAD_LEFT | ORK_TEMPLATE_NO_SPECIAL | ORK_TEMPLATE_STRIP_IMG, SYS, 512};
+static const ork_prompt_template KLEIN = {ORK_TEMPLATE_QWEN_CHAT, ORK_TEMPLATE_GENERATION, NULL, 512};
+/* Z-Image's (the template plugins/models/zimage names in its text slot):
+ * Qwen3's chat template, add_generation_prompt=True, enable_thinking=True */
+static const ork_prompt_template ZIMAGE = {ORK_TEMPLATE_QWEN_CHAT, ORK_TEMPLATE_GENERATION | ORK_TEMPLATE_THINKING,
+                                           NULL, 512};
+static const ork_prompt_template *tpl_of(const char *format) {
+    return !strcmp(format, "mistral3-flux2") ? &FLUX2_DEV
+         : !strcmp(format, "qwen3-klein")    ? &KLEIN
+         : !strcmp(format, "qwen3-zimage")   ? &ZIMAGE
+                                             : NULL;
+}
+
 /* One P row: the ids and mask prompt encode gives, against the pipeline's. */
 static int check_row(const ork_tokenizer *t, const tokfx_prompt *r, int32_t *ids, int32_t *mask) {
     const tokfx_caption *c = &g_fx.caps[r->idx];
     int32_t n = -1, pad = ork_tokenizer_pad_id(t), np = r->maxlen - r->n;
-    ork_status st = ork_prompt_encode(t, r->format, c->p, c->n, r->maxlen, ids, mask, r->maxlen, &n);
+    const ork_prompt_template *tpl = tpl_of(r->format);
+    ork_status st = tpl ? ork_prompt_encode_template(t, tpl, c->p, c->n, r->maxlen, ids, mask, r->maxlen, &n)
+                        : ORK_E_INVALID;
     int ok = st == ORK_OK && n == r->maxlen;
     for (int32_t i = 0; ok && i < n; i++) {
         int real = r->pad_left ? i >= np : i < r->n;
@@ -146,8 +169,57 @@ static void test_prompt_rows(void) {
     for (int k = 0; k < 3; k++) ork_tokenizer_free(toks[k]);
 }
 
+/* Z-Image (tests/reference/tokenizer_zimage_ref.py): every caption through
+ * Qwen3 chat with GENERATION | THINKING against the ids and mask diffusers'
+ * ZImagePipeline._encode_prompt feeds its encoder; the fixture also says the
+ * pipeline takes hidden_states[-2] (what the Z-Image slot declares, with
+ * ORK_TEXT_SLOT_UNMASKED: it keeps the positions the mask marks). */
+static void test_zimage(void) {
+    static tokfx zx; /* lives to the end, as g_fx does */
+    CU_ASSERT_FATAL(tokfx_load_captions(&zx, FIX "/captions.txt") == 0);
+    CU_ASSERT_FATAL(tokfx_load_expected(&zx, FIX "/tok_zimage/expected.txt.gz") == 0);
+    CU_ASSERT_EQUAL_FATAL(zx.nprompts, zx.ncaps);
+    size_t gn = 0;
+    char *all = tokfx_read_gz(FIX "/tok_zimage/expected.txt.gz", &gn);
+    int hidx = 0, nh = 0;
+    CU_ASSERT_FATAL(all && sscanf(all, "H %d %d", &hidx, &nh) == 2);
+    free(all);
+    CU_ASSERT_EQUAL(hidx, -2); /* hidden_states[-2] */
+    ork_tokenizer *q = load("qwen3");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    static int32_t ids[512], mask[512];
+    int bad = 0;
+    for (size_t i = 0; i < zx.nprompts; i++) {
+        CU_ASSERT_STRING_EQUAL_FATAL(zx.prompts[i].format, "qwen3-zimage");
+        CU_ASSERT_EQUAL_FATAL(zx.prompts[i].pad_left, 0);
+        bad += check_row(q, &zx.prompts[i], ids, mask);
+    }
+    printf("  %zu Z-Image rows, %d differ ", zx.nprompts, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* the named format is the same template */
+    int32_t a[512], n = 0;
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-thinking", "a cat", 5, 0, a, NULL, 512, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, &ZIMAGE, "a cat", 5, 0, ids, NULL, 512, &n), ORK_OK);
+    CU_ASSERT(!memcmp(a, ids, sizeof a));
+    ork_tokenizer_free(q);
+}
+
 /* ---- the rendered templates ----------------------------------------------------------------- */
+static void check_render_tpl(const ork_prompt_template *tpl, const char *in, size_t n, const char *want) {
+    char *out = NULL;
+    size_t on = 0;
+    CU_ASSERT_EQUAL_FATAL(ork_prompt_template_render(tpl, in, n, &out, &on), ORK_OK);
+    CU_ASSERT_EQUAL(on, strlen(want));
+    CU_ASSERT_STRING_EQUAL(out, want);
+    if (on != strlen(want) || strcmp(out, want)) printf("\n  rendered: [%s]\n  want: [%s]\n", out, want);
+    free(out);
+}
 static void check_render(const char *format, const char *in, size_t n, const char *want) {
+    const ork_prompt_template *tpl = tpl_of(format);
+    if (tpl) {
+        check_render_tpl(tpl, in, n, want);
+        return;
+    }
     char *out = NULL;
     size_t on = 0;
     CU_ASSERT_EQUAL_FATAL(ork_prompt_format_render(format, in, n, &out, &on), ORK_OK);
@@ -156,10 +228,6 @@ static void check_render(const char *format, const char *in, size_t n, const cha
     if (on != strlen(want) || strcmp(out, want)) printf("\n  %s rendered: [%s]\n  want: [%s]\n", format, out, want);
     free(out);
 }
-
-#define SYS                                                                                                         \
-    "You are an AI that reasons about image descriptions. You give structured responses focusing on object "       \
-    "relationships, object\nattribution and actions without speculation."
 #define FFFD "\xef\xbf\xbd"
 
 static void test_render(void) {
@@ -178,10 +246,17 @@ static void test_render(void) {
     check_render("qwen3-klein", " [IMG] ", 7,
                  "<|im_start|>user\n [IMG] <|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     check_render("plain", "a\xff", 2, "a" FFFD);
+    /* the named generic formats: no system turn; Qwen with and without thinking */
+    check_render("mistral-chat", "x[IMG]y", 7, "<s>[INST]xy[/INST]");
+    check_render("qwen-chat", "a", 1, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    check_render("qwen-thinking", "a", 1, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n");
+    /* a Qwen system turn, and no generation prompt */
+    ork_prompt_template qs = {ORK_TEMPLATE_QWEN_CHAT, 0, "be brief", 512};
+    check_render_tpl(&qs, "a", 1, "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\na<|im_end|>\n");
     /* embedded NUL is a character of the caption */
     char *out = NULL;
     size_t on = 0;
-    CU_ASSERT_EQUAL(ork_prompt_format_render("qwen3-klein", "a\0b", 3, &out, &on), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_template_render(&KLEIN, "a\0b", 3, &out, &on), ORK_OK);
     CU_ASSERT_EQUAL(on, strlen("<|im_start|>user\na") + 2 + strlen("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     free(out);
 }
@@ -191,34 +266,35 @@ static void test_prompt_edges(void) {
     ork_tokenizer *m = load("mistral"), *q = load("qwen3");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-    const ork_prompt_format *f = ork_prompt_format_find("mistral3-flux2");
+    const ork_prompt_format *f = ork_prompt_format_find("mistral-chat");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     CU_ASSERT_EQUAL(f->default_length, 512);
     CU_ASSERT_EQUAL(f->pad_left, 1);
-    CU_ASSERT_EQUAL(ork_prompt_format_find("qwen3-klein")->pad_left, 0);
+    CU_ASSERT_EQUAL(ork_prompt_format_find("qwen-chat")->pad_left, 0);
+    CU_ASSERT_PTR_NULL(ork_prompt_format_find("mistral3-flux2")); /* FLUX.2's is its plugin's, not a core name */
     CU_ASSERT_PTR_NULL(ork_prompt_format_find("mistral3"));
     CU_ASSERT_PTR_NULL(ork_prompt_format_find(NULL));
     static int32_t ids[600], mask[600];
     int32_t n = -1;
     /* max_length 0: the format's 512 */
-    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 0, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(m, &FLUX2_DEV, "a cat", 5, 0, ids, mask, 600, &n), ORK_OK);
     CU_ASSERT_EQUAL(n, 512);
     CU_ASSERT_EQUAL(ids[0], 11);
     CU_ASSERT_EQUAL(mask[0], 0);
     CU_ASSERT_EQUAL(ids[511], 4); /* [/INST] last, pads before */
     CU_ASSERT_EQUAL(mask[511], 1);
     /* a short max_length cuts the template's end: no pads, all real, starts with <s>[SYSTEM_PROMPT] */
-    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 8, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(m, &FLUX2_DEV, "a cat", 5, 8, ids, mask, 600, &n), ORK_OK);
     CU_ASSERT_EQUAL(n, 8);
     CU_ASSERT_EQUAL(ids[0], 1);
     CU_ASSERT_EQUAL(ids[1], 17);
     CU_ASSERT_EQUAL(mask[7], 1);
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a cat", 5, 16, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", "a cat", 5, 16, ids, mask, 600, &n), ORK_OK);
     CU_ASSERT_EQUAL(ids[0], 151644); /* <|im_start|> first, pads after */
     CU_ASSERT_EQUAL(ids[15], 151643);
     CU_ASSERT_EQUAL(mask[15], 0);
     /* mask may be NULL */
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a cat", 5, 16, ids, NULL, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", "a cat", 5, 16, ids, NULL, 600, &n), ORK_OK);
     /* "plain": the tokenizer's own TRUNCATE | PAD (Qwen adds nothing; right padding) */
     CU_ASSERT_EQUAL(ork_prompt_encode(q, "plain", "a cat", 5, 8, ids, mask, 600, &n), ORK_OK);
     CU_ASSERT_EQUAL(n, 8);
@@ -227,7 +303,7 @@ static void test_prompt_edges(void) {
     CU_ASSERT_EQUAL(ids[2], 151643);
     /* too small a buffer: ORK_E_INVALID, the length needed, nothing logged */
     capture();
-    CU_ASSERT_EQUAL(ork_prompt_encode(m, "mistral3-flux2", "a cat", 5, 0, ids, mask, 100, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(m, &FLUX2_DEV, "a cat", 5, 0, ids, mask, 100, &n), ORK_E_INVALID);
     release();
     CU_ASSERT_EQUAL(n, 512);
     CU_ASSERT_EQUAL(g_errors, 0);
@@ -237,20 +313,38 @@ static void test_prompt_edges(void) {
     CU_ASSERT_EQUAL(g_errors, 1);
     CU_ASSERT(strstr(g_last, "'mistral'") != NULL);
     CU_ASSERT_EQUAL(ork_prompt_encode(m, NULL, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
-    CU_ASSERT_EQUAL(ork_prompt_encode(NULL, "qwen3-klein", "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a", 1, 0, NULL, mask, 600, &n), ORK_E_INVALID);
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "a", 1, 0, ids, mask, 600, NULL), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(NULL, "qwen-chat", "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", "a", 1, 0, NULL, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", "a", 1, 0, ids, mask, 600, NULL), ORK_E_INVALID);
     char *out = NULL;
     size_t on = 0;
     CU_ASSERT_EQUAL(ork_prompt_format_render("klein", "a", 1, &out, &on), ORK_E_INVALID);
     CU_ASSERT_PTR_NULL(out);
     CU_ASSERT_EQUAL(ork_prompt_format_render("plain", "a", 1, NULL, &on), ORK_E_INVALID);
+    /* a bad template: unknown kind, unknown flag, a chat kind without a length */
+    ork_prompt_template bad = KLEIN;
+    bad.kind = 7;
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, &bad, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    bad = KLEIN;
+    bad.flags |= 1u << 20;
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, &bad, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    bad = KLEIN;
+    bad.max_length = 0;
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, &bad, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
+    CU_ASSERT(strstr(g_last, "length") != NULL);
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, NULL, "a", 1, 0, ids, mask, 600, &n), ORK_E_INVALID);
     release();
-    CU_ASSERT_EQUAL(g_errors, 7);
+    CU_ASSERT_EQUAL(g_errors, 11);
+    capture();
+    bad.max_length = 0; /* ... while the caller's length is enough */
+    CU_ASSERT_EQUAL(ork_prompt_encode_template(q, &bad, "a", 1, 16, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(n, 16);
+    release();
+    CU_ASSERT_EQUAL(g_errors, 0);
     /* NULL text is the empty caption */
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", NULL, 0, 0, ids, mask, 600, &n), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", NULL, 0, 0, ids, mask, 600, &n), ORK_OK);
     int32_t e[600], ne = 0;
-    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen3-klein", "", 0, 0, e, NULL, 600, &ne), ORK_OK);
+    CU_ASSERT_EQUAL(ork_prompt_encode(q, "qwen-chat", "", 0, 0, e, NULL, 600, &ne), ORK_OK);
     CU_ASSERT(ne == n && !memcmp(ids, e, (size_t)n * sizeof *e));
     ork_tokenizer_free(m);
     ork_tokenizer_free(q);
@@ -269,11 +363,18 @@ static void test_service(void) {
     ork_tokenizer *t = NULL;
     CU_ASSERT_EQUAL_FATAL(api->load(TOKF "/qwen3", &t), ORK_OK);
     int32_t ids[512], mask[512], n = 0;
-    CU_ASSERT_EQUAL(api->encode_prompt(t, ORK_PROMPT_QWEN3_KLEIN, "a photo", 7, 0, ids, mask, 512, &n), ORK_OK);
+    CU_ASSERT_EQUAL(api->encode_prompt(t, ORK_PROMPT_QWEN_CHAT, "a photo", 7, 0, ids, mask, 512, &n), ORK_OK);
     CU_ASSERT_EQUAL(n, 512);
     CU_ASSERT_EQUAL(ids[0], 151644);
     CU_ASSERT_EQUAL(mask[0], 1);
     CU_ASSERT_EQUAL(mask[511], 0);
+    /* the template as data gives the same ids */
+    CU_ASSERT_FATAL(ORK_TOKENIZER_HAS_TEMPLATE(api));
+    int32_t ids2[512], mask2[512], n2 = 0;
+    CU_ASSERT_EQUAL(api->encode_template(t, &KLEIN, "a photo", 7, 0, ids2, mask2, 512, &n2), ORK_OK);
+    CU_ASSERT(n2 == n && !memcmp(ids, ids2, sizeof ids) && !memcmp(mask, mask2, sizeof mask));
+    old.abi.struct_size = (uint32_t)offsetof(ork_tokenizer_api, encode_template);
+    CU_ASSERT(!ORK_TOKENIZER_HAS_TEMPLATE(&old));
     api->free(t);
     ork_host_clear_services();
 }
@@ -389,6 +490,7 @@ static const ork_test_case cases[] = {
     {"prompt formats vs diffusers' FLUX.2 pipelines", test_prompt_rows},
     {"rendered templates", test_render},
     {"prompt encode edges and errors", test_prompt_edges},
+    {"Z-Image's template vs ZImagePipeline (every caption)", test_zimage},
     {"the service's encode_prompt", test_service},
     {"mistral-common's tekken.json read natively", test_real_tekken},
     {"small and malformed tekken.json files", test_tekken_small},

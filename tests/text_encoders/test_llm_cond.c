@@ -174,14 +174,15 @@ static int clean(void) {
 /* ---- the cases ---------------------------------------------------------------------------------- */
 
 /* The plugin's own forward of the NCAP captions (ids and mask of format), F32 (NCAP, TOK, 3W), malloc'd. */
-static float *direct(const char *id, const char *dir, const char *tokdir, const char *format, int use_mask) {
+static float *direct(const char *id, const char *dir, const char *tokdir, const ork_prompt_template *tpl,
+                     int use_mask) {
     ork_tokenizer *tok = NULL;
     int32_t ids[NCAP * TOK], mask[NCAP * TOK];
     if (ork_tokenizer_load(tokdir, &tok) != ORK_OK) return NULL;
     for (int i = 0; i < NCAP; i++) {
         int32_t got = 0;
-        if (ork_prompt_encode(tok, format, CAPS[i], strlen(CAPS[i]), TOK, ids + i * TOK, mask + i * TOK, TOK,
-                              &got) != ORK_OK ||
+        if (ork_prompt_encode_template(tok, tpl, CAPS[i], strlen(CAPS[i]), TOK, ids + i * TOK, mask + i * TOK, TOK,
+                                       &got) != ORK_OK ||
             got != TOK) {
             ork_tokenizer_free(tok);
             return NULL;
@@ -198,11 +199,15 @@ static float *direct(const char *id, const char *dir, const char *tokdir, const 
     return h;
 }
 
-static ork_status encode(const char *fam, const char *enc, ork_text_embed *emb) {
+static ork_status encode(const char *fam, const char *enc, const ork_prompt_template *tpl, ork_text_embed *emb) {
     char src[400];
     snprintf(src, sizeof src, "%s/%s", tmp, fam);
-    ork_text_slot slot = {enc, ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder", "tokenizer", TOK,
-                          "text_encoder_path", "text_encoder_tokenizer_path", NULL, NULL};
+    ork_text_slot slot = {.encoder = enc, .feeds = ORK_TEXT_FEEDS_TXT, .flags = ORK_TEXT_SLOT_QUANTIZE,
+                          .subfolder = "text_encoder", .tokenizer_subfolder = "tokenizer", .max_length = TOK,
+                          .path_key = "text_encoder_path", .tokenizer_key = "text_encoder_tokenizer_path",
+                          /* the template is the model's declaration */
+                          .prompt_template = tpl->kind, .prompt_flags = tpl->flags,
+                          .system_message = tpl->system_message};
     ork_model_info mi;
     memset(&mi, 0, sizeof mi);
     mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
@@ -231,7 +236,7 @@ static int close_to(const char *what, const float *a, const float *b, size_t n, 
     return M > 0 && worst <= tol * M;
 }
 
-static void case_fam(const char *fam, const char *enc, const char *format) {
+static void case_fam(const char *fam, const char *enc, const ork_prompt_template *format) {
     char dir[400], tok[400];
     snprintf(dir, sizeof dir, "%s/%s/text_encoder", tmp, fam);
     snprintf(tok, sizeof tok, "%s/%s/tokenizer", tmp, fam);
@@ -239,7 +244,7 @@ static void case_fam(const char *fam, const char *enc, const char *format) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     CU_ASSERT_PTR_NOT_NULL_FATAL(nomask);
     ork_text_embed a, b;
-    CU_ASSERT_EQUAL_FATAL(encode(fam, enc, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(encode(fam, enc, format, &a), ORK_OK);
     CU_ASSERT_EQUAL(a.n, NCAP);
     CU_ASSERT_EQUAL(a.T, TOK);
     CU_ASSERT_EQUAL(a.ctx_dim, 3 * HID);
@@ -249,7 +254,7 @@ static void case_fam(const char *fam, const char *enc, const char *format) {
     CU_ASSERT(close_to("resident vs the plugin on the format's ids+mask", a.txt, ref, n, 1e-5));
     setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
     setenv("ORAKUL_TEXT_CHUNK", "3", 1);
-    ork_status s = encode(fam, enc, &b);
+    ork_status s = encode(fam, enc, format, &b);
     unsetenv("ORAKUL_TEXT_LAYER_MAJOR");
     unsetenv("ORAKUL_TEXT_CHUNK");
     CU_ASSERT_EQUAL_FATAL(s, ORK_OK);
@@ -265,8 +270,15 @@ static void case_fam(const char *fam, const char *enc, const char *format) {
     free(nomask);
     printf("\n  ");
 }
-static void test_mistral(void) { case_fam("mistral", "mistral3", "mistral3-flux2"); }
-static void test_qwen3(void) { case_fam("qwen3", "qwen3", "qwen3-klein"); }
+/* FLUX.2-dev's and klein's templates as the FLUX plugin declares them
+ * (plugins/models/flux/flux_variants.c; test_textcond checks the plugin's). */
+static const ork_prompt_template MISTRAL_TPL = {
+    ORK_TEMPLATE_MISTRAL_CHAT, ORK_TEMPLATE_PAD_LEFT | ORK_TEMPLATE_NO_SPECIAL | ORK_TEMPLATE_STRIP_IMG,
+    "You are an AI that reasons about image descriptions. You give structured responses focusing on object "
+    "relationships, object\nattribution and actions without speculation.", 512};
+static const ork_prompt_template QWEN_TPL = {ORK_TEMPLATE_QWEN_CHAT, ORK_TEMPLATE_GENERATION, NULL, 512};
+static void test_mistral(void) { case_fam("mistral", "mistral3", &MISTRAL_TPL); }
+static void test_qwen3(void) { case_fam("qwen3", "qwen3", &QWEN_TPL); }
 
 /* The same weights stored E4M3 with per-tensor scales (q|k|v and gate|up joined from fp8 parts, q/k rows
  * permuted as bytes) against the F32 checkpoint of the dequantized values. */

@@ -148,10 +148,13 @@ typedef struct hand {
 } hand;
 static void hand_model(hand *h, const char *source_dir, int T) {
     memset(h, 0, sizeof *h);
-    h->slots[0] = (ork_text_slot){"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2", T,
-                                  "t5_path", "t5_tokenizer_path", NULL, NULL};
-    h->slots[1] = (ork_text_slot){"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path",
-                                  "clip_tokenizer_path", NULL, NULL};
+    h->slots[0] = (ork_text_slot){.encoder = "t5", .feeds = ORK_TEXT_FEEDS_TXT,
+                                  .flags = ORK_TEXT_SLOT_QUANTIZE | ORK_TEXT_SLOT_MODEL_QTYPE,
+                                  .subfolder = "text_encoder_2", .tokenizer_subfolder = "tokenizer_2",
+                                  .max_length = T, .path_key = "t5_path", .tokenizer_key = "t5_tokenizer_path"};
+    h->slots[1] = (ork_text_slot){.encoder = "clip", .feeds = ORK_TEXT_FEEDS_VEC, .subfolder = "text_encoder",
+                                  .tokenizer_subfolder = "tokenizer", .max_length = 77, .path_key = "clip_path",
+                                  .tokenizer_key = "clip_tokenizer_path"};
     h->mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
     h->mi.family = "flux";
     h->mi.variant = "tiny";
@@ -491,7 +494,10 @@ static void flux_case(const char *name_or_path, const char *want_dir) {
     CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 2);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].encoder, "t5");
     CU_ASSERT_EQUAL(mi.text_slots[0].feeds, ORK_TEXT_FEEDS_TXT);
-    CU_ASSERT_EQUAL(mi.text_slots[0].flags, ORK_TEXT_SLOT_QUANTIZE);
+    CU_ASSERT_EQUAL(mi.text_slots[0].flags, ORK_TEXT_SLOT_QUANTIZE | ORK_TEXT_SLOT_MODEL_QTYPE);
+    CU_ASSERT_EQUAL(mi.text_slots[0].prompt_template, ORK_TEMPLATE_PLAIN); /* T5 and CLIP: plain */
+    CU_ASSERT_EQUAL(mi.text_slots[1].prompt_template, ORK_TEMPLATE_PLAIN);
+    CU_ASSERT_EQUAL(mi.text_slots[1].flags, 0);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].subfolder, "text_encoder_2");
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].tokenizer_subfolder, "tokenizer_2");
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].path_key, "t5_path");
@@ -536,6 +542,45 @@ static void test_flux(void) {
     unsetenv("HF_HUB_CACHE");
 }
 
+/* FLUX.2's slots declare their pipelines' prompt templates (the core knows no
+ * family): flux2-dev Mistral chat with BFL's system message (the text
+ * test_tokenizer_flux2 checks against Flux2Pipeline's ids), left padding;
+ * klein Qwen3 chat, generation prompt, no thinking, right padding. */
+static void test_flux2_templates(void) {
+    static const char *const presets[] = {"preset:flux2-dev", "preset:flux2-klein-4b"};
+    for (int k = 0; k < 2; k++) {
+        const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+        const ork_model_vtable *vt = pc->c->vtable;
+        void *buf = calloc(1, pc->c->params_size), *self = NULL;
+        CU_ASSERT_EQUAL_FATAL(vt->create(&pc->host, buf, &self), ORK_OK);
+        free(buf);
+        ork_model_info mi;
+        CU_ASSERT_EQUAL_FATAL(vt->open(self, presets[k], &mi), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 1);
+        const ork_text_slot *s = &mi.text_slots[0];
+        CU_ASSERT_EQUAL(s->max_length, 512);
+        CU_ASSERT_EQUAL(s->flags, ORK_TEXT_SLOT_QUANTIZE); /* qtype_te, not qtype */
+        if (k == 0) {
+            CU_ASSERT_STRING_EQUAL(s->encoder, "mistral3");
+            CU_ASSERT_EQUAL(s->prompt_template, ORK_TEMPLATE_MISTRAL_CHAT);
+            CU_ASSERT_EQUAL(s->prompt_flags, ORK_TEMPLATE_PAD_LEFT | ORK_TEMPLATE_NO_SPECIAL | ORK_TEMPLATE_STRIP_IMG);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s->system_message);
+            CU_ASSERT_STRING_EQUAL(s->system_message,
+                                   "You are an AI that reasons about image descriptions. You give structured "
+                                   "responses focusing on object relationships, object\nattribution and actions "
+                                   "without speculation.");
+        } else {
+            CU_ASSERT_STRING_EQUAL(s->encoder, "qwen3");
+            CU_ASSERT_EQUAL(s->prompt_template, ORK_TEMPLATE_QWEN_CHAT);
+            CU_ASSERT_EQUAL(s->prompt_flags, ORK_TEMPLATE_GENERATION);
+            CU_ASSERT_PTR_NULL(s->system_message);
+        }
+        CU_ASSERT_EQUAL(s->n_hidden_states, 0); /* the llm plugin's FLUX.2 defaults */
+        vt->destroy(self);
+    }
+}
+
 /* The options from a config's model section (ai-toolkit's semantics). */
 static void test_opts(void) {
     ork_model_config mc;
@@ -551,14 +596,18 @@ static void test_opts(void) {
     ork_textcond_opts o;
     ork_textcond_opts_from_config(&mc, &h.mi, &o);
     CU_ASSERT(o.quantize == 1 && o.attn_mask == 1);
-    CU_ASSERT_STRING_EQUAL(o.qtype, "float8"); /* FLUX.1: model.qtype, as ai-toolkit */
+    CU_ASSERT_STRING_EQUAL(o.qtype, "float8"); /* the slot asks for model.qtype (FLUX.1's T5), as ai-toolkit */
     CU_ASSERT_STRING_EQUAL(o.what, mc.name_or_path);
-    h.mi.vec_dim = 0; /* not FLUX.1: qtype_te */
+    h.slots[0].flags = ORK_TEXT_SLOT_QUANTIZE; /* no slot asks: qtype_te */
     ork_textcond_opts_from_config(&mc, &h.mi, &o);
     CU_ASSERT_STRING_EQUAL(o.qtype, "qfloat8");
+    h.slots[0].flags |= ORK_TEXT_SLOT_MODEL_QTYPE;
+    h.mi.abi.struct_size = (uint32_t)offsetof(ork_model_info, n_text_slots); /* a model without slots: qtype_te */
+    ork_textcond_opts_from_config(&mc, &h.mi, &o);
+    CU_ASSERT_STRING_EQUAL(o.qtype, "qfloat8");
+    h.mi.abi.struct_size = (uint32_t)sizeof h.mi;
     mc.quantize = 0;
     mc.qtype = "none";
-    h.mi.vec_dim = 16;
     ork_textcond_opts_from_config(&mc, &h.mi, &o);
     CU_ASSERT_STRING_EQUAL(o.qtype, "qfloat8");
 }
@@ -705,6 +754,7 @@ static const ork_test_case cases[] = {
     {"missing pieces refused with one line; nothing at all: no conditioner", test_missing},
     {"identity: stable; changes with mask, quantizer (not its alias), length, file times", test_identity},
     {"options from the model config: quantize_te, qtype_te (FLUX.1: qtype), attn_masking", test_opts},
+    {"FLUX.2 slots: the pipelines' prompt templates, declared by the plugin", test_flux2_templates},
     {NULL, NULL},
 };
 

@@ -86,14 +86,27 @@ static inline ork_model_schedule flux_schedule(const char *variant, int token_ch
     return s;
 }
 
+/* BFL flux2 src/flux2/system_messages.py SYSTEM_MESSAGE (diffusers'
+ * pipelines/flux2/system_messages.py copies it): the newline after "object" is
+ * part of it. FLUX.2-dev's prompt template gives it as the system turn. */
+#define FLUX2_SYSTEM_MESSAGE                                                                                     \
+    "You are an AI that reasons about image descriptions. You give structured responses focusing on object "    \
+    "relationships, object\nattribution and actions without speculation."
+
 /* FLUX.2's text slot: its language model's stacked hidden states -> txt, as
  * diffusers' pipelines take them (the llm plugin: "mistral3", Mistral-Small-3.x's
  * layers 10, 20, 30 = 3 x 5120 for flux2-dev; "qwen3", Qwen3's 9, 18, 27 =
  * 3 x 2560 (4B) or 3 x 4096 (8B) for klein), weights in text_encoder/, the
  * tokenizer in tokenizer/ of a diffusers folder (or the explicit paths, NULL
  * when not given), max_length tokens (the pipelines' 512), quantized with
- * model.quantize_te. A custom size with one of those context widths gets the
- * same encoder; any other: 0 (no slot). */
+ * model.quantize_te. The prompt template is the pipeline's (the core renders
+ * it; orakul/tokenizer.h): flux2-dev, Flux2Pipeline._get_mistral_3_small_prompt_embeds:
+ * "[IMG]" removed, Mistral-Small-3.1's chat template with FLUX2_SYSTEM_MESSAGE,
+ * tokenized without the post-processor's tokens, padded on the left; klein,
+ * Flux2KleinPipeline._get_qwen3_prompt_embeds: Qwen3's chat template with
+ * add_generation_prompt=True, enable_thinking=False, padded on the right.
+ * A custom size with one of those context widths gets the same encoder; any
+ * other: 0 (no slot). */
 static inline int flux2_text_slot(const char *variant, int context_dim, int max_length, const char *path,
                                   const char *tokenizer_path, ork_text_slot *out) {
     const char *enc = NULL;
@@ -102,9 +115,17 @@ static inline int flux2_text_slot(const char *variant, int context_dim, int max_
     else if (context_dim == 15360) enc = "mistral3";
     else if (context_dim == 7680 || context_dim == 12288) enc = "qwen3";
     if (!enc) return 0;
-    *out = (ork_text_slot){enc, ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder", "tokenizer",
-                           max_length > 0 ? max_length : 512, "text_encoder_path", "text_encoder_tokenizer_path",
-                           path, tokenizer_path};
+    int mistral = !strcmp(enc, "mistral3");
+    *out = (ork_text_slot){.encoder = enc, .feeds = ORK_TEXT_FEEDS_TXT, .flags = ORK_TEXT_SLOT_QUANTIZE,
+                           .subfolder = "text_encoder", .tokenizer_subfolder = "tokenizer",
+                           .max_length = max_length > 0 ? max_length : 512, .path_key = "text_encoder_path",
+                           .tokenizer_key = "text_encoder_tokenizer_path", .path = path,
+                           .tokenizer_path = tokenizer_path,
+                           .prompt_template = mistral ? ORK_TEMPLATE_MISTRAL_CHAT : ORK_TEMPLATE_QWEN_CHAT,
+                           .prompt_flags = mistral ? ORK_TEMPLATE_PAD_LEFT | ORK_TEMPLATE_NO_SPECIAL |
+                                                         ORK_TEMPLATE_STRIP_IMG
+                                                   : ORK_TEMPLATE_GENERATION,
+                           .system_message = mistral ? FLUX2_SYSTEM_MESSAGE : NULL};
     return 1;
 }
 

@@ -126,14 +126,20 @@ static void flux_text_slots(flux_model *f, ork_model_info *info) {
     f->n_text_slots = 0;
     if (f->cfg.version == 1) {
         ork_text_slot *t5 = &f->text_slots[f->n_text_slots++];
-        *t5 = (ork_text_slot){"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2",
-                              info->context_len, "t5_path", "t5_tokenizer_path", f->t5_path[0] ? f->t5_path : NULL,
-                              f->t5_tok_path[0] ? f->t5_tok_path : NULL};
+        /* quantized with model.qtype under model.quantize, as ai-toolkit does FLUX.1's T5 */
+        *t5 = (ork_text_slot){.encoder = "t5", .feeds = ORK_TEXT_FEEDS_TXT,
+                              .flags = ORK_TEXT_SLOT_QUANTIZE | ORK_TEXT_SLOT_MODEL_QTYPE,
+                              .subfolder = "text_encoder_2", .tokenizer_subfolder = "tokenizer_2",
+                              .max_length = info->context_len, .path_key = "t5_path",
+                              .tokenizer_key = "t5_tokenizer_path", .path = f->t5_path[0] ? f->t5_path : NULL,
+                              .tokenizer_path = f->t5_tok_path[0] ? f->t5_tok_path : NULL};
         if (f->cfg.vec_dim > 0) {
             ork_text_slot *cl = &f->text_slots[f->n_text_slots++];
-            *cl = (ork_text_slot){"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path",
-                                  "clip_tokenizer_path", f->clip_path[0] ? f->clip_path : NULL,
-                                  f->clip_tok_path[0] ? f->clip_tok_path : NULL};
+            *cl = (ork_text_slot){.encoder = "clip", .feeds = ORK_TEXT_FEEDS_VEC, .subfolder = "text_encoder",
+                                  .tokenizer_subfolder = "tokenizer", .max_length = 77, .path_key = "clip_path",
+                                  .tokenizer_key = "clip_tokenizer_path",
+                                  .path = f->clip_path[0] ? f->clip_path : NULL,
+                                  .tokenizer_path = f->clip_tok_path[0] ? f->clip_tok_path : NULL};
         }
     } else if (flux2_text_slot(f->cfg.variant, f->cfg.context_dim, info->context_len, f->te_path[0] ? f->te_path : NULL,
                                f->te_tok_path[0] ? f->te_tok_path : NULL, &f->text_slots[0])) {
