@@ -14,7 +14,8 @@
 #            "--preset dev --res 1024 --ranks 128 --steps 3 --compile")
 #   tests    ctest -R "$TESTS" (default the GPU tests that run the runner), once
 #            plain and stream_cuda again with ORAKUL_KEEP_BLOCKS=3 (kept == streamed)
-# Env: STEPS (orakul steps, default 5), RES (1024), RANK (128), TRAIN_TIMEOUT.
+# Env: STEPS (orakul steps, default 5), RES (1024), RANK (128), TRAIN_TIMEOUT;
+# DEADLINE (seconds from the start after which no further phase or run starts).
 # Carry .gpu-deps, and the tree to run (a git archive, so no uncommitted edit travels).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; root=$PWD
@@ -44,10 +45,13 @@ ds=/tmp/ork-bench/ds${RES:-1024}; mkdir -p $ds
 python3 -c "from PIL import Image; Image.open('assets/photos/astronaut.png').convert('RGB').resize((${RES:-1024},${RES:-1024}), Image.BICUBIC).save('$ds/astronaut.png')"
 echo "an astronaut" > $ds/astronaut.txt
 taef1=$root/.carry/taef1; [ -d $taef1 ] || taef1=$root/.carry/shared/assets/taef1; [ -d $taef1 ] || taef1=$root/../../shared/assets/taef1
+late() { [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - T0 )) -gt $DEADLINE ] && { echo "== $1 skipped: past DEADLINE"; return 0; }; return 1; }
 for ph in "${phases[@]}"; do
+  late "$ph" && continue
   case $ph in
   orakul)
     for keep in ${KEEPS:-0 auto}; do
+      late "keep=$keep" && continue
       out=/tmp/ork-bench/out; rm -rf $out; y=/tmp/prof_$keep.yaml
       sed -e "s#@RANK@#${RANK:-128}#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds#" -e "s#@STEPS@#${STEPS:-5}#" -e "s#@BUDGET@#0#" \
           -e "s#@TAEF1@#$taef1#" -e "s#resolution: \[1024\]#resolution: [${RES:-1024}]#" bench/train/flux1_dev_1024.yaml.in > $y
@@ -61,7 +65,7 @@ for ph in "${phases[@]}"; do
         --json $OUT/classes_orakul_$keep.json | tee $OUT/classes_orakul_$keep.txt
     done ;;
   torch)
-    ref=.carry/shared/torch_flux_ref.py; [ -f $ref ] || ref=.carry/torch_flux_ref.py; [ -f $ref ] || ref=$root/../../torch_flux_ref.py
+    ref=.carry/shared/torch_flux_ref.py; [ -f $ref ] || ref=.carry/torch_flux_ref.py; [ -f $ref ] || ref=$root/../../shared/torch_flux_ref.py
     tr=/tmp/trace_torch.tsv; t0=$(date +%s)
     traced $tr timeout ${TORCH_TIMEOUT:-200} python3 $ref ${TORCH_ARGS:---preset dev --res 1024 --ranks 128 --steps 3 --compile} > $OUT/torch.log 2>&1
     echo "== torch ${TORCH_ARGS:-compile}: rc=$? in $(( $(date +%s) - t0 )) s"; tail -1 $OUT/torch.log
