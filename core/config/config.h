@@ -108,6 +108,10 @@ typedef struct ork_train_config {
     int32_t skip_first_sample;           /* 0: sample before the first step (when sampling is on) */
     int32_t force_first_sample;          /* 0: a resumed run samples at its start only when set */
     int32_t disable_sampling;            /* 0 */
+    /* ema_config (train/ema.h): an exponential moving average of the LoRA weights,
+     * saved and sampled in their place (ai-toolkit's EMAConfig) */
+    int32_t use_ema;                     /* ema_config.use_ema: 0 */
+    double ema_decay;                    /* ema_config.ema_decay: 0.999 (ai-toolkit's default; its UI writes 0.99) */
     /* optimizer_params, loss_params (orakul), lr_scheduler_params: component keys,
      * read with ork_config_component_params */
 } ork_train_config;

@@ -124,6 +124,14 @@ static const ork_ck_table dataset_t = {dataset_keys, sizeof(ork_dataset_config),
 
 /* ---- train ---- */
 #define S ork_train_config
+/* train.ema_config: its keys land in ork_train_config (train/ema.h) */
+static const ork_ck ema_config_keys[] = {
+    B("use_ema", "false", use_ema),
+    F("ema_decay", "0.999", 0, 1, ema_decay),
+    /* ExponentialMovingAverage's feedback into the parameter and per-update multiplier */
+    KNOWN("use_feedback", "false"), KNOWN("param_multiplier", "1.0"),
+    END};
+static const ork_ck_table ema_config_t = {ema_config_keys, 0, 0, 0};
 static const ork_ck train_keys[] = {
     I("batch_size", "1", 1, 4096, batch_size),
     I("steps", "1000", 1, 1e9, steps),
@@ -182,7 +190,8 @@ static const ork_ck train_keys[] = {
     KNOWN("t0_velocity_equiv_weight", NULL), KNOWN("do_fft_loss", "false"),
     KNOWN("do_fft_velocity_equiv_weight", NULL), KNOWN("pred_scaler", "1.0"),
     KNOWN("prompt_saturation_chance", "0"), KNOWN("do_prior_divergence", "false"),
-    KNOWN_WHEN("ema_config", NULL, ".use_ema"), /* the UI writes {use_ema: false, ema_decay: 0.99} */ KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
+    ROW("ema_config", ORK_CK_MAP, ORK_CK_IMPL, 0, NULL, -HUGE_VAL, HUGE_VAL, NULL, 0, &ema_config_t),
+    KNOWN("target_norm_std", NULL), KNOWN("target_norm_std_value", "1.0"),
     KNOWN("next_sample_timesteps", NULL), KNOWN("linear_timesteps", "false"),
     KNOWN("linear_timesteps2", "false"), B("disable_sampling", "false", disable_sampling),
     KNOWN("unload_text_encoder", "false"), ANY("cache_text_embeddings"), /* always cached (text_cache.h) */

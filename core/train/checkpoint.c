@@ -92,6 +92,7 @@ static int cfg_entries(const job *j, cfg_kv *kv) {
     n = cfg_add(kv, n, "train.noise_offset", "%.15g", t->noise_offset);
     n = cfg_add(kv, n, "train.cfg_scale", "%.15g", t->cfg_scale);
     n = cfg_add(kv, n, "train.seed", "%lld", (long long)t->seed);
+    n = cfg_add(kv, n, "train.ema_config.ema_decay", "%.15g", t->use_ema ? t->ema_decay : 0.0);
     n = cfg_add(kv, n, "trigger_word", "%s", S(p->trigger_word));
     n = cfg_add(kv, n, "datasets", "%zu", p->datasets.n);
     for (size_t d = 0; d < p->datasets.n && d < 8; d++) {
@@ -184,7 +185,7 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     ork_st_writer *w;
     ORK_TRY(ork_st_writer_new(&w));
     ork_st_writer_checksum(w, 1); /* verified when resumed (st_check.h) */
-    void **bufs = calloc((size_t)j->n_params * 2, sizeof *bufs);
+    void **bufs = calloc((size_t)j->n_params * 3 + 1, sizeof *bufs); /* lora, opt, ema (ema.c) */
     ork_status s = bufs ? ORK_OK : ORK_E_NOMEM;
     if (s == ORK_OK && j->tstream) s = ork_train_streamed_save(j, w);
     for (int i = 0; s == ORK_OK && !j->tstream && i < j->n_params; i++) {
@@ -200,6 +201,7 @@ ork_status ork_train_save_state(job *j, int64_t step) {
             if (s == ORK_OK) s = ork_st_writer_add(w, key, ts[q]->dtype, ts[q]->ndim, ts[q]->shape, h, nb);
         }
     }
+    if (s == ORK_OK) s = ork_train_ema_save(j, w, bufs + 2 * j->n_params);
     char v[64];
     snprintf(v, sizeof v, "%lld", (long long)step);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "step", v);
@@ -218,7 +220,7 @@ ork_status ork_train_save_state(job *j, int64_t step) {
     state_path(j, path, sizeof path);
     if (s == ORK_OK) s = ork_st_writer_commit(w, path);
     ork_st_writer_free(w);
-    for (int i = 0; bufs && i < j->n_params * 2; i++) free(bufs[i]);
+    for (int i = 0; bufs && i < j->n_params * 3; i++) free(bufs[i]);
     free(bufs);
     return s;
 }
@@ -310,9 +312,11 @@ static ork_status state_meta_read(job *j, ork_st_file *f, const char *path, stat
  * finite: lora.<i> (the parameter) and opt.<i> (its optimizer state: U8, at
  * least one byte, its numbers checked by the optimizer's state_check). */
 static ork_status state_tensors_check(job *j, ork_st_file *f, const char *path) {
-    if (ork_st_count(f) != (size_t)j->n_params * 2)
+    ORK_TRY(ork_train_ema_check(j, f, path)); /* ema.<i> there exactly when the EMA is on */
+    int per = j->ema_on ? 3 : 2;
+    if (ork_st_count(f) != (size_t)j->n_params * per)
         return ORK_FAIL(ORK_E_CONFIG, "%s: the state holds %zu tensors, this config's LoRA network and optimizer %d; "
-                        "move it away to start over", path, ork_st_count(f), j->n_params * 2);
+                        "move it away to start over", path, ork_st_count(f), j->n_params * per);
     for (int i = 0; i < j->n_params; i++) {
         const ork_tensor *p = j->pt[i];
         char key[64];
@@ -386,6 +390,7 @@ ork_status ork_train_load_state(job *j, int64_t *step) {
             free(h);
         }
     }
+    if (s == ORK_OK) s = ork_train_ema_load(j, f, path);
     if (s == ORK_OK) {
         *step = m.step;
         j->skipped = m.skipped;
@@ -442,11 +447,17 @@ ork_status ork_train_save_lora(job *j, int64_t step) {
     snprintf(rank, sizeof rank, "%lld", (long long)j->p->network.linear);
     snprintf(alpha, sizeof alpha, "%g", j->p->network.linear_alpha);
     snprintf(st, sizeof st, "%lld", (long long)step);
+    char decay[40];
+    snprintf(decay, sizeof decay, "%.17g", j->p->train.ema_decay);
     const char *meta[] = {"ss_network_dim", rank, "ss_network_alpha", alpha, "ss_network_module", "networks.lora",
                           "orakul_base_model", j->p->model.name_or_path, "orakul_variant", j->info.variant,
-                          "training_info.step", st, "orakul_version", ORAKUL_VERSION, NULL, NULL};
+                          "training_info.step", st, "orakul_version", ORAKUL_VERSION,
+                          j->ema_on ? "orakul_ema_decay" : NULL, decay, NULL, NULL}; /* the EMA's weights: ema.c */
     if (j->tstream) ORK_TRY(ork_tstream_sync(j->tstream)); /* the LoRA values are read from the host records */
-    ORK_TRY(ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta));
+    ORK_TRY(ork_train_ema_lora_begin(j)); /* with the EMA on, its weights are saved (ai-toolkit's save) */
+    ork_status ls = ork_lora_save(j->lora, path, j->info.lora_format, save_dtype(j->p->save.dtype), meta);
+    ork_train_ema_lora_end(j);
+    ORK_TRY(ls);
     ORK_INFO("saved %s", path);
     /* keep the newest max_step_saves_to_keep step files */
     int64_t keep = j->p->save.max_step_saves_to_keep;

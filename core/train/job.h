@@ -13,6 +13,7 @@
  *   prefetch.c       micro-batch inputs built ahead on a thread
  *   outputs.c        samples, progress, metrics, loss plot, streaming figures
  *   text_glue.c      the captions' text embeddings (text cache, encoders), caption dropout
+ *   ema.c            the EMA of the LoRA parameters (train/ema.h)
  *   train.c          setup and the training loop (train.h's two entry points)
  * [control-thread] */
 #ifndef ORK_TRAIN_JOB_H
@@ -157,6 +158,13 @@ typedef struct job {
     int lend_off;           /* ORAKUL_STREAM_LEND=0 (bench A/B): the gradients not lent */
     int short_warned;
     int overwrite;          /* --overwrite (ork_train_opts): a fresh run may overwrite this job's LoRA files */
+    /* the EMA of the LoRA parameters (ema.c, train/ema.h); ema_on 0: train.ema_config.use_ema off */
+    int ema_on;
+    ork_tensor **ema;       /* [n_params] resident F32 shadows; NULL when streamed (in the records) */
+    ork_tensor *ema_tmp;    /* F32 scratch of the largest parameter's numel */
+    size_t *ema_off;        /* [n_params] streamed: the shadow's offset in the parameter's state */
+    size_t *opt_bytes;      /* [n_params] streamed: the optimizer's own state bytes (before the shadow) */
+    void **ema_saved;       /* [n_params] the live values while the shadows stand in (sampling) */
 } job;
 
 /* Skipped steps in a row (non-finite loss or gradients) that stop a run. */
@@ -246,6 +254,23 @@ ork_block_hooks ork_train_streamed_hooks(job *j);
 void ork_train_streamed_clip_check(job *j, int64_t step, double norm, float applied);
 ork_status ork_train_streamed_save(job *j, ork_st_writer *w);
 ork_status ork_train_streamed_load(job *j, ork_st_file *f, const char *path);
+void ork_train_streamed_reader(job *j); /* ork_lora_save reads the host records again */
+
+/* ema.c: the EMA of the LoRA parameters (train/ema.h); each a no-op with ema_on 0 */
+ork_status ork_train_ema_setup(job *j);                 /* after the optimizer, before ork_train_streamed_setup */
+/* streamed: the state bytes of parameter i in its record, the optimizer's opt_bytes then the shadow */
+size_t ork_train_ema_state_bytes(job *j, int i, size_t opt_bytes);
+/* streamed: the shadow of parameter i in its record's state (state) from its initial data (dt) */
+void ork_train_ema_init_record(job *j, int i, char *state, ork_dtype dt, const void *data);
+void ork_train_ema_free(job *j);
+ork_status ork_train_ema_step(job *j);                  /* resident: after the optimizer step */
+ork_status ork_train_ema_block(job *j, const ork_opt_param *ps, const int32_t *ids, int n); /* streamed: per block */
+ork_status ork_train_ema_save(job *j, ork_st_writer *w, void **bufs); /* ema.<i>; bufs [n_params] freed by the caller */
+ork_status ork_train_ema_check(job *j, ork_st_file *f, const char *path);
+ork_status ork_train_ema_load(job *j, ork_st_file *f, const char *path);
+ork_status ork_train_ema_lora_begin(job *j);            /* the LoRA file reads the shadows ... */
+void ork_train_ema_lora_end(job *j);                    /* ... and the live values again */
+ork_status ork_train_ema_swap(job *j, int in);          /* sampling: the shadows in the parameters' place (1) and out (0) */
 
 /* checkpoint.c */
 void ork_train_remove_stale_tmp(job *j);

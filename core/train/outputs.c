@@ -83,7 +83,11 @@ ork_status ork_train_sample_now(job *j, int64_t step) {
     ork_block_hooks hk = j->tstream ? ork_train_streamed_hooks(j) : j->ws_hooks;
     ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk,
                       .device_index = j->device_index};
-    return ork_samples_run(j->samples, &d, step, NULL);
+    /* with the EMA on, the samples use its weights (ai-toolkit's sample(): ema.eval() ... ema.train()) */
+    ORK_TRY(ork_train_ema_swap(j, 1));
+    ork_status s = ork_samples_run(j->samples, &d, step, NULL);
+    ork_status r = ork_train_ema_swap(j, 0);
+    return s != ORK_OK ? s : r;
 }
 
 void ork_train_plot_now(job *j) {

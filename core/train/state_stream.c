@@ -20,7 +20,8 @@ static ork_status state_step_cb(void *ctx, int block, ork_opt_param *ps, const i
     (void)block;
     ork_opt_step st = {.abi = ORK_ABI_INIT(ork_opt_step), .step = j->cur_step, .lr = j->cur_lr, .grad_scale = 1.0f,
                        .device = j->be->device, .stream = j->g->k.stream, .seed = j->seed, .param_ids = ids};
-    return n ? j->ovt->step(j->opt, &st, ps, n) : ORK_OK;
+    if (n) ORK_TRY(j->ovt->step(j->opt, &st, ps, n));
+    return ork_train_ema_block(j, ps, ids, n); /* the shadows after the step (ema.c) */
 }
 
 /* The streamed trainable state clips step s with step s-1's norm (trainable_stream.h): when
@@ -103,6 +104,8 @@ static ork_status state_reader(void *ctx, const ork_tensor *t, float *host) {
     return ORK_FAIL(ORK_E_INTERNAL, "LoRA save: a tensor that is not a trained parameter");
 }
 
+void ork_train_streamed_reader(job *j) { ork_lora_set_reader(j->lora, state_reader, j); }
+
 /* ork_lora_init's sink when the trainable state streams: tensor i's initial
  * values into its block's host record, in the tensor's dtype (the same
  * rounding as the resident upload, so both runs start bit-identical). */
@@ -113,6 +116,8 @@ static ork_status state_init_cb(void *ctx, int i, ork_tensor *t, const float *ho
     size_t n = (size_t)ork_tensor_numel(t);
     if (t->dtype == ORK_F32) memcpy(dst, host, n * sizeof *host);
     else ork_bf16_from_f32(host, n, (uint16_t *)dst);
+    /* the EMA's shadow starts as the parameter (as rounded to its dtype) */
+    ork_train_ema_init_record(j, i, ork_tstream_host(j->tstream, p->block) + p->state_offset, t->dtype, dst);
     return ORK_OK;
 }
 
@@ -134,6 +139,7 @@ ork_status ork_train_streamed_setup(job *j) {
         dt[i] = j->pt[i]->dtype;
         numel[i] = ork_tensor_numel(j->pt[i]);
         s = j->ovt->state_bytes(j->opt, dt[i], numel[i], &sb[i]);
+        sb[i] = ork_train_ema_state_bytes(j, i, sb[i]); /* the EMA's shadow after the optimizer's state */
     }
     /* ORAKUL_TRAINABLE_CHUNKS=1 (old name ORAKUL_ZERO_CHUNKS): the whole record out before
      * the next load (bench A/B) */
@@ -186,7 +192,7 @@ ork_status ork_train_streamed_setup(job *j) {
  * (read or written between passes only: after ork_tstream_sync). */
 static char *state_part(job *j, int i, int state, size_t *nbytes) {
     const ork_tstream_param *p = &ork_tstream_get_layout(j->tstream)->params[i];
-    *nbytes = state ? p->state_bytes : p->data_bytes;
+    *nbytes = state ? (j->ema_on ? j->opt_bytes[i] : p->state_bytes) : p->data_bytes; /* the EMA's: ema.c */
     return (char *)ork_tstream_host(j->tstream, p->block) + (state ? p->state_offset : p->data_offset);
 }
 

@@ -55,6 +55,7 @@ static void job_free(job *j) {
             j->pt[i]->grad = NULL;
         }
     }
+    ork_train_ema_free(j);
     free(j->block_param_first);
     free(j->block_params);
     for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
@@ -356,6 +357,7 @@ static ork_status setup(job *j) {
     if (ork_dist_rank(j->dist) > 0) { ork_samples_destroy(j->samples); j->samples = NULL; } /* rank 0 samples */
     ORK_TRY(ork_train_setup_optimizer(j));
     ORK_TRY(ork_train_dist_grads(j));
+    ORK_TRY(ork_train_ema_setup(j)); /* the EMA's shadows (ema.c): before the streamed records that hold them */
     t[PH_OPT] = ork_train_now();
     if (j->plan->trainable_streamed) ORK_TRY(ork_train_streamed_setup(j));
     ORK_TRY(ork_train_setup_grad_pool(j));
@@ -419,6 +421,7 @@ static ork_status train_loop(job *j) {
             double lr = ork_lr_at(&j->lr, step - 1);
             tp = ork_prof_enabled() ? ork_prof_now() : 0;
             ORK_TRY(ork_train_optimizer_step(j, step - j->skipped, lr, gs));
+            ORK_TRY(ork_train_ema_step(j)); /* streamed: per block, after each block's step (state_stream.c) */
             if (ork_prof_enabled()) { ork_graph_sync(j->g); ork_prof_add("phase", "optimizer step", ork_prof_now() - tp); }
         }
         if (j->ce) ORK_TRY(ork_ce_mark(j->ce, ORK_LANE_COMPUTE, ORK_TRACE_MARK_OPTIMIZER));

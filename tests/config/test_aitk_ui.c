@@ -137,7 +137,7 @@ static void test_flux2_klein_9b(void) {
  * model's keys are read (pass 2), after the core's. */
 static void test_flux2_dev_options(void) {
     static const char *const want[] = {"sqlite_db_path", "performance_log_every", "datasets[0].control_path_1",
-                                       "train.ema_config", "train.diff_output_preservation",
+                                       "train.diff_output_preservation",
                                        "train.diff_output_preservation_class",
                                        "model.layer_offloading_text_encoder_percent", "sample.samples[0].ctrl_img_1",
                                        "sample.samples[0].network_multiplier", "logging.use_ui_logger",

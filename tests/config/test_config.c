@@ -146,7 +146,7 @@ static void t_known_unimplemented(void) {
     CU_ASSERT_EQUAL_FATAL(load("known_unimplemented.yaml", &cfg), ORK_OK);
     CU_ASSERT_EQUAL(g_err, 0);
     CU_ASSERT_EQUAL(g_warn, 2); /* train_text_encoder: false restates the default: quiet */
-    CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:12:9: ignored: train.ema_config (not implemented yet)", NULL));
+    CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:12:9: ignored: train.min_snr_gamma (not implemented yet)", NULL));
     CU_ASSERT_PTR_NOT_NULL(logged("known_unimplemented.yaml:15:9: ignored: train.linear_timesteps", NULL));
     CU_ASSERT_PTR_NOT_NULL(strstr(g_lines[0], ":12:9: ")); /* in file order */
     CU_ASSERT_PTR_NOT_NULL(strstr(g_lines[1], ":15:9: "));
@@ -396,9 +396,10 @@ static ork_config *load_example(const char *name) {
 static void t_example_flux(void) {
     ork_config *cfg = load_example("train_lora_flux_24gb.yaml");
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-    CU_ASSERT_EQUAL(g_warn, 1); /* the sample: section is read (core/train/samples.h) */
-    CU_ASSERT_PTR_NOT_NULL(logged("train_lora_flux_24gb.yaml:57:9: ignored: train.ema_config", NULL));
+    CU_ASSERT_EQUAL(g_warn, 0); /* the sample: section is read (core/train/samples.h), ema_config too (train/ema.h) */
     const ork_process_config *p = ork_config_process(cfg);
+    CU_ASSERT_EQUAL(p->train.use_ema, 1);
+    CU_ASSERT_DOUBLE_EQUAL(p->train.ema_decay, 0.99, 0);
     CU_ASSERT_STRING_EQUAL(p->sample.sampler, "flowmatch");
     CU_ASSERT_EQUAL(p->model.quantize_te, p->model.quantize); /* not given: model.quantize's (ai-toolkit) */
     CU_ASSERT_EQUAL(p->sample.sample_every, 250);
