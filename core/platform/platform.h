@@ -215,6 +215,12 @@ size_t ork_page_size(void);
 int ork_cpu_count(void);
 /* 1 when the stream (stdout / stderr) is a terminal or console. */
 int ork_isatty(FILE *f);
+/* 1 when f is a terminal that takes ANSI escape codes ("\x1b[K"): POSIX, a
+ * terminal whose TERM is not "dumb"; Windows, a console whose virtual-terminal
+ * processing this call turned on (SetConsoleMode with
+ * ENABLE_VIRTUAL_TERMINAL_PROCESSING: Windows 10 1511 on; an older console
+ * refuses it). 0 otherwise, and always 0 when f is not a terminal. */
+int ork_console_ansi(FILE *f);
 
 /* ---- child processes (tests and tools) -------------------------------------- */
 

@@ -506,6 +506,11 @@ int ork_cpu_count(void) {
 
 int ork_isatty(FILE *f) { return f && isatty(fileno(f)); }
 
+int ork_console_ansi(FILE *f) {
+    const char *term = getenv("TERM");
+    return ork_isatty(f) && !(term && strcmp(term, "dumb") == 0);
+}
+
 /* ---- child processes ------------------------------------------------------- */
 
 extern char **environ;

@@ -761,6 +761,19 @@ int ork_cpu_count(void) {
 
 int ork_isatty(FILE *f) { return f && _isatty(_fileno(f)); }
 
+#ifndef ENABLE_VIRTUAL_TERMINAL_PROCESSING
+#define ENABLE_VIRTUAL_TERMINAL_PROCESSING 0x0004
+#endif
+
+int ork_console_ansi(FILE *f) {
+    if (!ork_isatty(f)) return 0;
+    HANDLE h = (HANDLE)_get_osfhandle(_fileno(f));
+    DWORD mode;
+    if (h == INVALID_HANDLE_VALUE || !GetConsoleMode(h, &mode)) return 0; /* not a console (a mintty pipe) */
+    if (mode & ENABLE_VIRTUAL_TERMINAL_PROCESSING) return 1;
+    return SetConsoleMode(h, mode | ENABLE_VIRTUAL_TERMINAL_PROCESSING) != 0;
+}
+
 /* ---- child processes ------------------------------------------------------- */
 
 struct ork_proc {

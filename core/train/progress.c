@@ -1,4 +1,9 @@
-/* train/progress.c — see progress.h. */
+/* train/progress.c — see progress.h. On a terminal the line is redrawn in
+ * place: with "\r" and the ANSI erase-to-end-of-line code where the console
+ * takes ANSI codes (every POSIX terminal; a Windows console once
+ * ork_console_ansi has turned its virtual-terminal processing on), else with
+ * "\r" and spaces over the rest of the previous line (an older Windows
+ * console). Not a terminal (a file, a pipe): plain lines, no escape code. */
 #include "train/progress.h"
 
 #include "platform/platform.h"
@@ -11,7 +16,8 @@
 
 struct ork_progress {
     ork_progress_opts o;
-    int tty, line_open, sink_held;
+    int tty, ansi, line_open, sink_held;
+    int drawn; /* characters of the line on the row now (for the plain redraw) */
     double t_begin, t_prev_end, t_last_draw, extra_s; /* extra_s: time outside steps */
     int64_t n_steps;                                  /* steps ended */
     ork_ema step_time, loss;
@@ -28,7 +34,8 @@ static void clear_line(ork_log_level lvl, const char *line, void *user) {
     (void)lvl, (void)line;
     ork_progress *p = user;
     if (!p->line_open) return;
-    fputs("\r\x1b[K", p->o.out);
+    if (p->ansi) fputs("\r\x1b[K", p->o.out);
+    else fprintf(p->o.out, "\r%*s\r", p->drawn, "");
     fflush(p->o.out);
     p->line_open = 0;
 }
@@ -41,6 +48,7 @@ ork_status ork_progress_create(const ork_progress_opts *o, ork_progress **out) {
     if (p->o.log_every <= 0) p->o.log_every = 10;
     if (!p->o.mem_label) p->o.mem_label = "mem";
     p->tty = o->tty >= 0 ? o->tty : ork_isatty(p->o.out);
+    p->ansi = o->tty >= 0 ? o->tty : p->tty && ork_console_ansi(p->o.out);
     ork_ema_init(&p->step_time, 0.9);
     ork_ema_init(&p->loss, ORK_LOSS_EMA_BETA);
     p->t_prev_end = NAN;
@@ -111,8 +119,11 @@ void ork_progress_end(ork_progress *p, const ork_progress_step *s) {
                      (double)s->mem_in_use / 1073741824.0, (double)s->mem_peak / 1073741824.0,
                      ork_progress_eta_str(eta, es, sizeof es));
     if (n < 0) return;
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1; /* what was printed */
     if (p->tty) {
-        fprintf(p->o.out, "\r%s\x1b[K", line);
+        if (p->ansi) fprintf(p->o.out, "\r%s\x1b[K", line);
+        else fprintf(p->o.out, "\r%s%*s", line, p->drawn > n ? p->drawn - n : 0, "");
+        p->drawn = n;
         p->line_open = 1;
         if (last) {
             fputc('\n', p->o.out);

@@ -307,6 +307,7 @@ static void test_fopen_sync(void) {
     CU_ASSERT(fputs("line\n", f) >= 0);
     CU_ASSERT_EQUAL(ork_fsync_file(f), ORK_OK);
     CU_ASSERT_EQUAL(ork_isatty(f), 0);
+    CU_ASSERT_EQUAL(ork_console_ansi(f), 0); /* a file: never escape codes */
     fclose(f);
     /* text mode is never used: "\n" stays one byte on every system */
     CU_ASSERT_EQUAL(read_text(p, buf, sizeof buf), 5);
@@ -473,6 +474,7 @@ static void test_system(void) {
     CU_ASSERT(pg >= 4096 && (pg & (pg - 1)) == 0);
     CU_ASSERT(ork_cpu_count() >= 1);
     CU_ASSERT_EQUAL(ork_isatty(NULL), 0);
+    CU_ASSERT_EQUAL(ork_console_ansi(NULL), 0);
 }
 
 /* ork_path_access: an existing file may be read and written; a missing one
