@@ -73,6 +73,8 @@ for ph in "${phases[@]}"; do
       --json $OUT/classes_torch.json | tee $OUT/classes_torch.txt ;;
   tests)
     t0=$(date +%s)
+    # the test targets alone (a broken target elsewhere in the tree stops `make all` early)
+    cmake --build $B -j16 --target test_stream_cuda test_train_trainable_stream_cuda test_runner_keep >> $OUT/build.log 2>&1
     (cd $B && timeout ${TESTS_TIMEOUT:-150} ctest -R "${TESTS:-^(stream_cuda|train_trainable_stream_cuda|runner_keep)$}" -j1 --output-on-failure > $OUT/ctest.log 2>&1)
     echo "== tests rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "Test +#|tests passed" $OUT/ctest.log
     t0=$(date +%s)

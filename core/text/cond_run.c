@@ -20,10 +20,24 @@
  * bias) are kept once and uploaded once per block as a persistent tensor.
  * The graph's arena is sized up front from the plan (one piece), and the time
  * is split into loading the weights and encoding (ork_textcond_stats).
- * Owns, per call: the tokens, the host carries, the device objects. */
+ * Layer-major reads the checkpoint once per weight pass, not once per block:
+ * the plugin's load puts every weight (assembling q|k|v and gate|up of every
+ * layer as it goes), so while block k's load passes, the weights of the
+ * blocks after it are kept on the host (wcache: as put, in the put's dtype),
+ * up to ORAKUL_TEXT_WCACHE_GIB (default: three quarters of the host's
+ * available memory above 8 GiB; 0: none), and those blocks are put from
+ * there; a block past the limit reads the file again.
+ * A conditioner of one encoder hands each chunk's embeddings to encode_each's
+ * callback as the last block gives them (emit): no group of embeddings is
+ * held, so every caption shares one weight pass (issue #29 point 4).
+ * Every device byte of an encoder is given back when its runner closes:
+ * bytes its allocator still holds then are an error (ork_tc_release_check).
+ * Owns, per call: the tokens, the host carries, the weight cache, the device
+ * objects. */
 #include "text/cond_internal.h"
 
 #include "platform/platform.h"
+#include "text/cond_plan.h"
 #include "tensor/graph.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -46,30 +60,151 @@ void ork_text_embed_free(ork_text_embed *e) {
 
 /* ---- a sink that passes only one block's weights ------------------------- */
 
+/* Weights of later blocks kept on the host while one block's load passes. */
+enum { WC_NONE, WC_PUT, WC_QUANT, WC_RANDOM };
+typedef struct wc_ent {
+    int kind;
+    ork_dtype dt;
+    void *data;
+    float *scales;
+    int qblock;
+    float sd;
+    uint64_t seed;
+    size_t bytes;
+} wc_ent;
+
+typedef struct wcache {
+    wc_ent *e;           /* [n_weights] of the encoder */
+    size_t used, limit;
+    int stop;            /* this load: blocks >= stop are not kept (the limit) */
+    int loads;           /* the plugin's load calls (reads of the checkpoint) */
+} wcache;
+
 typedef struct fsink {
     ork_weight_sink s;
     const ork_weight_sink *inner;
     const ork_text_encoder_info *info;
     int block;
+    wcache *wc;          /* or NULL: the other blocks' weights are dropped */
 } fsink;
 
-static int in_block(const fsink *f, const char *name) {
-    for (int i = 0; i < f->info->n_weights; i++)
-        if (f->info->weights[i].block == f->block && !strcmp(f->info->weights[i].name, name)) return 1;
-    return 0;
+static int decl_of(const ork_text_encoder_info *in, const char *name) {
+    for (int i = 0; i < in->n_weights; i++)
+        if (!strcmp(in->weights[i].name, name)) return i;
+    return -1;
 }
+
+static int64_t decl_numel(const ork_weight_decl *d) {
+    int64_t n = 1;
+    for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+    return n;
+}
+
+static void wc_free_ent(wcache *w, wc_ent *e) {
+    free(e->data);
+    free(e->scales);
+    w->used -= e->bytes;
+    memset(e, 0, sizeof *e);
+}
+
+/* Forget the kept weights of blocks >= b: they will be read again. */
+static void wc_stop_at(wcache *w, const ork_text_encoder_info *in, int b) {
+    for (int i = 0; i < in->n_weights; i++)
+        if (w->e[i].kind && in->weights[i].block >= b) wc_free_ent(w, &w->e[i]);
+    if (b < w->stop) w->stop = b;
+}
+
+/* Keep weight i (a block after the one loading) when the limit allows. */
+static ork_status wc_keep(const fsink *f, int i, int kind, ork_dtype dt, const void *data, const float *sc,
+                          int qblock, float sd, uint64_t seed) {
+    wcache *w = f->wc;
+    if (!w || i < 0) return ORK_OK;
+    const ork_weight_decl *d = &f->info->weights[i];
+    int b = d->block;
+    wc_ent *e = &w->e[i];
+    if (b <= f->block || b >= w->stop || e->kind) return ORK_OK;
+    int64_t n = decl_numel(d), rows = d->ndim == 2 ? d->shape[0] : 1, cols = d->ndim == 2 ? d->shape[1] : n;
+    size_t db = kind == WC_RANDOM ? 0 : (size_t)n * ork_dtype_size(dt);
+    size_t ns = kind == WC_QUANT ? (size_t)(qblock > 0 ? rows * ((cols + qblock - 1) / qblock) : rows) : 0;
+    if (w->used + db + ns * sizeof(float) > w->limit || (db && !(e->data = malloc(db))) ||
+        (ns && !(e->scales = malloc(ns * sizeof(float))))) { /* no room: this block and later ones read again */
+        free(e->data);
+        e->data = NULL;
+        wc_stop_at(w, f->info, b);
+        return ORK_OK;
+    }
+    if (db) memcpy(e->data, data, db);
+    if (ns) memcpy(e->scales, sc, ns * sizeof(float));
+    e->kind = kind;
+    e->dt = dt;
+    e->qblock = qblock;
+    e->sd = sd;
+    e->seed = seed;
+    e->bytes = db + ns * sizeof(float);
+    w->used += e->bytes;
+    return ORK_OK;
+}
+
+/* Every weight of block k kept (then it is put from the host, not read). */
+static int wc_has(const wcache *w, const ork_text_encoder_info *in, int k) {
+    if (!w) return 0;
+    for (int i = 0; i < in->n_weights; i++)
+        if (in->weights[i].block == k && !w->e[i].kind) return 0;
+    return 1;
+}
+
+/* Block k's kept weights into sink, each freed once put. */
+static ork_status wc_replay(wcache *w, const ork_text_encoder_info *in, int k, const ork_weight_sink *sink) {
+    for (int i = 0; i < in->n_weights; i++) {
+        wc_ent *e = &w->e[i];
+        if (in->weights[i].block != k || !e->kind) continue;
+        const char *nm = in->weights[i].name;
+        ork_status st = e->kind == WC_PUT     ? sink->put(sink, nm, e->dt, e->data)
+                        : e->kind == WC_QUANT ? sink->put_quantized(sink, nm, e->dt, e->data, e->scales, e->qblock)
+                                              : sink->put_random(sink, nm, e->sd, e->seed);
+        wc_free_ent(w, e);
+        ORK_TRY(st);
+    }
+    return ORK_OK;
+}
+
+static void wc_close(wcache *w, const ork_text_encoder_info *in) {
+    if (!w->e) return;
+    for (int i = 0; i < in->n_weights; i++) wc_free_ent(w, &w->e[i]);
+    free(w->e);
+    memset(w, 0, sizeof *w);
+}
+
+/* The cache's limit: ORAKUL_TEXT_WCACHE_GIB, else 3/4 of the available host
+ * memory above 8 GiB (the carries, the embeddings and the process beside it). */
+size_t ork_tc_wcache_limit(void) {
+    const char *v = getenv("ORAKUL_TEXT_WCACHE_GIB");
+    if (v && *v) return atof(v) > 0 ? (size_t)(atof(v) * 1073741824.0) : 0;
+    uint64_t avail = 0;
+    const uint64_t reserve = (uint64_t)8 << 30;
+    if (ork_mem_available(&avail) != ORK_OK || avail <= reserve) return 0;
+    return (size_t)((avail - reserve) / 4 * 3);
+}
+
 static ork_status fs_put(const ork_weight_sink *s, const char *name, ork_dtype dt, const void *data) {
     const fsink *f = s->store;
-    return in_block(f, name) ? f->inner->put(f->inner, name, dt, data) : ORK_OK;
+    int i = decl_of(f->info, name);
+    if (i >= 0 && f->info->weights[i].block == f->block) return f->inner->put(f->inner, name, dt, data);
+    return wc_keep(f, i, WC_PUT, dt, data, NULL, 0, 0, 0);
 }
 static ork_status fs_putq(const ork_weight_sink *s, const char *name, ork_dtype qdt, const void *q, const float *sc,
                           int block) {
     const fsink *f = s->store;
-    return in_block(f, name) ? f->inner->put_quantized(f->inner, name, qdt, q, sc, block) : ORK_OK;
+    int i = decl_of(f->info, name);
+    if (i >= 0 && f->info->weights[i].block == f->block)
+        return f->inner->put_quantized(f->inner, name, qdt, q, sc, block);
+    return wc_keep(f, i, WC_QUANT, qdt, q, sc, block, 0, 0);
 }
 static ork_status fs_putr(const ork_weight_sink *s, const char *name, float sd, uint64_t seed) {
     const fsink *f = s->store;
-    return in_block(f, name) ? f->inner->put_random(f->inner, name, sd, seed) : ORK_OK;
+    int i = decl_of(f->info, name);
+    if (i >= 0 && f->info->weights[i].block == f->block) return f->inner->put_random(f->inner, name, sd, seed);
+    return wc_keep(f, i, WC_RANDOM, ORK_F32, NULL, NULL, 0, sd, seed);
 }
 
 /* ---- the device side of one encoder --------------------------------------- */
@@ -88,7 +223,18 @@ typedef struct runner {
     ork_weight_decl *decls;   /* block k's (layer-major) */
     ork_wstore *ws;
     double load_s;            /* seconds in store_load (weights to the device), summed */
+    wcache *wc;               /* layer-major: later blocks' weights kept on the host, or NULL */
+    int file_loads;           /* the plugin's load calls (reads of the checkpoint), summed */
+    const struct emit_to *em; /* encode_each of one encoder: each chunk's rows to its callback, or NULL */
+    float *etxt, *evec;       /* ... through these (one chunk's rows) */
+    int emit_g0;              /* ... the group's first caption */
 } runner;
+
+/* encode_each's callback for a conditioner of one encoder (run_slot's emit). */
+typedef struct emit_to {
+    ork_text_embed_fn fn;
+    void *user;
+} emit_to;
 
 static void store_free(runner *r) {
     if (r->ws) ork_wstore_destroy(r->ws);
@@ -123,9 +269,15 @@ static ork_status store_load_(runner *r, int block) {
     }
     ORK_TRY(ork_wstore_create_quant(r->a, r->be, &r->g->k, &r->mi, r->act, NULL, r->q ? &r->wq : NULL, &r->ws));
     const ork_weight_sink *sink = ork_wstore_sink(r->ws);
-    fsink f = {{ORK_ABI_INIT(ork_weight_sink), NULL, fs_put, fs_putq, fs_putr}, sink, in, block};
-    f.s.store = &f;
-    ORK_TRY(r->t->vt->load(r->t->self, block < 0 ? sink : &f.s));
+    if (block >= 0 && wc_has(r->wc, in, block)) { /* kept while an earlier block's load passed */
+        ORK_TRY(wc_replay(r->wc, in, block, sink));
+    } else {
+        fsink f = {{ORK_ABI_INIT(ork_weight_sink), NULL, fs_put, fs_putq, fs_putr}, sink, in, block, r->wc};
+        f.s.store = &f;
+        if (r->wc) r->wc->stop = in->n_blocks;
+        r->file_loads++;
+        ORK_TRY(r->t->vt->load(r->t->self, block < 0 ? sink : &f.s));
+    }
     ORK_TRY(ork_wstore_check_complete(r->ws));
     ork_wstore_attach(r->ws, r->g);
     return ORK_OK;
@@ -151,6 +303,19 @@ static ork_status to_host_f32(runner *r, ork_tensor *t, float *host) {
 /* hidden (B, L, D) and pooled (B, P) of chunk [c0, c0 + B) into out. */
 static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0, int B, ork_text_embed *out) {
     const tc_slot *t = r->t;
+    if (r->em) { /* one encoder: the chunk's rows into the chunk buffers, then each caption to the callback */
+        const emit_to *em = r->em;
+        ork_text_embed ch = *out;
+        ch.txt = r->etxt;
+        ch.vec = r->evec;
+        r->em = NULL;
+        ork_status st = copy_out(r, o, 0, B, &ch);
+        r->em = em;
+        for (int i = 0; i < B && st == ORK_OK; i++)
+            st = em->fn(em->user, r->emit_g0 + c0 + i, ch.txt ? ch.txt + (size_t)i * ch.T * ch.ctx_dim : NULL,
+                        ch.vec ? ch.vec + (size_t)i * ch.vec_dim : NULL);
+        return st;
+    }
     if (t->feeds & ORK_TEXT_FEEDS_TXT) {
         if (!o->hidden || r->ta->numel(o->hidden) != (int64_t)B * out->T * out->ctx_dim)
             return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: hidden output is not (%d, %d, %d)", t->s.encoder, B,
@@ -398,6 +563,14 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
     ls.on_device = on_device;
     ls.pool.be = r->be->device == ORK_DEV_CUDA ? r->be : NULL;
     ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
+    /* later blocks' weights kept on the host while a block's load passes: one read of the checkpoint */
+    wcache wc;
+    memset(&wc, 0, sizeof wc);
+    wc.limit = ork_tc_wcache_limit();
+    if (st == ORK_OK && wc.limit && nb > 1) {
+        if (!(wc.e = calloc((size_t)(t->info.n_weights > 0 ? t->info.n_weights : 1), sizeof *wc.e))) st = ORK_E_NOMEM;
+        r->wc = &wc;
+    }
     for (int k = 0; k < nb && st == ORK_OK; k++) {
         for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
         st = store_load(r, k);
@@ -426,6 +599,8 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
         old = nw;
         nw = tmp;
     }
+    r->wc = NULL;
+    wc_close(&wc, &t->info);
     for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], &ls.pool);
     for (int ci = 0; ci < nch && nw; ci++) hcarry_free(&nw[ci], &ls.pool);
     if (ls.pool.n) r->be->sync(&r->g->k); /* no upload still reads a buffer */
@@ -538,13 +713,19 @@ void ork_tc_lm_group(const tc_plan *p, size_t budget, int n, int *on_device, int
  * p->scratch, stays outside: what the estimate misses grows into it). */
 static size_t tc_arena_bytes(const tc_plan *p) { return ork_tc_chunk_bytes(p, p->chunk); }
 
-static void runner_close(runner *r) {
+/* Frees the runner; the bytes its allocator still held once the weights, the
+ * graph and the quantizer were gone (0: everything was given back). */
+static size_t runner_close(runner *r) {
     store_free(r);
     if (r->g) ork_graph_destroy(r->g);
     if (r->q) r->qvt->destroy(r->q);
+    size_t held = r->a ? ork_alloc_in_use(r->a, NULL) : 0;
     if (r->a) ork_alloc_destroy(r->a);
     free(r->decls);
+    free(r->etxt);
+    free(r->evec);
     memset(r, 0, sizeof *r);
+    return held;
 }
 
 /* The device side of slot t: an allocator of budget bytes, a no-grad graph,
@@ -587,10 +768,11 @@ static ork_status runner_open(ork_textcond *tc, tc_slot *t, const ork_backend *b
 }
 
 /* One encoder over n captions. kept: a runner whose resident weights stay
- * loaded across calls (encode_each), or NULL: one of this call's own. */
+ * loaded across calls (encode_each), or NULL: one of this call's own. em (or
+ * NULL): each chunk's rows go to em's callback (out gives the shape only). */
 static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, size_t budget, int n,
                            const char *const *captions, ork_text_embed *out, ork_textcond_stats *stats,
-                           runner *kept) {
+                           runner *kept, const emit_to *em) {
     double t0 = now_s();
     runner own, *rp = kept ? kept : &own;
     runner *const r = rp;
@@ -603,8 +785,14 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     double t_tok = now_s() - t0;
     if (st == ORK_OK && !kept) st = runner_open(tc, t, be, budget, &p, r);
     else if (!kept) memset(r, 0, sizeof *r);
+    if (st == ORK_OK && em && !kept) { /* one chunk's rows (the plan's chunk: a retry only shrinks it) */
+        r->em = em;
+        if ((out->ctx_dim && !(r->etxt = malloc((size_t)p.chunk * out->T * out->ctx_dim * sizeof *r->etxt))) ||
+            (out->vec_dim && !(r->evec = malloc((size_t)p.chunk * out->vec_dim * sizeof *r->evec))))
+            st = ORK_E_NOMEM;
+    }
     double load0 = r->load_s;
-    int on_device = 0, retries = 0;
+    int on_device = 0, retries = 0, loads0 = r->file_loads, loads_before = 0;
     /* The plan's activation figure is an estimate: a chunk the budget refuses
      * is tried again at half the captions (the refusal a warning), down to one */
     for (;;) {
@@ -620,9 +808,16 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
                 st = ORK_OK;
             } else { /* the arena was sized for the larger chunk, in one piece: size it anew */
                 double spent = r->load_s - load0;
-                runner_close(r);
+                loads_before += r->file_loads - loads0;
+                float *etxt = r->etxt, *evec = r->evec;
+                r->etxt = r->evec = NULL;
+                (void)runner_close(r); /* a failed chunk: what it held is freed with the allocator */
                 st = runner_open(tc, t, be, budget, &p, r);
+                r->em = em;
+                r->etxt = etxt;
+                r->evec = evec;
                 load0 = -spent; /* r->load_s restarts at 0: keep the load time already spent */
+                loads0 = 0;
                 if (st != ORK_OK) break;
             }
         }
@@ -635,6 +830,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             part.txt = out->txt ? out->txt + (size_t)g0 * out->T * out->ctx_dim : NULL;
             part.vec = out->vec ? out->vec + (size_t)g0 * out->vec_dim : NULL;
             const int32_t *gi = ids + (size_t)g0 * t->L, *gm = mask + (size_t)g0 * t->L;
+            r->emit_g0 = g0;
             st = p.layer_major ? run_layer_major(r, on_device, gi, gm, gn, p.chunk, &part)
                                : run_resident(r, gi, gm, gn, p.chunk, &part, kept != NULL);
         }
@@ -644,7 +840,11 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     size_t peak = r->a ? ork_alloc_peak(r->a) : 0;
     size_t act_peak = r->g ? ork_arena_peak(r->g->arena) : 0, act_cap = r->g ? ork_arena_capacity(r->g->arena) : 0;
     double t_load = r->load_s - load0;
-    if (!kept) runner_close(r);
+    int file_loads = loads_before + r->file_loads - loads0;
+    if (!kept) {
+        size_t held = runner_close(r);
+        if (st == ORK_OK) st = ork_tc_release_check(held, t->s.encoder);
+    }
     free(ids);
     free(mask);
     if (st != ORK_OK) return st;
@@ -665,14 +865,14 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     stats->encode_seconds += t_enc > 0 ? t_enc : 0;
     ORK_INFO("text encode %s (%s): %d caption%s in %.2f s (%.1f/s): weights to the device %.2f s, tokenize %.2f s, "
              "encode %.2f s (%.1f/s); %s, %d per chunk, peak %.2f GiB (activations %.1f MiB of the %.1f MiB "
-             "planned)%s", t->s.encoder,
+             "planned)%s; checkpoint read %d time%s", t->s.encoder,
              t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0, t_load, t_tok,
              t_enc, t_enc > 0 ? n / t_enc : 0.0,
              !p.layer_major ? (kept ? "resident (weights kept for the next group)" : "resident")
              : on_device ? "layer-major (carries on the device)"
                          : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
              act_peak / 1048576.0, tc_arena_bytes(&p) / 1048576.0,
-             t->qpc ? ", quantized" : "");
+             t->qpc ? ", quantized" : "", file_loads, file_loads == 1 ? "" : "s");
     return ORK_OK;
 }
 
@@ -699,7 +899,7 @@ static ork_status encode_impl(ork_textcond *tc, const ork_backend *be, size_t bu
     }
     for (int i = 0; i < tc->n; i++) {
         ork_status st = run_slot(tc, &tc->sl[i], be, slot_budget ? slot_budget[i] : budget, n, captions, out, &stats,
-                                 kept ? &kept[i] : NULL);
+                                 kept ? &kept[i] : NULL, NULL);
         if (st != ORK_OK) {
             ork_text_embed_free(out);
             return st;
@@ -747,6 +947,17 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
     if (!tc || !be || !fn) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner, backend or callback");
     if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
     size_t budget = ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL);
+    if (tc->n == 1 && n > 0) { /* one encoder: each chunk's rows to fn as they come, one weight pass for all */
+        ork_textcond_stats one = {0};
+        one.captions = n;
+        ork_text_embed shape = {.n = n, .T = tc->T, .ctx_dim = tc->ctx_dim, .vec_dim = tc->vec_dim};
+        emit_to em = {fn, user};
+        double t0 = now_s();
+        ORK_TRY(run_slot(tc, &tc->sl[0], be, budget, n, captions, &shape, &one, NULL, &em));
+        one.seconds = now_s() - t0;
+        tc->last = one;
+        return ORK_OK;
+    }
     double gib = 4;
     const char *gg = getenv("ORAKUL_TEXT_GROUP_GIB");
     if (gg && atof(gg) > 0) gib = atof(gg);
@@ -784,7 +995,10 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
             all.act_arena_bytes = tc->last.act_arena_bytes;
         }
     }
-    for (int i = 0; i < tc->n; i++) runner_close(&kr[i]); /* a no-op for runners never opened */
+    for (int i = 0; i < tc->n; i++) { /* a no-op for runners never opened */
+        size_t held = runner_close(&kr[i]);
+        if (st == ORK_OK) st = ork_tc_release_check(held, tc->sl[i].s.encoder);
+    }
     if (st != ORK_OK) return st;
     all.captions = n;
     all.seconds = now_s() - t0;

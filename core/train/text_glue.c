@@ -30,6 +30,11 @@
  * callback that writes its file (ork_textcond_encode_each: at most
  * ORAKUL_TEXT_GROUP_GIB of embeddings on the host at once).
  *
+ * The encode's plan (text/cond_plan.h) is printed by `orakul plan` and
+ * checked by both: its host memory against MemAvailable before any weight is
+ * read (the denoiser's pinned bytes are checked after the encode gave all of
+ * its memory back, by the streaming plan).
+ *
  * Owns: the ork_train_text table (embeddings, their cache files, per-image
  * indices, the (dataset, image) -> embedding map) of a job.
  * [control-thread; ork_train_text_drop and ork_train_text_read also on
@@ -38,6 +43,7 @@
 
 #include "data/dataset.h"
 #include "platform/platform.h"
+#include "text/cond_plan.h"
 #include "text/conditioner.h"
 #include "train/rng.h"
 #include "train/text_cache.h"
@@ -318,6 +324,15 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
         for (int m = 0; s == ORK_OK && m < n_miss; m++) caps[m] = w->v[miss[m]].caption;
         size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
         fill_ctx c = {t, w, miss, keep, identity, 0};
+        /* the encode's plan: its host memory checked before any weight is read (the device's is the
+         * plan's own refusal), and its predicted time beside the measured one */
+        ork_tc_encode_plan ep;
+        if (s == ORK_OK) s = ork_tc_encode_plan_make(tc, j->be, budget, n_miss, &ep);
+        if (s == ORK_OK) s = ork_tc_encode_plan_check_host(&ep, ork_train_host_available(), ork_config_file(j->cfg));
+        if (s == ORK_OK)
+            ORK_INFO("text: encoding %d captions (plan: %s%s, %.2f GB over the link, predicted %.1f s)", n_miss,
+                     ep.n && ep.s[0].layer_major ? "streamed layer-major" : "resident",
+                     ep.n > 1 ? " (first encoder)" : "", ep.link_bytes / 1e9, ep.t_pred);
         if (s == ORK_OK) s = ork_textcond_encode_each(tc, j->be, budget, n_miss, caps, put_encoded, &c);
         free(caps);
         if (s == ORK_OK) {
@@ -539,7 +554,10 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
     ork_textcond *tc = NULL;
     if (!preset_without_encoders(j))
         ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc)); /* the pieces plan and run refuse alike */
-    if (!tc) return ork_textcond_describe(NULL, NULL, 0, 0, out);
+    if (!tc) {
+        ork_tc_encode_plan_print(NULL, NULL, out);
+        return ORK_OK;
+    }
     ork_train_text t = {0};
     wants w = {.plan = 1};
     size_t nd = j->p->datasets.n;
@@ -564,7 +582,13 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
         ork_backend pb = *ork_cpu_backend(); /* describe reads the device kind only */
         if (strncmp(dev, "cpu", 3)) pb.device = ORK_DEV_CUDA, pb.name = "cuda";
         size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
-        if (w.n > cached) s = ork_textcond_describe(tc, &pb, budget, w.n - cached, out);
+        ork_tc_encode_plan ep;
+        if (w.n > cached) s = ork_tc_encode_plan_make(tc, &pb, budget, w.n - cached, &ep);
+        if (w.n > cached && s == ORK_OK) {
+            ork_tc_encode_plan_print(tc, &ep, out);
+            fflush(out); /* the plan before a refusal line on stderr */
+            s = ork_tc_encode_plan_check_host(&ep, ork_train_host_available(), ork_config_file(j->cfg));
+        }
     }
     for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
     free(img_want), free(drop_want), free(samp), free(t.n_img);

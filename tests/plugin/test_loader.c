@@ -1,7 +1,9 @@
 /* tests/plugin/test_loader.c — the plugin loader, host table and registry
  * against the probe plugins of probe.c: every refusal (status and the one
  * logged line: file path and versions), ABI normalisation as a newer core
- * sees an older plugin, duplicate ids, the search order, never the CWD. */
+ * sees an older plugin, duplicate ids, the search order, never the CWD.
+ * OS calls through core/platform (libraries, paths, environment, the
+ * executable's path), so that it runs on Windows too (under Wine in CI). */
 #include "ork_test.h"
 
 #include "plugin/host.h"     /* ork_host_register_service */
@@ -9,9 +11,15 @@
 #include "plugin/registry.h" /* ork_registry_* */
 #include "util/log.h"        /* ork_log_set_sink */
 
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+#define SO ORK_PLUGIN_SUFFIX /* ".so" / ".dll" */
+
 #include <orakul/loss.h>
 
-#include <dlfcn.h>
+#include "platform/platform.h" /* ork_lib_*, ork_path_real, ork_env_set, ork_exe_path */
+
 #include <limits.h>
 #include <stdlib.h>
 
@@ -38,7 +46,7 @@ static int logged(const char *needle) {
 
 static const char *probe_path(const char *variant) {
     static char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s/%s/orakul-%s.so", PROBE_DIR, variant, variant);
+    snprintf(buf, sizeof buf, "%s/%s/orakul-%s" SO, PROBE_DIR, variant, variant);
     return buf;
 }
 
@@ -174,22 +182,24 @@ static void test_refusals(void) {
 
 /* A file that is not a shared object at all, and one that does not exist. */
 static void test_not_a_plugin(void) {
-    char path[] = "/tmp/orakul-garbage-XXXXXX.so";
-    int fd = mkstemps(path, 3);
-    CU_ASSERT_FATAL(fd >= 0);
-    CU_ASSERT_EQUAL(write(fd, "not an ELF file\n", 16), 16);
-    close(fd);
+    char tmp[PATH_MAX], path[PATH_MAX + 64];
+    CU_ASSERT_EQUAL_FATAL(ork_temp_dir(tmp, sizeof tmp), ORK_OK);
+    snprintf(path, sizeof path, "%s/orakul-garbage-%ld" SO, tmp, ork_pid());
+    int fd;
+    CU_ASSERT_EQUAL_FATAL(ork_fd_open(path, ORK_F_WRITE | ORK_F_CREATE | ORK_F_TRUNC, &fd), ORK_OK);
+    CU_ASSERT_EQUAL(ork_fd_write(fd, "not an ELF file\n", 16), ORK_OK);
+    ork_fd_close(fd);
     check_refusal(path, ORK_E_IO, "cannot load (core ABI %d.%d)");
-    unlink(path);
-    check_refusal("/nonexistent/orakul-none.so", ORK_E_IO, "cannot load (core ABI %d.%d)");
+    ork_path_remove(path);
+    check_refusal("/nonexistent/orakul-none" SO, ORK_E_IO, "cannot load (core ABI %d.%d)");
 }
 
 static void test_duplicate_id(void) {
     ork_registry *r;
     char a[2 * PATH_MAX], b[2 * PATH_MAX], dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/dup", PROBE_DIR);
-    snprintf(a, sizeof a, "%s/orakul-dup_a.so", dir);
-    snprintf(b, sizeof b, "%s/orakul-dup_b.so", dir);
+    snprintf(a, sizeof a, "%s/orakul-dup_a" SO, dir);
+    snprintf(b, sizeof b, "%s/orakul-dup_b" SO, dir);
     CU_ASSERT_EQUAL_FATAL(ork_registry_create(NULL, &r), ORK_OK);
     clear_log();
     char *dirs[] = {dir};
@@ -247,10 +257,11 @@ static void test_older_minor_normalised(void) {
 
     const char *path = probe_path("junk_tail");
     /* the test means something only if the plugin's memory past struct_size is not zero */
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(dl);
+    ork_lib *dl;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(ork_lib_open(path, err, sizeof err, &dl), ORK_OK);
     ork_plugin_entry_fn fn;
-    void *sym = dlsym(dl, ORK_ENTRY_SYMBOL);
+    void *sym = ork_lib_sym(dl, ORK_ENTRY_SYMBOL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sym);
     memcpy(&fn, &sym, sizeof fn);
     const ork_component *raw = fn()->components[0];
@@ -275,12 +286,20 @@ static void test_older_minor_normalised(void) {
     /* and the plugin that is "too new" for this build is fine for the future core */
     CU_ASSERT_EQUAL(ork_registry_add_file(r, probe_path("newminor")), ORK_OK);
     ork_registry_destroy(r);
-    dlclose(dl);
+    ork_lib_close(dl);
 }
 
 /* ---- search path and order ---------------------------------------------- */
+/* A fake orakul executable under order/<which>/ whose exe-relative plugin
+ * folder is order/<which>/lib/orakul/plugins (where the "exe" probe is): on
+ * POSIX <exe_dir>/../lib/orakul/plugins, so the exe is in bin/; on Windows the
+ * exe's own folder, so the exe is "in" that folder. */
+static void exe_of(char *buf, size_t n, const char *which) {
+    snprintf(buf, n, "%s/order/%s/%s/orakul", PROBE_DIR, which, ork_os_windows() ? "lib/orakul/plugins" : "bin");
+}
+
 static void real(const char *in, char *out) {
-    if (realpath(in, out)) return;
+    if (ork_path_real(in, out, PATH_MAX) == ORK_OK) return;
     size_t n = strnlen(in, PATH_MAX - 1);
     memcpy(out, in, n);
     out[n] = '\0';
@@ -290,11 +309,11 @@ static void test_search_dirs(void) {
     char yaml[PATH_MAX], env[PATH_MAX], exe[PATH_MAX], exe_rel[PATH_MAX], want[2 * PATH_MAX];
     snprintf(yaml, sizeof yaml, "%s/order/yaml", PROBE_DIR);
     snprintf(env, sizeof env, "%s/order/env", PROBE_DIR);
-    snprintf(exe, sizeof exe, "%s/order/exe/bin/orakul", PROBE_DIR);
+    exe_of(exe, sizeof exe, "exe");
     snprintf(exe_rel, sizeof exe_rel, "%s/order/exe/lib/orakul/plugins", PROBE_DIR);
-    char envvar[3 * PATH_MAX];
-    snprintf(envvar, sizeof envvar, "::%s::%s:", env, yaml); /* empty entries; yaml again */
-    setenv("ORAKUL_PLUGIN_PATH", envvar, 1);
+    char envvar[3 * PATH_MAX], c = ork_path_list_sep();
+    snprintf(envvar, sizeof envvar, "%c%c%s%c%c%s%c", c, c, env, c, c, yaml, c); /* empty entries; yaml again */
+    ork_env_set("ORAKUL_PLUGIN_PATH", envvar);
     const char *y[] = {yaml};
     char **dirs;
     int n;
@@ -313,16 +332,19 @@ static void test_search_dirs(void) {
     for (int i = 0; i < n; i++) CU_ASSERT_STRING_NOT_EQUAL(dirs[i], cwd);
     ork_plugin_dirs_free(dirs, n);
 
-    /* exe NULL: the running executable, /proc/self/exe */
-    unsetenv("ORAKUL_PLUGIN_PATH");
+    /* exe NULL: the running executable (/proc/self/exe, GetModuleFileNameW) */
+    ork_env_set("ORAKUL_PLUGIN_PATH", NULL);
     CU_ASSERT_EQUAL_FATAL(ork_plugin_search_dirs(NULL, 0, NULL, &dirs, &n), ORK_OK);
     CU_ASSERT_FATAL(n >= 1);
     char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    CU_ASSERT_FATAL(len > 0);
-    self[len] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(want, sizeof want, "%s/../lib/orakul/plugins", self);
+    CU_ASSERT_EQUAL_FATAL(ork_exe_path(self, sizeof self), ORK_OK);
+    char *slash = NULL;
+    for (char *q = self; *q; q++)
+        if (ork_path_is_sep(*q)) slash = q;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(slash);
+    *slash = '\0';
+    /* Windows: beside orakul.exe; else <exe_dir>/../lib/orakul/plugins */
+    snprintf(want, sizeof want, "%s%s", self, ork_os_windows() ? "" : "/../lib/orakul/plugins");
     char w2[PATH_MAX];
     real(want, w2);
     CU_ASSERT_STRING_EQUAL(dirs[0], w2);
@@ -335,9 +357,8 @@ static const char *order_winner(int with_yaml, int with_env, int with_exe) {
     char yaml[PATH_MAX], env[PATH_MAX], exe[PATH_MAX];
     snprintf(yaml, sizeof yaml, "%s/order/yaml", PROBE_DIR);
     snprintf(env, sizeof env, "%s/order/env", PROBE_DIR);
-    snprintf(exe, sizeof exe, "%s/order/%s/bin/orakul", PROBE_DIR, with_exe ? "exe" : "none");
-    if (with_env) setenv("ORAKUL_PLUGIN_PATH", env, 1);
-    else unsetenv("ORAKUL_PLUGIN_PATH");
+    exe_of(exe, sizeof exe, with_exe ? "exe" : "none");
+    ork_env_set("ORAKUL_PLUGIN_PATH", with_env ? env : NULL);
     const char *y[] = {yaml};
     char **dirs;
     int n;
@@ -352,7 +373,7 @@ static const char *order_winner(int with_yaml, int with_env, int with_exe) {
         ork_registry_destroy(r);
     }
     ork_plugin_dirs_free(dirs, n);
-    unsetenv("ORAKUL_PLUGIN_PATH");
+    ork_env_set("ORAKUL_PLUGIN_PATH", NULL);
     return version;
 }
 
@@ -370,10 +391,11 @@ static void test_never_cwd(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof cwd));
     snprintf(here, sizeof here, "%s/order/cwd", PROBE_DIR);
     CU_ASSERT_EQUAL_FATAL(chdir(here), 0);
-    CU_ASSERT_EQUAL(access("orakul-order.so", R_OK), 0); /* it is really here */
-    setenv("ORAKUL_PLUGIN_PATH", ":::", 1);
+    CU_ASSERT_EQUAL(access("orakul-order" SO, R_OK), 0); /* it is really here */
+    char seps[4] = {ork_path_list_sep(), ork_path_list_sep(), ork_path_list_sep(), 0};
+    ork_env_set("ORAKUL_PLUGIN_PATH", seps);
     char exe[PATH_MAX];
-    snprintf(exe, sizeof exe, "%s/order/none/bin/orakul", PROBE_DIR);
+    exe_of(exe, sizeof exe, "none");
     char **dirs;
     int n;
     ork_registry *r;
@@ -383,7 +405,7 @@ static void test_never_cwd(void) {
     CU_ASSERT_PTR_NULL(ork_registry_find(r, ORK_KIND_LOSS, "test.order"));
     ork_registry_destroy(r);
     ork_plugin_dirs_free(dirs, n);
-    unsetenv("ORAKUL_PLUGIN_PATH");
+    ork_env_set("ORAKUL_PLUGIN_PATH", NULL);
     CU_ASSERT_EQUAL(chdir(cwd), 0);
 }
 

@@ -33,9 +33,9 @@ static long long state_step(void) {
 }
 
 /* Is there a "*.tmp.<pid>" in the output folder? */
-static int tmp_of(pid_t pid) {
+static int tmp_of(ork_proc *p) {
     char suffix[64];
-    tt_fmt(suffix, sizeof suffix, ".tmp.%ld", (long)pid);
+    tt_fmt(suffix, sizeof suffix, ".tmp.%ld", ork_proc_pid(p));
     size_t sl = strlen(suffix);
     DIR *d = opendir(g_dir);
     int hit = 0;
@@ -55,10 +55,7 @@ static int count_tmp(void) {
     return n;
 }
 
-static int alive(pid_t pid) {
-    int st;
-    return waitpid(pid, &st, WNOHANG) == 0;
-}
+static int alive(ork_proc *p) { return !ork_proc_wait(p, 0, NULL); }
 
 static void test_kill_and_resume(void) {
     char out[1100], data[1100], cfg[1100], log[1100], ref_out[1100], ref_cfg[1100], ref_log[1100];
@@ -81,22 +78,23 @@ static void test_kill_and_resume(void) {
         char lo[1200], le[1200];
         tt_fmt(lo, sizeof lo, "%s/kill%d.out", g_root, k);
         tt_fmt(le, sizeof le, "%s/kill%d.err", g_root, k);
-        pid_t pid = tt_spawn_run(cfg, lo, le);
-        CU_ASSERT_FATAL(pid > 0);
+        ork_proc *proc = tt_spawn_run(cfg, lo, le);
+        CU_ASSERT_FATAL(proc != NULL);
         /* wait until this run has saved at least once */
         double t0 = tt_now();
-        while (alive(pid) && state_step() <= prev && tt_now() - t0 < 90) usleep(2000);
+        while (alive(proc) && state_step() <= prev && tt_now() - t0 < 90) usleep(2000);
         int hit_tmp = 0;
         if (k % 2 == 0) { /* the moment a save of this process is under way */
-            while (alive(pid) && !(hit_tmp = tmp_of(pid)) && tt_now() - t0 < 90) usleep(100);
+            while (alive(proc) && !(hit_tmp = tmp_of(proc)) && tt_now() - t0 < 90) usleep(100);
         } else {
             lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
             usleep((useconds_t)((lcg >> 33) % 600000));
         }
-        kill(pid, SIGKILL);
-        int st = 0;
-        waitpid(pid, &st, 0);
-        int was_killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+        int st = 0, ended = ork_proc_wait(proc, 0, &st); /* ended by itself: not killed */
+        ork_proc_kill(proc);
+        ork_proc_wait(proc, ORK_PROC_FOREVER, &st);
+        ork_proc_free(proc);
+        int was_killed = !ended && st == 137; /* 128 + SIGKILL; TerminateProcess's code */
         killed += was_killed;
         in_save += hit_tmp && was_killed;
 

@@ -10,18 +10,14 @@
 
 #include "ork_test.h"
 
+#include "platform/platform.h" /* ork_proc: orakul runs as child processes */
+
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-
-extern char **environ;
 
 #define TT_STEPS_MAX 1024
 
@@ -53,11 +49,7 @@ static inline tt_cfg tt_cfg_default(const char *out, const char *data) {
     return c;
 }
 
-static inline double tt_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+static inline double tt_now(void) { return 1e-9 * (double)ork_time_ns(); }
 
 /* Whole file into a NUL-terminated malloc'd buffer (*len without the NUL), or NULL. */
 static inline char *tt_read_all(const char *path, size_t *len) { return ork_test_read_all(path, len); }
@@ -189,45 +181,35 @@ static inline int tt_located(const char *text, const char *cfg, int want_line) {
 }
 
 /* Start `orakul <args...>` (args NULL-terminated, at most 14) with
- * stdout/stderr into files. Returns the pid or -1. */
-static inline pid_t tt_spawn(const char *const *args, const char *out_log, const char *err_log) {
-    char *argv[16];
+ * stdout/stderr into files (ork_proc_spawn). Returns the process or NULL. */
+static inline ork_proc *tt_spawn(const char *const *args, const char *out_log, const char *err_log) {
+    const char *argv[16];
     int n = 0;
-    argv[n++] = (char *)ORK_ORAKUL_EXE;
-    for (; args[n - 1] && n < 15; n++) argv[n] = (char *)args[n - 1];
+    argv[n++] = ORK_ORAKUL_EXE;
+    for (; args[n - 1] && n < 15; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int e = posix_spawn(&pid, ORK_ORAKUL_EXE, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return e == 0 ? pid : -1;
+    ork_proc *p;
+    return ork_proc_spawn(argv, out_log, err_log, &p) == ORK_OK ? p : NULL;
 }
 
-/* Start `orakul run cfg` with stdout/stderr into files. Returns the pid or -1. */
-static inline pid_t tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
+/* Start `orakul run cfg` with stdout/stderr into files. Returns the process or NULL. */
+static inline ork_proc *tt_spawn_run(const char *cfg, const char *out_log, const char *err_log) {
     const char *args[] = {"run", cfg, NULL};
     return tt_spawn(args, out_log, err_log);
 }
 
-/* Wait for pid up to timeout_s (then SIGKILL). Exit code, 128+signal, or -1. */
-static inline int tt_wait(pid_t pid, double timeout_s) {
-    double t0 = tt_now();
-    for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-        if (r < 0) return -1;
-        if (tt_now() - t0 > timeout_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            printf("  (orakul timed out after %.0f s)\n", timeout_s);
-            return -1;
-        }
-        usleep(20000);
+/* Wait for p up to timeout_s (then kill it), and free it. Exit code (128 +
+ * signal on POSIX), or -1 on the timeout. */
+static inline int tt_wait(ork_proc *p, double timeout_s) {
+    int code = -1;
+    if (!ork_proc_wait(p, (uint32_t)(timeout_s * 1000), &code)) {
+        ork_proc_kill(p);
+        ork_proc_wait(p, ORK_PROC_FOREVER, &code);
+        printf("  (orakul timed out after %.0f s)\n", timeout_s);
+        code = -1;
     }
+    ork_proc_free(p);
+    return code;
 }
 
 /* `orakul <args...>` (NULL-terminated) to completion with stdout/stderr into
@@ -236,8 +218,8 @@ static inline int tt_orakul(const char *const *args, const char *log, double tim
     char o[1200], e[1200];
     tt_fmt(o, sizeof o, "%s.out", log);
     tt_fmt(e, sizeof e, "%s.err", log);
-    pid_t pid = tt_spawn(args, o, e);
-    return pid < 0 ? -1 : tt_wait(pid, timeout_s);
+    ork_proc *p = tt_spawn(args, o, e);
+    return p ? tt_wait(p, timeout_s) : -1;
 }
 
 /* `orakul run cfg` to completion; logs at <log>.out / <log>.err. A nonzero
@@ -246,9 +228,9 @@ static inline int tt_run_q(const char *cfg, const char *log, double timeout_s, i
     char o[1200], e[1200];
     tt_fmt(o, sizeof o, "%s.out", log);
     tt_fmt(e, sizeof e, "%s.err", log);
-    pid_t pid = tt_spawn_run(cfg, o, e);
-    if (pid < 0) return -1;
-    int rc = tt_wait(pid, timeout_s);
+    ork_proc *p = tt_spawn_run(cfg, o, e);
+    if (!p) return -1;
+    int rc = tt_wait(p, timeout_s);
     if (rc != 0 && !quiet) { /* show what it said */
         char *t = tt_read_all(e, NULL);
         printf("  orakul run %s: exit %d\n%s\n", cfg, rc, t ? t : "");

@@ -64,6 +64,7 @@ typedef struct zi_params { /* model.model_kwargs, see zimage_plugin.c */
     int64_t dim, num_heads, n_layers, n_refiner_layers, cap_feat_dim, in_channels;
     int64_t context_len;
     int64_t pixel_patch;
+    const char *distilled;  /* auto | true | false */
     const char *codec;      /* auto | vae | taef1 | pixel */
     const char *vae_path, *taef1_path;
     const char *text_encoder_path, *text_encoder_tokenizer_path;
@@ -79,7 +80,7 @@ typedef struct zi_model {
     int default_turbo;      /* the component: zimage-turbo (1) or zimage (0) */
     int pixel_patch;        /* the pixel codec's side, 0: no codec for these tokens */
     /* model_kwargs strings (valid only during create: copied) */
-    char codec[16], vae_path[1024], taef1_path[1024], te_path[1024], te_tok_path[1024];
+    char distilled[8], codec[16], vae_path[1024], taef1_path[1024], te_path[1024], te_tok_path[1024];
     ork_codec_slot codec_slots[3];
     ork_text_slot text_slot;
     /* Source checkpoint; NULL for presets (random weights). */

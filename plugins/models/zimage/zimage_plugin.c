@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const ork_host *g_host; /* set by init, valid until deinit */
 
@@ -26,6 +27,7 @@ static const ork_param zi_keys[] = {
     {"in_channels", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(in_channels), "preset:custom: latent channels (tokens carry 4x)"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "caption tokens when no text embeddings are given (0: 512, or 8 for presets tiny and custom)"},
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side (used when 3 x pixel_patch² equals the token channels)"},
+    {"distilled", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|true|false", P(distilled), "timestep-distilled (Turbo: 8 steps, no CFG): auto takes the component's (zimage-turbo), or for zimage a name_or_path naming Turbo (not De-Turbo): the config's arch zimage:turbo reaches the plugin as zimage"},
     {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|vae|taef1|pixel", P(codec), "image codec: vae (FLUX.1's autoencoder, needs vae_path), taef1 (needs taef1_path), pixel (space-to-depth), auto (the first with a path set, else pixel when it fits)"},
     {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "FLUX.1's 16-channel autoencoder (ae.safetensors, or the diffusers vae/ folder) Z-Image uses"},
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
@@ -51,13 +53,14 @@ static ork_status zi_create_common(const ork_host *host, const void *params, int
     if (params) z->p = *(const zi_params *)params;
     else { z->p.n_layers = z->p.n_refiner_layers = -1; z->p.pixel_patch = 4; }
     /* strings are only valid during create: copy them */
+    snprintf(z->distilled, sizeof z->distilled, "%s", z->p.distilled && z->p.distilled[0] ? z->p.distilled : "auto");
     snprintf(z->codec, sizeof z->codec, "%s", z->p.codec && z->p.codec[0] ? z->p.codec : "auto");
     snprintf(z->vae_path, sizeof z->vae_path, "%s", z->p.vae_path ? z->p.vae_path : "");
     snprintf(z->taef1_path, sizeof z->taef1_path, "%s", z->p.taef1_path ? z->p.taef1_path : "");
     snprintf(z->te_path, sizeof z->te_path, "%s", z->p.text_encoder_path ? z->p.text_encoder_path : "");
     snprintf(z->te_tok_path, sizeof z->te_tok_path, "%s",
              z->p.text_encoder_tokenizer_path ? z->p.text_encoder_tokenizer_path : "");
-    z->p.codec = z->p.vae_path = z->p.taef1_path = z->p.text_encoder_path = z->p.text_encoder_tokenizer_path = NULL;
+    z->p.distilled = z->p.codec = z->p.vae_path = z->p.taef1_path = z->p.text_encoder_path = z->p.text_encoder_tokenizer_path = NULL;
     z->default_turbo = turbo;
     *self = z;
     return ORK_OK;
@@ -180,6 +183,25 @@ static void zi_codec_slots(zi_model *z, ork_model_info *info) {
     info->patch_order = ORK_PATCH_CHANNEL_MINOR;
 }
 
+/* Whether s names Z-Image-Turbo: "turbo" in any case, not "de-turbo" / "deturbo". */
+static int names_turbo(const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (strncasecmp(p, "turbo", 5)) continue;
+        int de = (p - s >= 3 && !strncasecmp(p - 3, "de-", 3)) || (p - s >= 2 && !strncasecmp(p - 2, "de", 2));
+        if (!de) return 1;
+    }
+    return 0;
+}
+
+/* Turbo or not: model_kwargs.distilled, else the component's, else (zimage)
+ * the name (ai-toolkit's arch "zimage:turbo" arrives as "zimage": the core
+ * keeps what is before the ':'). */
+static int want_turbo(const zi_model *z, const char *name_or_path) {
+    if (!strcmp(z->distilled, "true")) return 1;
+    if (!strcmp(z->distilled, "false")) return 0;
+    return z->default_turbo || names_turbo(name_or_path);
+}
+
 static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *info) {
     zi_model *z = self;
     if (!strncmp(name_or_path, "preset:", 7)) {
@@ -193,6 +215,9 @@ static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *
         ORK_TRY(zi_detect(z));
     }
     zi_cfg *c = &z->cfg;
+    c->turbo = want_turbo(z, name_or_path);
+    if (!strcmp(c->variant, "zimage") || !strcmp(c->variant, "zimage-turbo"))
+        c->variant = c->turbo ? "zimage-turbo" : "zimage";
     int axes = c->axes[0] + c->axes[1] + c->axes[2];
     if (c->dim <= 0 || c->heads <= 0 || c->dim % c->heads || c->head_dim % 2 || axes != c->head_dim ||
         c->in_channels <= 0 || c->cap_dim <= 0 || c->n_refiner < 0 || c->n_layers < 1) {

@@ -29,6 +29,7 @@
 #ifndef ORK_LLM_H
 #define ORK_LLM_H
 
+#include <orakul/hf_checkpoint.h>
 #include <orakul/orakul.h>
 
 #include <stdio.h>
@@ -58,20 +59,19 @@ typedef struct llm_model {
     const ork_ops *ops;
     const ork_tensor_api *ta;
     const ork_safetensors_api *st;
+    ork_hf_services sv;          /* the services above, as orakul/hf_checkpoint.h takes them */
     llm_params p;
     llm_cfg c;
     int n_out, out[LLM_MAX_OUT]; /* the hidden_states indices, in output order */
     int n_run;                   /* decoder layers run (the deepest index read, at most c.layers) */
     int final_norm;              /* 1: a chosen index is c.layers (normed, block n_run + 1) */
-    ork_st_set *src;
-    char path[1024];             /* the resolved weight file / index / folder */
+    ork_hf_checkpoint ck;        /* the opened weights (ck.src, ck.path) and config.json (ck.config;
+                                  * ck.text_config: a Mistral3 config's text_config) */
     char prefix[64];             /* the file's prefix before "layers.N": "model.", "language_model.model.", ... */
     int n_blocks, n_weights;
     const char **block_names;    /* into names */
     ork_weight_decl *weights;    /* names into names */
     char *names;                 /* every weight's and block's name, fixed width */
-    void *cfg_json;              /* the text model's config (json_t *), or NULL */
-    void *cfg_root;              /* config.json as read (json_t *), or NULL */
 } llm_model;
 
 #define LLM_LOG(m, lvl, ...) (m)->host->log((m)->host, (lvl), __VA_ARGS__)

@@ -5,7 +5,6 @@
  * makes an independent llm_model. */
 #include "llm.h"
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +26,15 @@ static ork_status create(const ork_host *host, const void *params, llm_family fa
     llm_model *m = calloc(1, sizeof *m);
     if (!m) return ORK_E_NOMEM;
     m->fam = fam;
-    m->host = host ? host : g_host;
-    m->ops = m->host->get_service(m->host, ORK_SERVICE_OPS);
-    m->ta = m->host->get_service(m->host, ORK_SERVICE_TENSOR);
-    m->st = m->host->get_service(m->host, ORK_SERVICE_SAFETENSORS);
-    if (!m->ops || !m->ta || !m->st || !ork_ops_has_text(m->ops)) {
-        m->host->log(m->host, ORK_LEVEL_ERROR, "the core lacks %s with the text-encoder ops (ABI 1.3), %s or %s: "
-                     "upgrade orakul", ORK_SERVICE_OPS, ORK_SERVICE_TENSOR, ORK_SERVICE_SAFETENSORS);
+    ork_status s = ork_hf_services_get(host ? host : g_host, ORK_HF_NEED_TEXT_OPS, &m->sv);
+    if (s != ORK_OK) {
         free(m);
-        return ORK_E_ABI;
+        return s;
     }
+    m->host = m->sv.host;
+    m->ops = m->sv.ops;
+    m->ta = m->sv.ta;
+    m->st = m->sv.st;
     if (params) m->p = *(const llm_params *)params;
     *self = m;
     return ORK_OK;
@@ -47,8 +45,7 @@ static ork_status qwen_create(const ork_host *h, const void *p, void **self) { r
 static void destroy(void *self) {
     llm_model *m = self;
     if (!m) return;
-    if (m->src) m->st->close(m->src);
-    json_decref((json_t *)m->cfg_root);
+    ork_hf_checkpoint_close(&m->sv, &m->ck);
     free(m->names);
     free(m->weights);
     free((void *)m->block_names);
@@ -57,8 +54,8 @@ static void destroy(void *self) {
 
 static ork_status open_(void *self, const char *name_or_path, ork_text_encoder_info *info) {
     llm_model *m = self;
-    if (m->src) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "open: this instance already opened %s", m->path);
+    if (m->ck.src) {
+        LLM_LOG(m, ORK_LEVEL_ERROR, "open: this instance already opened %s", m->ck.path);
         return ORK_E_INVALID;
     }
     memset(info, 0, sizeof *info);
@@ -68,7 +65,7 @@ static ork_status open_(void *self, const char *name_or_path, ork_text_encoder_i
 
 static ork_status load(void *self, const ork_weight_sink *sink) {
     llm_model *m = self;
-    if (!m->src || !m->n_blocks) return ORK_E_INVALID;
+    if (!m->ck.src || !m->n_blocks) return ORK_E_INVALID;
     return llm_load(m, sink);
 }
 

@@ -11,56 +11,30 @@
  * Owns nothing beyond the llm_model fields it fills. */
 #include "llm.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-static int is_dir(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-static int is_file(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
 
 static const char *fam_name(const llm_model *m) { return m->fam == LLM_MISTRAL ? "mistral3" : "qwen3"; }
 
 /* ---- config.json ------------------------------------------------------------------------------ */
 
 static json_t *cfg_get(const llm_model *m, const char *key) {
-    return m->cfg_json ? json_object_get((json_t *)m->cfg_json, key) : NULL;
+    return m->ck.text_config ? json_object_get(m->ck.text_config, key) : NULL;
 }
 static double cfg_num(const llm_model *m, const char *key, double dflt) {
-    json_t *v = cfg_get(m, key);
-    return json_is_number(v) ? json_number_value(v) : dflt;
+    return ork_hf_config_num(m->ck.text_config, key, dflt);
 }
-static int cfg_int(const llm_model *m, const char *key, int dflt) { return (int)cfg_num(m, key, dflt); }
-static const char *cfg_str(const llm_model *m, const char *key) {
-    json_t *v = cfg_get(m, key);
-    return json_is_string(v) ? json_string_value(v) : "";
-}
+static int cfg_int(const llm_model *m, const char *key, int dflt) { return ork_hf_config_int(m->ck.text_config, key, dflt); }
+static const char *cfg_str(const llm_model *m, const char *key) { return ork_hf_config_str(m->ck.text_config, key); }
 
-static ork_status read_config(llm_model *m, const char *dir) {
-    char cfg[1100];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    if (!is_file(cfg)) return ORK_OK;
-    json_error_t err;
-    json_t *j = json_load_file(cfg, 0, &err);
-    if (!j || !json_is_object(j)) {
-        if (j) LLM_LOG(m, ORK_LEVEL_ERROR, "%s: not a JSON object", cfg);
-        else LLM_LOG(m, ORK_LEVEL_ERROR, "%s:%d: not JSON (%s)", cfg, err.line, err.text);
-        json_decref(j);
-        return ORK_E_FORMAT;
-    }
-    m->cfg_root = j;
-    json_t *tc = json_object_get(j, "text_config"); /* Mistral3ForConditionalGeneration */
-    m->cfg_json = json_is_object(tc) ? tc : j;
+/* config.json (read by ork_hf_checkpoint_open): a language model of the family? */
+static ork_status check_config(llm_model *m) {
+    if (!m->ck.config) return ORK_OK;
     const char *mt = cfg_str(m, "model_type");
     int ok = !*mt || (m->fam == LLM_MISTRAL ? !strcmp(mt, "mistral") || !strcmp(mt, "llama") : !strcmp(mt, "qwen3"));
     if (!ok) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: model_type '%s' is not a %s language model (%s)", cfg, mt, fam_name(m),
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s/config.json: model_type '%s' is not a %s language model (%s)", m->ck.dir, mt,
+                fam_name(m),
                 m->fam == LLM_MISTRAL ? "mistral, or mistral3 with a mistral text_config" : "qwen3");
         return ORK_E_FORMAT;
     }
@@ -80,11 +54,11 @@ static ork_status read_rope(llm_model *m, double dflt) {
     if (!ty && json_is_object(scal)) ty = json_object_get(scal, "type");
     if (json_is_string(ty) && strcmp(json_string_value(ty), "default")) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: rope type '%s': only the default RoPE (rope_theta, no scaling) is supported",
-                m->path, json_string_value(ty));
+                m->ck.path, json_string_value(ty));
         return ORK_E_UNSUPPORTED;
     }
     if (!(m->c.theta > 1.0)) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: rope_theta %g is not > 1", m->path, m->c.theta);
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: rope_theta %g is not > 1", m->ck.path, m->c.theta);
         return ORK_E_FORMAT;
     }
     return ORK_OK;
@@ -95,7 +69,7 @@ static ork_status read_rope(llm_model *m, double dflt) {
 static ork_status find_in_file(const llm_model *m, const char *canon, ork_st_info *t) {
     char full[400];
     snprintf(full, sizeof full, "%.63s%.300s", m->prefix, canon);
-    return m->st->find(m->src, full, t);
+    return m->st->find(m->ck.src, full, t);
 }
 
 static int file_shape(const llm_model *m, const char *canon, int64_t sh[8]) {
@@ -112,39 +86,20 @@ static ork_status detect_prefix(llm_model *m) {
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
         char name[128];
         snprintf(name, sizeof name, "%sembed_tokens.weight", pre[i]);
-        if (m->st->find(m->src, name, &t) == ORK_OK) {
+        if (m->st->find(m->ck.src, name, &t) == ORK_OK) {
             snprintf(m->prefix, sizeof m->prefix, "%s", pre[i]);
             return ORK_OK;
         }
     }
     LLM_LOG(m, ORK_LEVEL_ERROR, "%s: not a %s language model: no embed_tokens.weight under model.language_model., "
-            "language_model.model., model. or the top level", m->path, fam_name(m));
+            "language_model.model., model. or the top level", m->ck.path, fam_name(m));
     return ORK_E_FORMAT;
 }
 
 static ork_status open_source(llm_model *m, const char *name_or_path) {
-    if (!name_or_path || !*name_or_path) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "no weights given (a .safetensors file, an index json or a folder)");
-        return ORK_E_CONFIG;
-    }
-    char dir[1024];
-    snprintf(m->path, sizeof m->path, "%s", name_or_path);
-    if (is_dir(name_or_path)) {
-        char sub[1100];
-        snprintf(sub, sizeof sub, "%.900s/text_encoder", name_or_path); /* a diffusers FLUX.2 folder */
-        if (is_dir(sub)) snprintf(m->path, sizeof m->path, "%.1000s", sub);
-        snprintf(dir, sizeof dir, "%s", m->path);
-    } else if (is_file(name_or_path)) {
-        snprintf(dir, sizeof dir, "%s", name_or_path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
-    } else {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: no such file or folder", name_or_path);
-        return ORK_E_IO;
-    }
-    ORK_TRY(m->st->open(m->path, &m->src)); /* logs its own line */
-    ORK_TRY(read_config(m, dir));
+    /* a diffusers FLUX.2 folder keeps it in text_encoder/ */
+    ORK_TRY(ork_hf_checkpoint_open(&m->sv, name_or_path, "text_encoder", &m->ck));
+    ORK_TRY(check_config(m));
     return detect_prefix(m);
 }
 
@@ -182,7 +137,7 @@ static ork_status choose_layers(llm_model *m) {
         int k = dflt ? (m->fam == LLM_MISTRAL ? mistral[i] : qwen[i]) : (int)h[i];
         if (k < 0 || k > m->c.layers) {
             LLM_LOG(m, ORK_LEVEL_ERROR, "%s: hidden_layers index %d: the model has hidden states 0 .. %d (%d layers)",
-                    m->path, k, m->c.layers, m->c.layers);
+                    m->ck.path, k, m->c.layers, m->c.layers);
             return ORK_E_CONFIG;
         }
         m->out[i] = k;
@@ -201,32 +156,32 @@ static ork_status detect_shapes(llm_model *m) {
     int64_t qr, kr;
     if (file_shape(m, "layers.0.self_attn.q_proj.weight", sh) != 2 || sh[1] != c->d_model) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %slayers.0.self_attn.q_proj.weight missing or not (heads·head_dim, %d)",
-                m->path, m->prefix, c->d_model);
+                m->ck.path, m->prefix, c->d_model);
         return ORK_E_FORMAT;
     }
     qr = sh[0];
     if (file_shape(m, "layers.0.self_attn.k_proj.weight", sh) != 2 || sh[1] != c->d_model) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %slayers.0.self_attn.k_proj.weight missing or not (kv_heads·head_dim, %d)",
-                m->path, m->prefix, c->d_model);
+                m->ck.path, m->prefix, c->d_model);
         return ORK_E_FORMAT;
     }
     kr = sh[0];
     c->qk_norm = file_shape(m, "layers.0.self_attn.q_norm.weight", sh) == 1;
     if (m->fam == LLM_QWEN3 && !c->qk_norm) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: no %slayers.0.self_attn.q_norm.weight: not a Qwen3 model (Qwen2 has no q/k "
-                "norm)", m->path, m->prefix);
+                "norm)", m->ck.path, m->prefix);
         return ORK_E_FORMAT;
     }
     if (m->fam == LLM_MISTRAL && c->qk_norm) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %slayers.0.self_attn.q_norm.weight: a Qwen3 model, not Mistral (use qwen3)",
-                m->path, m->prefix);
+                m->ck.path, m->prefix);
         return ORK_E_FORMAT;
     }
     /* head_dim: config.json, else Qwen3's q_norm width, else 128 (Mistral-Small's) */
     c->d_head = cfg_int(m, "head_dim", c->qk_norm ? (int)sh[0] : 128);
     if (c->d_head <= 0 || c->d_head % 2 || qr % c->d_head || kr % c->d_head) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: head_dim %d does not divide q_proj's %lld and k_proj's %lld rows (or is odd)",
-                m->path, c->d_head, (long long)qr, (long long)kr);
+                m->ck.path, c->d_head, (long long)qr, (long long)kr);
         return ORK_E_FORMAT;
     }
     c->heads = (int)(qr / c->d_head);
@@ -234,12 +189,12 @@ static ork_status detect_shapes(llm_model *m) {
     if (cfg_int(m, "num_attention_heads", c->heads) != c->heads ||
         cfg_int(m, "num_key_value_heads", c->kv_heads) != c->kv_heads || c->heads % c->kv_heads) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: config.json says %d heads and %d kv heads; the weights have %d and %d of %d "
-                "(heads must be a multiple of kv heads)", m->path, cfg_int(m, "num_attention_heads", c->heads),
+                "(heads must be a multiple of kv heads)", m->ck.path, cfg_int(m, "num_attention_heads", c->heads),
                 cfg_int(m, "num_key_value_heads", c->kv_heads), c->heads, c->kv_heads, c->d_head);
         return ORK_E_FORMAT;
     }
     if (file_shape(m, "layers.0.mlp.gate_proj.weight", sh) != 2 || sh[1] != c->d_model) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %slayers.0.mlp.gate_proj.weight missing or not (intermediate, %d)", m->path,
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %slayers.0.mlp.gate_proj.weight missing or not (intermediate, %d)", m->ck.path,
                 m->prefix, c->d_model);
         return ORK_E_FORMAT;
     }
@@ -261,7 +216,7 @@ static ork_status detect_shapes(llm_model *m) {
     ORK_TRY(read_rope(m, m->fam == LLM_MISTRAL ? 1e9 : 1e6));
     ORK_TRY(choose_layers(m));
     if (in_file < m->n_run) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: the hidden states %d, %d, %d need %d layers; the file has %d", m->path,
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: the hidden states %d, %d, %d need %d layers; the file has %d", m->ck.path,
                 m->out[0], m->out[1], m->out[2], m->n_run, in_file);
         return ORK_E_FORMAT;
     }
@@ -328,7 +283,7 @@ ork_status llm_open(llm_model *m, const char *name_or_path, ork_text_encoder_inf
     info->eos_id = c->eos_id;
     info->bos_id = c->bos_id;
     LLM_LOG(m, ORK_LEVEL_INFO, "%s %s (%s): %d of %d layers run, hidden %d, %d heads / %d kv of %d, intermediate %d, "
-            "vocab %d, rope_theta %g; hidden states %d, %d, %d -> %d features", fam_name(m), c->variant, m->path,
+            "vocab %d, rope_theta %g; hidden states %d, %d, %d -> %d features", fam_name(m), c->variant, m->ck.path,
             m->n_run, c->layers, c->d_model, c->heads, c->kv_heads, c->d_head, c->d_ff, c->vocab, c->theta,
             m->out[0], m->out[1], m->out[2], info->hidden_dim);
     return ORK_OK;
@@ -361,7 +316,7 @@ static ork_status fp8_scale(llm_model *m, const char *canon, float *scale) {
         ork_st_info sc;
         if (find_in_file(m, sn, &sc) != ORK_OK) continue;
         if (sc.nbytes == 0 || m->st->read_f32(&sc, scale) != ORK_OK) {
-            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s%s is not a readable scale", m->path, m->prefix, sn);
+            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s%s is not a readable scale", m->ck.path, m->prefix, sn);
             return ORK_E_FORMAT;
         }
         return ORK_OK;
@@ -376,13 +331,13 @@ static ork_status put_parts(llm_model *m, const ork_weight_sink *sink, const ork
     int same = 1, fp8 = 0;
     for (int i = 0; i < np; i++) {
         if (find_in_file(m, p[i].name, &t[i]) != ORK_OK) {
-            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s%s", m->path, m->prefix, p[i].name);
+            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s%s", m->ck.path, m->prefix, p[i].name);
             return ORK_E_FORMAT;
         }
         int64_t tc = t[i].ndim == 2 ? t[i].shape[1] : 1;
         if (t[i].ndim != d->ndim || tc != cols || (p[i].hd && t[i].shape[0] % p[i].hd)) {
             LLM_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s%s has %d dims (%lld, %lld); expected %d dims of width %lld",
-                    m->path, m->prefix, p[i].name, t[i].ndim, (long long)t[i].shape[0],
+                    m->ck.path, m->prefix, p[i].name, t[i].ndim, (long long)t[i].shape[0],
                     (long long)(t[i].ndim > 1 ? t[i].shape[1] : 1), d->ndim, (long long)cols);
             return ORK_E_FORMAT;
         }
@@ -391,19 +346,19 @@ static ork_status put_parts(llm_model *m, const ork_weight_sink *sink, const ork
         if (t[i].dtype == ORK_F8_E4M3 || t[i].dtype == ORK_F8_E5M2) fp8 = 1;
         else if (t[i].dtype != ORK_F32 && t[i].dtype != ORK_BF16 && t[i].dtype != ORK_F16) {
             LLM_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s%s is stored as dtype %d; f32, bf16, f16 and fp8 are read",
-                    m->path, m->prefix, p[i].name, (int)t[i].dtype);
+                    m->ck.path, m->prefix, p[i].name, (int)t[i].dtype);
             return ORK_E_UNSUPPORTED;
         }
     }
     if (rows != want_rows) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s: its parts have %lld rows, expected %lld", m->path, d->name,
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s: its parts have %lld rows, expected %lld", m->ck.path, d->name,
                 (long long)rows, (long long)want_rows);
         return ORK_E_FORMAT;
     }
     int direct = np == 1 && !p[0].hd;
     if (direct && !fp8) return sink->put(sink, d->name, t[0].dtype, t[0].data);
     if (fp8 && (!same || !(d->flags & ORK_WEIGHT_LINEAR))) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s: fp8 is read for linear weights stored all in one fp8 dtype", m->path,
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s: fp8 is read for linear weights stored all in one fp8 dtype", m->ck.path,
                 d->name);
         return ORK_E_UNSUPPORTED;
     }

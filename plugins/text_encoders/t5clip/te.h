@@ -13,6 +13,7 @@
 #ifndef ORK_TE_H
 #define ORK_TE_H
 
+#include <orakul/hf_checkpoint.h>
 #include <orakul/orakul.h>
 
 #include <stdio.h>
@@ -41,16 +42,15 @@ typedef struct te_model {
     const ork_ops *ops;
     const ork_tensor_api *ta;
     const ork_safetensors_api *st;
+    ork_hf_services sv;     /* the services above, as orakul/hf_checkpoint.h takes them */
     te_params p;
     te_cfg c;
-    ork_st_set *src;
-    char path[1024];        /* the resolved weight file / index / folder */
+    ork_hf_checkpoint ck;   /* the opened weights (ck.src, ck.path) and config.json */
     int n_blocks, n_weights, cap_weights;
     char **block_names;
     ork_weight_decl *weights;
     char **weight_names;
     const char *alias_shared; /* T5: the name the token table has in the file */
-    void *cfg_json;           /* config.json beside the weights (json_t *), or NULL */
 } te_model;
 
 #define TE_LOG(m, lvl, ...) (m)->host->log((m)->host, (lvl), __VA_ARGS__)

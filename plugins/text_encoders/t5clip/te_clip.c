@@ -21,13 +21,13 @@ ork_status te_clip_open(te_model *m, ork_text_encoder_info *info) {
     te_cfg *c = &m->c;
     int64_t sh[8];
     if (te_file_shape(m, EMB ".token_embedding.weight", sh) != 2) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a CLIP text model: no " EMB ".token_embedding.weight", m->path);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a CLIP text model: no " EMB ".token_embedding.weight", m->ck.path);
         return ORK_E_FORMAT;
     }
     c->vocab = (int)sh[0];
     c->d_model = (int)sh[1];
     if (te_file_shape(m, EMB ".position_embedding.weight", sh) != 2 || sh[1] != c->d_model) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no " EMB ".position_embedding.weight of width %d", m->path, c->d_model);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no " EMB ".position_embedding.weight of width %d", m->ck.path, c->d_model);
         return ORK_E_FORMAT;
     }
     c->max_pos = (int)sh[0];
@@ -37,14 +37,14 @@ ork_status te_clip_open(te_model *m, ork_text_encoder_info *info) {
         if (!te_file_shape(m, name, sh)) break;
     }
     if (c->layers == 0 || te_file_shape(m, "text_model.encoder.layers.0.mlp.fc1.weight", sh) != 2) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no text_model.encoder.layers.0 (self_attn, mlp.fc1)", m->path);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no text_model.encoder.layers.0 (self_attn, mlp.fc1)", m->ck.path);
         return ORK_E_FORMAT;
     }
     c->d_ff = (int)sh[0];
     int heads = m->p.num_heads > 0 ? (int)m->p.num_heads : c->d_model / 64;
     c->heads = te_cfg_int(m, "num_attention_heads", heads);
     if (c->heads <= 0 || c->d_model % c->heads) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: %d heads do not divide the width %d", m->path, c->heads, c->d_model);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: %d heads do not divide the width %d", m->ck.path, c->heads, c->d_model);
         return ORK_E_FORMAT;
     }
     c->d_head = c->d_model / c->heads;
@@ -52,7 +52,7 @@ ork_status te_clip_open(te_model *m, ork_text_encoder_info *info) {
     char act[64];
     te_cfg_str(m, "hidden_act", act, sizeof act);
     if (act[0] && strcmp(act, "quick_gelu")) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: hidden_act '%s': only quick_gelu (CLIP-L, FLUX.1's CLIP) is supported", m->path,
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: hidden_act '%s': only quick_gelu (CLIP-L, FLUX.1's CLIP) is supported", m->ck.path,
                act);
         return ORK_E_UNSUPPORTED;
     }

@@ -4,7 +4,6 @@
  * tables and the vtable glue. Each create() makes an independent te_model. */
 #include "te.h"
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +22,15 @@ static ork_status create(const ork_host *host, const void *params, te_family fam
     te_model *m = calloc(1, sizeof *m);
     if (!m) return ORK_E_NOMEM;
     m->fam = fam;
-    m->host = host ? host : g_host;
-    m->ops = m->host->get_service(m->host, ORK_SERVICE_OPS);
-    m->ta = m->host->get_service(m->host, ORK_SERVICE_TENSOR);
-    m->st = m->host->get_service(m->host, ORK_SERVICE_SAFETENSORS);
-    if (!m->ops || !m->ta || !m->st || !ork_ops_has_text(m->ops)) {
-        m->host->log(m->host, ORK_LEVEL_ERROR, "the core lacks %s with the text-encoder ops (ABI 1.3), %s or %s: "
-                     "upgrade orakul", ORK_SERVICE_OPS, ORK_SERVICE_TENSOR, ORK_SERVICE_SAFETENSORS);
+    ork_status s = ork_hf_services_get(host ? host : g_host, ORK_HF_NEED_TEXT_OPS, &m->sv);
+    if (s != ORK_OK) {
         free(m);
-        return ORK_E_ABI;
+        return s;
     }
+    m->host = m->sv.host;
+    m->ops = m->sv.ops;
+    m->ta = m->sv.ta;
+    m->st = m->sv.st;
     if (params) m->p = *(const te_params *)params;
     *self = m;
     return ORK_OK;
@@ -43,8 +41,7 @@ static ork_status clip_create(const ork_host *h, const void *p, void **self) { r
 static void destroy(void *self) {
     te_model *m = self;
     if (!m) return;
-    if (m->src) m->st->close(m->src);
-    json_decref((json_t *)m->cfg_json);
+    ork_hf_checkpoint_close(&m->sv, &m->ck);
     for (int i = 0; i < m->n_weights; i++) free(m->weight_names[i]);
     for (int i = 0; i < m->n_blocks; i++) free(m->block_names[i]);
     free(m->weight_names);
@@ -55,8 +52,8 @@ static void destroy(void *self) {
 
 static ork_status open_(void *self, const char *name_or_path, ork_text_encoder_info *info) {
     te_model *m = self;
-    if (m->src) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "open: this instance already opened %s", m->path);
+    if (m->ck.src) {
+        TE_LOG(m, ORK_LEVEL_ERROR, "open: this instance already opened %s", m->ck.path);
         return ORK_E_INVALID;
     }
     ORK_TRY(te_open_source(m, name_or_path));
@@ -77,13 +74,13 @@ static ork_status open_(void *self, const char *name_or_path, ork_text_encoder_i
 
 static ork_status load(void *self, const ork_weight_sink *sink) {
     te_model *m = self;
-    if (!m->src) return ORK_E_INVALID;
+    if (!m->ck.src) return ORK_E_INVALID;
     return te_load(m, sink);
 }
 
 static ork_status begin(void *self, ork_graph *g, const ork_text_encoder_inputs *in, ork_carry *c) {
     te_model *m = self;
-    if (!m->src) {
+    if (!m->ck.src) {
         TE_LOG(m, ORK_LEVEL_ERROR, "begin before open");
         return ORK_E_INVALID;
     }

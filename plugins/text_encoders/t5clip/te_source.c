@@ -2,79 +2,26 @@
  * of both families: name_or_path as a .safetensors file, a
  * *.safetensors.index.json, a folder holding either (a transformers
  * save_pretrained folder), or a diffusers FLUX.1 folder (text_encoder/ is
- * CLIP, text_encoder_2/ is T5); config.json beside the weights is read when
- * present (transformers' T5Config / CLIPTextConfig keys). Also: weight
+ * CLIP, text_encoder_2/ is T5), resolved by orakul/hf_checkpoint.h (shared
+ * with the llm plugin); config.json beside the weights is read when present
+ * (transformers' T5Config / CLIPTextConfig keys). Also: weight
  * declarations, loading into the core's sink, and small graph helpers.
  * Owns nothing beyond the te_model fields it fills. */
 #include "te.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-static int is_dir(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-static int is_file(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
 
 ork_status te_open_source(te_model *m, const char *name_or_path) {
-    if (!name_or_path || !*name_or_path) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "no weights given (a .safetensors file, an index json or a folder)");
-        return ORK_E_CONFIG;
-    }
-    char dir[1024];
-    snprintf(m->path, sizeof m->path, "%s", name_or_path);
-    if (is_dir(name_or_path)) {
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%.900s/%s", name_or_path, m->fam == TE_T5 ? "text_encoder_2" : "text_encoder");
-        if (is_dir(sub)) snprintf(m->path, sizeof m->path, "%s", sub);
-        snprintf(dir, sizeof dir, "%s", m->path);
-    } else if (is_file(name_or_path)) {
-        snprintf(dir, sizeof dir, "%s", name_or_path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
-    } else {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: no such file or folder", name_or_path);
-        return ORK_E_IO;
-    }
-    ORK_TRY(m->st->open(m->path, &m->src)); /* logs its own line */
-    char cfg[1100];
-    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    if (is_file(cfg)) {
-        json_error_t err;
-        json_t *j = json_load_file(cfg, 0, &err);
-        if (!j || !json_is_object(j)) {
-            TE_LOG(m, ORK_LEVEL_ERROR, "%s:%d: not a JSON object (%s)", cfg, err.line, j ? "" : err.text);
-            json_decref(j);
-            return ORK_E_FORMAT;
-        }
-        /* a CLIPConfig (text and vision) keeps the text model's keys in text_config */
-        json_t *tc = json_object_get(j, "text_config");
-        if (json_is_object(tc)) {
-            json_incref(tc);
-            json_decref(j);
-            j = tc;
-        }
-        m->cfg_json = j;
-    }
-    return ORK_OK;
+    /* a diffusers FLUX.1 folder: text_encoder/ is CLIP, text_encoder_2/ is T5 */
+    return ork_hf_checkpoint_open(&m->sv, name_or_path, m->fam == TE_T5 ? "text_encoder_2" : "text_encoder", &m->ck);
 }
 
-double te_cfg_num(te_model *m, const char *key, double dflt) {
-    json_t *v = m->cfg_json ? json_object_get((json_t *)m->cfg_json, key) : NULL;
-    return json_is_number(v) ? json_number_value(v) : dflt;
-}
-int te_cfg_int(te_model *m, const char *key, int dflt) { return (int)te_cfg_num(m, key, dflt); }
+double te_cfg_num(te_model *m, const char *key, double dflt) { return ork_hf_config_num(m->ck.text_config, key, dflt); }
+int te_cfg_int(te_model *m, const char *key, int dflt) { return ork_hf_config_int(m->ck.text_config, key, dflt); }
 void te_cfg_str(te_model *m, const char *key, char *buf, size_t n) {
-    json_t *v = m->cfg_json ? json_object_get((json_t *)m->cfg_json, key) : NULL;
-    snprintf(buf, n, "%s", json_is_string(v) ? json_string_value(v) : "");
+    snprintf(buf, n, "%s", ork_hf_config_str(m->ck.text_config, key));
 }
 
 ork_status te_add_block(te_model *m, const char *fmt, ...) {
@@ -124,8 +71,8 @@ ork_status te_add_weight(te_model *m, int block, uint32_t flags, int ndim, int64
 /* A canonical name in the file: as it is, or without "text_model." (the
  * CLIPTextModel files transformers 5 writes drop that prefix). */
 ork_status te_find(te_model *m, const char *name, ork_st_info *t) {
-    if (m->st->find(m->src, name, t) == ORK_OK) return ORK_OK;
-    if (m->fam == TE_CLIP && !strncmp(name, "text_model.", 11)) return m->st->find(m->src, name + 11, t);
+    if (m->st->find(m->ck.src, name, t) == ORK_OK) return ORK_OK;
+    if (m->fam == TE_CLIP && !strncmp(name, "text_model.", 11)) return m->st->find(m->ck.src, name + 11, t);
     return ORK_E_INVALID;
 }
 
@@ -151,14 +98,14 @@ static ork_status load_all(te_model *m, const ork_weight_sink *sink) {
         if (m->alias_shared && !strcmp(d->name, "shared.weight")) fname = m->alias_shared;
         ork_st_info t;
         if (te_find(m, fname, &t) != ORK_OK) {
-            TE_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s", m->path, fname);
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: lacks the weight %s", m->ck.path, fname);
             return ORK_E_FORMAT;
         }
         int64_t want = 1, have = 1;
         for (int k = 0; k < d->ndim; k++) want *= d->shape[k];
         for (int k = 0; k < t.ndim; k++) have *= t.shape[k];
         if (want != have || t.ndim != d->ndim) {
-            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s has %d dims and %lld elements, expected (%lld, %lld)", m->path,
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s has %d dims and %lld elements, expected (%lld, %lld)", m->ck.path,
                    fname, t.ndim, (long long)have, (long long)d->shape[0], (long long)(d->ndim > 1 ? d->shape[1] : 1));
             return ORK_E_FORMAT;
         }
@@ -170,13 +117,13 @@ static ork_status load_all(te_model *m, const ork_weight_sink *sink) {
             char sn[300];
             ork_st_info sc;
             snprintf(sn, sizeof sn, "%.*s.scale_weight", (int)bl, fname);
-            int have_scale = m->st->find(m->src, sn, &sc) == ORK_OK;
+            int have_scale = m->st->find(m->ck.src, sn, &sc) == ORK_OK;
             if (!have_scale) {
                 snprintf(sn, sizeof sn, "%.*s.weight_scale", (int)bl, fname);
-                have_scale = m->st->find(m->src, sn, &sc) == ORK_OK;
+                have_scale = m->st->find(m->ck.src, sn, &sc) == ORK_OK;
             }
             if (have_scale && (sc.nbytes == 0 || m->st->read_f32(&sc, &scale) != ORK_OK)) {
-                TE_LOG(m, ORK_LEVEL_ERROR, "%s: %s is not a readable scale", m->path, sn);
+                TE_LOG(m, ORK_LEVEL_ERROR, "%s: %s is not a readable scale", m->ck.path, sn);
                 return ORK_E_FORMAT;
             }
             if ((d->flags & ORK_WEIGHT_LINEAR) && d->ndim == 2) {
@@ -199,7 +146,7 @@ static ork_status load_all(te_model *m, const ork_weight_sink *sink) {
             continue;
         }
         if (t.dtype != ORK_F32 && t.dtype != ORK_BF16 && t.dtype != ORK_F16) {
-            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s is stored as dtype %d; f32, bf16, f16 and fp8 are read", m->path,
+            TE_LOG(m, ORK_LEVEL_ERROR, "%s: weight %s is stored as dtype %d; f32, bf16, f16 and fp8 are read", m->ck.path,
                    fname, (int)t.dtype);
             return ORK_E_UNSUPPORTED;
         }

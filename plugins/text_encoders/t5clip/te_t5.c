@@ -35,26 +35,26 @@ ork_status te_t5_open(te_model *m, ork_text_encoder_info *info) {
     if (te_file_shape(m, "shared.weight", sh) == 2) m->alias_shared = NULL;
     else if (te_file_shape(m, "encoder.embed_tokens.weight", sh) == 2) m->alias_shared = "encoder.embed_tokens.weight";
     else {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a T5 encoder: no shared.weight (or encoder.embed_tokens.weight)", m->path);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a T5 encoder: no shared.weight (or encoder.embed_tokens.weight)", m->ck.path);
         return ORK_E_FORMAT;
     }
     c->vocab = (int)sh[0];
     c->d_model = (int)sh[1];
     if (te_file_shape(m, RELB, sh) != 2) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a T5 encoder: no %s", m->path, RELB);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: not a T5 encoder: no %s", m->ck.path, RELB);
         return ORK_E_FORMAT;
     }
     c->buckets = (int)sh[0];
     c->heads = (int)sh[1];
     if (te_file_shape(m, "encoder.block.0.layer.0.SelfAttention.q.weight", sh) != 2 || sh[1] != c->d_model ||
         sh[0] % c->heads) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: encoder.block.0 ... q.weight missing or not (heads·d_kv, %d)", m->path, c->d_model);
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: encoder.block.0 ... q.weight missing or not (heads·d_kv, %d)", m->ck.path, c->d_model);
         return ORK_E_FORMAT;
     }
     c->d_head = (int)(sh[0] / c->heads);
     if (te_file_shape(m, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight", sh) != 2) {
         TE_LOG(m, ORK_LEVEL_ERROR, "%s: no encoder.block.0.layer.1.DenseReluDense.wi_0.weight: only T5 v1.1's gated "
-               "feed-forward is supported (not T5 v1.0's relu wi)", m->path);
+               "feed-forward is supported (not T5 v1.0's relu wi)", m->ck.path);
         return ORK_E_UNSUPPORTED;
     }
     c->d_ff = (int)sh[0];
@@ -68,12 +68,12 @@ ork_status te_t5_open(te_model *m, ork_text_encoder_info *info) {
     char proj[64];
     te_cfg_str(m, "feed_forward_proj", proj, sizeof proj);
     if (proj[0] && strcmp(proj, "gated-gelu")) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: feed_forward_proj '%s': only gated-gelu (T5 v1.1, gelu_new) is supported", m->path,
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: feed_forward_proj '%s': only gated-gelu (T5 v1.1, gelu_new) is supported", m->ck.path,
                proj);
         return ORK_E_UNSUPPORTED;
     }
     if (te_cfg_int(m, "num_heads", c->heads) != c->heads) {
-        TE_LOG(m, ORK_LEVEL_ERROR, "%s: config.json says %d heads, the position bias table has %d", m->path,
+        TE_LOG(m, ORK_LEVEL_ERROR, "%s: config.json says %d heads, the position bias table has %d", m->ck.path,
                te_cfg_int(m, "num_heads", 0), c->heads);
         return ORK_E_FORMAT;
     }
