@@ -14,7 +14,8 @@
 #            "--preset dev --res 1024 --ranks 128 --steps 3 --compile")
 #   tests    ctest -R "$TESTS" (default the GPU tests that run the runner), once
 #            plain and stream_cuda again with ORAKUL_KEEP_BLOCKS=3 (kept == streamed)
-# Env: STEPS (orakul steps, default 5), RES (1024), RANK (128), TRAIN_TIMEOUT;
+# Env: STEPS (orakul steps, default 5), RES (1024), RANK (128), TRAIN_TIMEOUT, TAG
+# (appended to the orakul runs' file names and labels), CLASS_LINES (of each breakdown printed);
 # DEADLINE (seconds from the start after which no further phase or run starts).
 # Carry .gpu-deps, and the tree to run (a git archive, so no uncommitted edit travels).
 set -u
@@ -55,14 +56,14 @@ for ph in "${phases[@]}"; do
       out=/tmp/ork-bench/out; rm -rf $out; y=/tmp/prof_$keep.yaml
       sed -e "s#@RANK@#${RANK:-128}#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds#" -e "s#@STEPS@#${STEPS:-5}#" -e "s#@BUDGET@#0#" \
           -e "s#@TAEF1@#$taef1#" -e "s#resolution: \[1024\]#resolution: [${RES:-1024}]#" bench/train/flux1_dev_1024.yaml.in > $y
-      log=$OUT/orakul_keep_$keep.log; tr=/tmp/trace_orakul_$keep.tsv
+      log=$OUT/orakul_keep_$keep${TAG:-}.log; tr=/tmp/trace_orakul_$keep${TAG:-}.tsv
       t0=$(date +%s)
       if [ $keep = auto ]; then traced $tr timeout ${TRAIN_TIMEOUT:-150} $B/bin/orakul run $y > $log 2>&1
       else ORAKUL_KEEP_BLOCKS=$keep traced $tr timeout ${TRAIN_TIMEOUT:-150} $B/bin/orakul run $y > $log 2>&1; fi
-      echo "== orakul ${RES:-1024}² r${RANK:-128}, ORAKUL_KEEP_BLOCKS=$keep: rc=$? in $(( $(date +%s) - t0 )) s"
+      echo "== orakul ${RES:-1024}² r${RANK:-128}, ORAKUL_KEEP_BLOCKS=$keep${TAG:+ ($TAG)}: rc=$? in $(( $(date +%s) - t0 )) s"
       grep -E "^step|error|peak|recompute:" $log | tail -9
-      [ -s $tr ] && python3 bench/profile/kernel_classes.py $tr --label "orakul keep=$keep" --flops ${FLOPS:-0} \
-        --json $OUT/classes_orakul_$keep.json | tee $OUT/classes_orakul_$keep.txt
+      [ -s $tr ] && python3 bench/profile/kernel_classes.py $tr --label "orakul keep=$keep${TAG:-}" --flops ${FLOPS:-0} \
+        --json $OUT/classes_orakul_$keep${TAG:-}.json > $OUT/classes_orakul_$keep${TAG:-}.txt && head -${CLASS_LINES:-40} $OUT/classes_orakul_$keep${TAG:-}.txt
     done ;;
   torch)
     ref=.carry/shared/torch_flux_ref.py; [ -f $ref ] || ref=.carry/torch_flux_ref.py; [ -f $ref ] || ref=$root/../../shared/torch_flux_ref.py
@@ -74,8 +75,8 @@ for ph in "${phases[@]}"; do
   tests)
     t0=$(date +%s)
     # the test targets alone (a broken target elsewhere in the tree stops `make all` early)
-    cmake --build $B -j16 --target test_stream_cuda test_train_trainable_stream_cuda test_runner_keep >> $OUT/build.log 2>&1
-    (cd $B && timeout ${TESTS_TIMEOUT:-150} ctest -R "${TESTS:-^(stream_cuda|train_trainable_stream_cuda|runner_keep)$}" -j1 --output-on-failure > $OUT/ctest.log 2>&1)
+    cmake --build $B -j16 --target test_stream_cuda test_train_trainable_stream_cuda test_runner_keep test_cuda_ew8 >> $OUT/build.log 2>&1
+    (cd $B && timeout ${TESTS_TIMEOUT:-150} ctest -R "${TESTS:-^(stream_cuda|train_trainable_stream_cuda|runner_keep|cuda_ew8)$}" -j1 --output-on-failure > $OUT/ctest.log 2>&1)
     echo "== tests rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "Test +#|tests passed" $OUT/ctest.log
     t0=$(date +%s)
     (cd $B && ORAKUL_KEEP_BLOCKS=3 timeout 60 ctest -R '^stream_cuda$' -j1 --output-on-failure > $OUT/ctest_keep3.log 2>&1)

@@ -8,6 +8,8 @@
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_ops.h"
 
+#include <stdlib.h>
+
 namespace {
 
 constexpr int TPB = 256;
@@ -155,6 +157,75 @@ __global__ void k_modulate(int64_t n, Bc bh, Bc bs, const void *x, const void *s
         ork_st(y, i, v, dt);
     }
 }
+/* ---- the same three, 8 BF16 elements per thread (issue #31: FLUX's gates,
+ * residual adds and modulations ran at a fraction of the memory's rate, one
+ * 2-byte access and one broadcast index per element). Taken when every
+ * operand is BF16, the element count and the last dim a multiple of 8, each
+ * broadcast operand's last dim contiguous (stride 1) or broadcast (stride 0),
+ * its other strides multiples of 8, and the pointers 16-byte aligned: one
+ * 16-byte load/store per 8 elements, one broadcast index per 8. The F32 math
+ * per element is the scalar kernels', written the same way, so the results
+ * are bit-identical (tests/cuda/test_cuda_ew8.c). */
+__device__ __forceinline__ void ld8(const void *p, int64_t i, float f[8]) {
+    uint4 u = *(const uint4 *)((const __nv_bfloat16 *)p + i);
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float2 t = __bfloat1622float2(h[k]);
+        f[2 * k] = t.x;
+        f[2 * k + 1] = t.y;
+    }
+}
+__device__ __forceinline__ void st8(void *p, int64_t i, const float f[8]) {
+    uint4 u;
+    __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(f[k]);
+    *(uint4 *)((__nv_bfloat16 *)p + i) = u;
+}
+/* b's 8 values for elements i..i+7 (i a multiple of 8): contiguous or one broadcast */
+__device__ __forceinline__ void ldb8(const Bc &bc, int inner, const void *b, int64_t i, float f[8]) {
+    int64_t o = bidx(bc, i);
+    if (inner) { ld8(b, o, f); return; }
+    float v = __bfloat162float(((const __nv_bfloat16 *)b)[o]);
+#pragma unroll
+    for (int k = 0; k < 8; k++) f[k] = v;
+}
+__global__ void k_binary8(int64_t n8, int op, Bc bc, int binner, const void *a, const void *b, void *y) {
+    GRID_STRIDE(g, n8) {
+        float x[8], z[8];
+        ld8(a, g * 8, x);
+        ldb8(bc, binner, b, g * 8, z);
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = op == ORK_BINARY_ADD ? x[k] + z[k] : x[k] * z[k];
+        st8(y, g * 8, x);
+    }
+}
+__global__ void k_bcast_scale8(int64_t n8, Bc bc, int binner, const void *dy, const void *b, int plus1, void *da) {
+    GRID_STRIDE(g, n8) {
+        float v[8], z[8];
+        ld8(dy, g * 8, v);
+        if (b) {
+            ldb8(bc, binner, b, g * 8, z);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] *= z[k] + (plus1 ? 1.f : 0.f);
+        }
+        st8(da, g * 8, v);
+    }
+}
+__global__ void k_modulate8(int64_t n8, Bc bh, int hinner, Bc bs, int sinner, const void *x, const void *shift,
+                            const void *scale, void *y) {
+    GRID_STRIDE(g, n8) {
+        float xv[8], h[8], sc[8], v[8];
+        ld8(x, g * 8, xv);
+        ldb8(bh, hinner, shift, g * 8, h);
+        ldb8(bs, sinner, scale, g * 8, sc);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = (1.f + sc[k]) * xv[k] + h[k];
+        st8(y, g * 8, v);
+    }
+}
+
 /* Reduction onto the broadcast operand: part[c][j] = Σ_{r in chunk c} u·v at the
  * a-index of (kept coords of j, reduced coords r). kept[d]: b's stride of dim d
  * (0 = reduced dim). */
@@ -484,6 +555,28 @@ ork_status reduce_scalar(const ork_kctx *k, int mode, int64_t n, const void *a, 
 } // namespace
 
 #define STREAM ork_stream(ork_cuda_kstream(k))
+/* The 8-wide path's test (see k_binary8): 1 = b's last dim contiguous, 0 =
+ * broadcast, -1 = not taken. b NULL: no broadcast operand. */
+static int al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static int v8_map(const ork_bcast *bc, const void *b) {
+    int L = bc->ndim - 1;
+    if (L < 0 || bc->n % 8 || bc->shape[L] % 8) return -1;
+    if (!b) return 1;
+    for (int d = 0; d < L; d++)
+        if (bc->bstride[d] % 8) return -1;
+    if (bc->bstride[L] == 1) return al16(b) ? 1 : -1;
+    return bc->bstride[L] == 0 ? 0 : -1;
+}
+/* ORK_CUDA_EW8=0 turns the 8-wide path off (A/B in one binary, the bitwise test) */
+static int ew8_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("ORK_CUDA_EW8");
+        on = !(e && e[0] == '0');
+    }
+    return on;
+}
+
 #define LAUNCH(kern, n, ...) do { if ((n) > 0) { kern<<<grid_for(k, (n)), TPB, 0, STREAM>>>(__VA_ARGS__); \
     ORK_CUDA_LAUNCHED(); } } while (0)
 
@@ -549,7 +642,9 @@ ork_status ork_cuda_binary(const ork_kctx *k, ork_binary_op op, const ork_bcast 
                            ork_dtype bdt, void *y, ork_dtype dt) {
     CHECK_DT(dt, "binary");
     CHECK_DT(bdt, "binary");
-    LAUNCH(k_binary, bc->n, bc->n, (int)op, mkbc(bc), a, b, bdt, y, dt);
+    int m = dt == ORK_BF16 && bdt == ORK_BF16 && al16(a) && al16(y) && ew8_on() ? v8_map(bc, b) : -1;
+    if (m >= 0) LAUNCH(k_binary8, bc->n / 8, bc->n / 8, (int)op, mkbc(bc), m, a, b, y);
+    else LAUNCH(k_binary, bc->n, bc->n, (int)op, mkbc(bc), a, b, bdt, y, dt);
     return ORK_OK;
 }
 ork_status ork_cuda_binary_bwd(const ork_kctx *k, ork_binary_op op, const ork_bcast *bc, const void *a,
@@ -557,7 +652,12 @@ ork_status ork_cuda_binary_bwd(const ork_kctx *k, ork_binary_op op, const ork_bc
                                ork_dtype gdt) {
     CHECK_DT(dt, "binary_bwd");
     int mul = op == ORK_BINARY_MUL;
-    if (da) LAUNCH(k_bcast_scale, bc->n, bc->n, mkbc(bc), dy, mul ? b : nullptr, bdt, 0, da, dt);
+    if (da) {
+        const void *bb = mul ? b : nullptr;
+        int m = dt == ORK_BF16 && (!bb || bdt == ORK_BF16) && al16(dy) && al16(da) && ew8_on() ? v8_map(bc, bb) : -1;
+        if (m >= 0) LAUNCH(k_bcast_scale8, bc->n / 8, bc->n / 8, mkbc(bc), m, dy, bb, 0, da);
+        else LAUNCH(k_bcast_scale, bc->n, bc->n, mkbc(bc), dy, bb, bdt, 0, da, dt);
+    }
     if (db) {
         CHECK_DT(gdt, "binary_bwd");
         ORK_TRY(bcast_reduce(k, bc, dy, dt, mul ? a : nullptr, dt, db, gdt));
@@ -567,14 +667,22 @@ ork_status ork_cuda_binary_bwd(const ork_kctx *k, ork_binary_op op, const ork_bc
 ork_status ork_cuda_modulate(const ork_kctx *k, const ork_bcast *bc_shift, const ork_bcast *bc_scale,
                              const void *x, const void *shift, const void *scale, void *y, ork_dtype dt) {
     CHECK_DT(dt, "modulate");
-    LAUNCH(k_modulate, bc_shift->n, bc_shift->n, mkbc(bc_shift), mkbc(bc_scale), x, shift, scale, y, dt);
+    int mh = dt == ORK_BF16 && al16(x) && al16(y) && ew8_on() ? v8_map(bc_shift, shift) : -1;
+    int ms = mh >= 0 && bc_scale->n == bc_shift->n ? v8_map(bc_scale, scale) : -1;
+    if (ms >= 0)
+        LAUNCH(k_modulate8, bc_shift->n / 8, bc_shift->n / 8, mkbc(bc_shift), mh, mkbc(bc_scale), ms, x, shift, scale, y);
+    else LAUNCH(k_modulate, bc_shift->n, bc_shift->n, mkbc(bc_shift), mkbc(bc_scale), x, shift, scale, y, dt);
     return ORK_OK;
 }
 ork_status ork_cuda_modulate_bwd(const ork_kctx *k, const ork_bcast *bc_shift, const ork_bcast *bc_scale,
                                  const void *x, const void *scale, const void *dy, void *dx, void *dshift,
                                  void *dscale, ork_dtype dt) {
     CHECK_DT(dt, "modulate_bwd");
-    if (dx) LAUNCH(k_bcast_scale, bc_scale->n, bc_scale->n, mkbc(bc_scale), dy, scale, dt, 1, dx, dt);
+    if (dx) {
+        int m = dt == ORK_BF16 && al16(dy) && al16(dx) && ew8_on() ? v8_map(bc_scale, scale) : -1;
+        if (m >= 0) LAUNCH(k_bcast_scale8, bc_scale->n / 8, bc_scale->n / 8, mkbc(bc_scale), m, dy, scale, 1, dx);
+        else LAUNCH(k_bcast_scale, bc_scale->n, bc_scale->n, mkbc(bc_scale), dy, scale, dt, 1, dx, dt);
+    }
     if (dshift) ORK_TRY(bcast_reduce(k, bc_shift, dy, dt, nullptr, dt, dshift, dt));
     if (dscale) ORK_TRY(bcast_reduce(k, bc_scale, dy, dt, x, dt, dscale, dt));
     return ORK_OK;
