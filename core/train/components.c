@@ -1,5 +1,6 @@
 /* train/components.c — the job's plugin components (model, loss, optimizer,
- * quantizer: resolved by name from the registry with their config keys), the
+ * quantizer: resolved by name from the registry with their config keys; the
+ * model's image codec, picked from the codec slots it declares), the
  * dataset folders checked before the model loads, and the backend for
  * process.device. [control-thread] */
 #include "train/job.h"
@@ -113,6 +114,8 @@ ork_status ork_train_check_datasets(job *j) {
 ork_status ork_train_open_model(job *j) {
     ORK_TRY(j->mvt->create(&j->c_model->host, j->model_params, &j->model));
     ORK_TRY(j->mvt->open(j->model, j->p->model.name_or_path, &j->info));
+    /* its codec (plugin/model_codec.h): before the checks, which see the codec's weights too */
+    ORK_TRY(ork_model_codec_open(&j->codec, j->reg, j->p->model.name_or_path, j->mvt, j->model, &j->info));
     /* its declarations in range, and a prediction this core trains (plugin/model_decl.h) */
     ORK_TRY(ork_model_decl_check(&j->info, j->p->model.name_or_path));
     return ork_model_decl_trainable(&j->info, j->p->model.name_or_path);

@@ -49,7 +49,7 @@ static ork_status encode_image(job *j, const char *path, int res, item *it) {
     free(chw);
     /* the codec gets the image in F32 and casts to what it computes in
      * (TAEF1: F32; the VAE: its weights' dtype) */
-    if (s == ORK_OK) s = j->mvt->encode(j->model, j->g, x, &tok);
+    if (s == ORK_OK) s = ork_model_codec_encode(&j->codec, j->g, x, &tok);
     ork_graph_set_grad(j->g, prev);
     if (s != ORK_OK) return s;
     it->h_tok = bh / ppt;

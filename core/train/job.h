@@ -28,6 +28,7 @@
 #include "dist/grad_sync.h"
 #include "dist/shard.h"
 #include "io/safetensors.h"
+#include "plugin/model_codec.h"
 #include "stream/copy_engine.h"
 #include "stream/plan.h"
 #include "stream/streamer.h"
@@ -73,6 +74,7 @@ typedef struct job {
     const ork_model_vtable *mvt;
     void *model;
     ork_model_info info;
+    ork_model_codec codec; /* the model's image codec (plugin/model_codec.h); info.weights includes its weights */
     const ork_loss_vtable *lvt;
     void *loss;
     const ork_optimizer_vtable *ovt;

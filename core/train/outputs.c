@@ -82,6 +82,7 @@ ork_status ork_train_sample_now(job *j, int64_t step) {
      * chain: a forward-only pass has no gradients to hand on */
     ork_block_hooks hk = j->tstream ? ork_train_streamed_hooks(j) : j->ws_hooks;
     ork_denoiser d = {.g = j->g, .alloc = j->alloc, .vt = j->mvt, .model = j->model, .info = &j->info, .hooks = &hk,
+                      .codec = &j->codec,
                       .device_index = j->device_index};
     /* with the EMA on, the samples use its weights (ai-toolkit's sample(): ema.eval() ... ema.train()) */
     ORK_TRY(ork_train_ema_swap(j, 1));

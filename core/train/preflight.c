@@ -96,15 +96,19 @@ ork_status ork_train_check_texts(const job *j, const ork_dataset *ds) {
     return ORK_OK;
 }
 
-/* The model must turn images into its tokens (model.h: pixels_per_token 0 is no codec). */
+/* The model must turn images into its tokens (model.h: pixels_per_token 0 is
+ * no codec); the hint comes from the codec slots it declares. */
 static ork_status check_codec(job *j) {
-    if (j->mvt->encode && j->info.pixels_per_token > 0) return ORK_OK;
+    if (ork_model_codec_present(&j->codec) && j->info.pixels_per_token > 0) return ORK_OK;
     ork_loc at;
-    char what[512];
+    char what[512], fix[768] = "set one in the model's model_kwargs";
     snprintf(what, sizeof what, "model %s (%s) takes %d-channel latent tokens and has no image codec that gives them",
              j->p->model.name_or_path, j->info.variant ? j->info.variant : "?", j->info.token_channels);
-    static const char fix[] = "set one in model.model_kwargs (FLUX: vae_path or taef1_path; its pixel codec gives "
-                              "3 x pixel_patch x pixel_patch channels)";
+    if (ork_model_info_has_codec(&j->info) && j->info.n_codecs > 0) {
+        char hint[640];
+        ork_model_codec_hint(&j->info, hint, sizeof hint);
+        snprintf(fix, sizeof fix, "set one in %s", hint);
+    }
     if (ork_config_where(j->cfg, "model.name_or_path", &at) && at.line > 0)
         return ork_config_fail_at(&at, ORK_E_CONFIG, "%s: %s", what, fix);
     return ORK_FAIL(ORK_E_CONFIG, "%s: %s: %s", ork_config_file(j->cfg), what, fix);

@@ -3,6 +3,7 @@
  * compute_empirical_mu. */
 #include "train/sample.h"
 
+#include "plugin/model_codec.h"
 #include "plugin/model_decl.h"
 #include "tensor/ops.h"
 #include "train/rng.h"
@@ -227,7 +228,8 @@ ork_status ork_sample_latent(const ork_denoiser *d, const ork_sample_params *sp,
 
 ork_status ork_sample_decode(const ork_denoiser *d, const float *x, int h_tok, int w_tok, ork_image *out) {
     memset(out, 0, sizeof *out);
-    if (!d->vt->decode) return ORK_FAIL(ORK_E_UNSUPPORTED, "sampler: the model has no image decoder");
+    if (d->codec ? !ork_model_codec_present(d->codec) : !d->vt->decode)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "sampler: the model has no image decoder");
     ork_graph *g = d->g;
     const ork_tensor_api *ta = ork_tensor_api_table();
     int prev = ork_graph_set_grad(g, 0);
@@ -235,7 +237,9 @@ ork_status ork_sample_decode(const ork_denoiser *d, const float *x, int h_tok, i
     int64_t sh[3] = {1, (int64_t)h_tok * w_tok, d->info->token_channels};
     ork_status s = ork_graph_reset(g);
     if (s == ORK_OK) s = upload(g, x, 3, sh, &tok);
-    if (s == ORK_OK) s = d->vt->decode(d->model, g, tok, h_tok, w_tok, &img);
+    if (s == ORK_OK)
+        s = d->codec ? ork_model_codec_decode(d->codec, g, tok, h_tok, w_tok, &img)
+                     : d->vt->decode(d->model, g, tok, h_tok, w_tok, &img);
     ork_graph_set_grad(g, prev);
     float *chw = NULL;
     int H = 0, W = 0;

@@ -62,6 +62,7 @@ typedef struct ork_denoiser {
     const ork_model_info *info;
     const ork_block_hooks *hooks; /* NULL: none */
     int device_index;             /* CUDA device of g (ork_samples_run's own graph) */
+    const struct ork_model_codec *codec; /* the image codec (plugin/model_codec.h); NULL: vt->decode */
 } ork_denoiser;
 
 typedef struct ork_sample_params {

@@ -73,6 +73,7 @@ static void job_free(job *j) {
     if (j->plan) ork_stream_plan_free(j->plan);
     if (j->opt) j->ovt->destroy(j->opt);
     if (j->loss) j->lvt->destroy(j->loss);
+    ork_model_codec_close(&j->codec); /* the codec, and the merged declarations info.weights points at */
     if (j->model) j->mvt->destroy(j->model);
     if (j->g) ork_graph_destroy(j->g);
     if (j->alloc) ork_alloc_destroy(j->alloc);
@@ -101,7 +102,7 @@ typedef struct loss_ctx {
 
 static ork_status decode_cb(void *ctx, ork_graph *g, ork_tensor *tokens, ork_tensor **img) {
     loss_ctx *lc = ctx;
-    return lc->j->mvt->decode(lc->j->model, g, tokens, lc->h_tok, lc->w_tok, img);
+    return ork_model_codec_decode(&lc->j->codec, g, tokens, lc->h_tok, lc->w_tok, img);
 }
 
 static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor **loss) {
@@ -109,7 +110,8 @@ static ork_status loss_fn(void *ctx, ork_graph *g, ork_tensor *pred, ork_tensor 
     job *j = lc->j;
     ork_loss_inputs in = {.abi = ORK_ABI_INIT(ork_loss_inputs), .pred = pred, .target = lc->target, .x_t = lc->x_t,
                           .x0 = lc->x0, .t = lc->t, .t_host = lc->t_host, .h_tokens = lc->h_tok,
-                          .w_tokens = lc->w_tok, .decode = j->mvt->decode ? decode_cb : NULL, .decode_ctx = lc};
+                          .w_tokens = lc->w_tok, .decode = ork_model_codec_present(&j->codec) ? decode_cb : NULL,
+                          .decode_ctx = lc};
     ORK_TRY(j->lvt->compute(j->loss, g, &in, loss));
     if (lc->scale != 1.0f) ORK_TRY(j->ops->scale(g, *loss, lc->scale, loss));
     return ORK_OK;
@@ -303,7 +305,7 @@ static ork_status setup(job *j) {
         if (tstream_events) ORK_TRY(ork_copy_engine_create(j->be, &j->g->k, tstream_events, &j->ce));
         ORK_TRY(ork_wstore_create_quant(j->alloc, j->be, &j->g->k, &j->info, store, NULL, j->quant ? &wq : NULL, &j->ws));
     }
-    ORK_TRY(j->mvt->load(j->model, ork_wstore_sink(j->ws)));
+    ORK_TRY(ork_model_codec_load_all(&j->codec, ork_wstore_sink(j->ws))); /* the model's weights, then its codec's */
     ORK_TRY(ork_wstore_check_complete(j->ws));
     if (ork_wstore_streamer(j->ws)) ORK_TRY(ork_streamer_seal(ork_wstore_streamer(j->ws)));
     ork_wstore_attach(j->ws, j->g);

@@ -1,7 +1,9 @@
 /* flux_test_util.h — shared by the FLUX plugin tests: load orakul-flux.so
- * through the core's registry (ORK_PLUGIN_DIR), create the model component
- * with model_kwargs filled from its own key table (defaults + overrides),
- * open a checkpoint, load it into a CPU weight store (F32), read fixture
+ * and the image codecs (orakul-image_codecs.so) through the core's registry
+ * (ORK_PLUGIN_DIR), create the model component with model_kwargs filled from
+ * its own key table (defaults + overrides), open a checkpoint and the codec
+ * the core picks for it (plugin/model_codec.h: ft_encode / ft_decode), load
+ * both into a CPU weight store (F32), read fixture
  * tensors, and compare arrays against float64 references (the
  * plugin-neutral pieces are tests/common/plugin_test_util.h).
  * Owns (per test binary): the registry. */
@@ -14,6 +16,7 @@
 #include "plugin_test_util.h"
 
 #include "io/safetensors.h"
+#include "plugin/model_codec.h"
 #include "plugin/registry.h"
 #include "tensor/graph.h"
 #include "tensor/ops.h"
@@ -27,11 +30,14 @@
 #include <stdint.h>
 
 #define FT_PLUGIN ORK_PLUGIN_DIR "/orakul-flux" ORK_PLUGIN_SUFFIX
+#define FT_CODECS ORK_PLUGIN_DIR "/orakul-image_codecs" ORK_PLUGIN_SUFFIX
 #define FT_FIXTURES ORK_SOURCE_DIR "/tests/fixtures"
 
 static ork_registry *ft_reg;
 
-static inline int ft_init(void) { return ork_test_registry_open(FT_PLUGIN, &ft_reg); }
+static inline int ft_init(void) {
+    return ork_test_registry_open(FT_PLUGIN, &ft_reg) || ork_registry_add_file(ft_reg, FT_CODECS) != ORK_OK;
+}
 static inline int ft_clean(void) { return ork_test_registry_close(&ft_reg); }
 
 /* ---- the model ---------------------------------------------------------------- */
@@ -40,6 +46,7 @@ typedef struct ft_model {
     const ork_model_vtable *vt;
     void *self;
     ork_model_info info;
+    ork_model_codec mc;  /* the codec the core picks (info.weights: the model's, then the codec's) */
     ork_alloc *alloc;
     ork_graph *g;
     ork_wstore *ws;
@@ -76,14 +83,23 @@ static inline ork_status ft_open(const char *name_or_path, const char *const *kv
     if (s == ORK_OK) s = m->vt->create(&m->pc->host, buf, &m->self);
     free(buf);
     if (s == ORK_OK) s = m->vt->open(m->self, name_or_path, &m->info);
+    if (s == ORK_OK) s = ork_model_codec_open(&m->mc, ft_reg, name_or_path, m->vt, m->self, &m->info);
     return s;
+}
+
+/* The model's image codec, as the trainer runs it. */
+static inline ork_status ft_encode(ft_model *m, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
+    return ork_model_codec_encode(&m->mc, g, img, tokens);
+}
+static inline ork_status ft_decode(ft_model *m, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img) {
+    return ork_model_codec_decode(&m->mc, g, tokens, h, w, img);
 }
 
 /* CPU graph (F32 activations), F32 weight store, load every weight. */
 /* FT_GPU (the gpu-labelled build of a test): the CUDA backend with BF16
  * activations and a BF16 weight store, as training on the GPU runs. */
 static inline ork_status ft_load(ft_model *m) {
-    return ork_test_load_weights(&m->info, 1, m->vt->load, m->self, &m->alloc, &m->g, &m->ws);
+    return ork_test_load_weights(&m->info, 1, ork_model_codec_load_all, &m->mc, &m->alloc, &m->g, &m->ws);
 }
 
 /* *t in the graph's activation dtype: a cast node when that is not F32 (CUDA:
@@ -96,6 +112,7 @@ static inline ork_status ft_act(ork_graph *g, ork_tensor **t) {
 static inline void ft_close(ft_model *m) {
     if (m->ws) ork_wstore_destroy(m->ws);
     if (m->g) ork_graph_destroy(m->g);
+    ork_model_codec_close(&m->mc);
     if (m->self) m->vt->destroy(m->self);
     if (m->alloc) ork_alloc_destroy(m->alloc);
     memset(m, 0, sizeof *m);

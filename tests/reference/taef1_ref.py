@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """taef1_ref.py — independent PyTorch reference for the TAEF1 codec of the FLUX
-plugin (plugins/models/flux/flux_codec.c): madebyollin's Tiny AutoEncoder for
+plugin (now plugins/codecs/image/taef1.c): madebyollin's Tiny AutoEncoder for
 FLUX.1, built as an nn.Sequential exactly the way madebyollin/taesd's taesd.py
 builds Encoder(16) / Decoder(16) (read, not copied): conv = Conv2d 3x3 pad 1;
 Block = relu(conv-relu-conv-relu-conv(x) + x); Clamp = tanh(x/3)*3;

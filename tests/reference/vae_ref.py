@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """vae_ref.py — independent PyTorch reference for the FLUX plugin's "vae" codec
-(plugins/models/flux/flux_vae.c): BFL's FLUX.1 autoencoder
+(now plugins/codecs/image/flux_vae.c): BFL's FLUX.1 autoencoder
 (black-forest-labs/flux src/flux/modules/autoencoder.py) and FLUX.2 autoencoder
 (black-forest-labs/flux2 src/flux2/autoencoder.py), written here from their
 structure (FLUX.md §7) with the same module and key names, at a SMALL random

@@ -1,4 +1,5 @@
-/* tests/vae/test_vae_codec.c — the FLUX plugin's "vae" codec (flux_vae.c)
+/* tests/vae/test_vae_codec.c — the FLUX autoencoder codecs (flux1-vae, flux2-vae:
+ * plugins/codecs/image/flux_vae.c) as the FLUX model picks them (codec vae)
  * with small random BFL autoencoders (tests/fixtures/vae{1,2}_small.safetensors,
  * ch 32, ch_mult [1, 2], 1/2 res blocks, z 4 / 8: the geometry comes from
  * the checkpoint's shapes) against the PyTorch reference
@@ -66,7 +67,7 @@ static int encode_checked(ft_model *m, int v, const char *what, size_t *peak, si
     int ok = it && img && rtok && ork_graph_reset(m->g) == ORK_OK;
     ork_graph_set_grad(m->g, 0);
     ok = ok && ta->from_host(m->g, ORK_F32, 4, it->shape, img, &x) == ORK_OK &&
-         m->vt->encode(m->self, m->g, x, &tok) == ORK_OK;
+         ft_encode(m, m->g, x, &tok) == ORK_OK;
     ok = ok && ta->ndim(tok) == 3 && (size_t)ta->numel(tok) == nt && ta->dim(tok, 1) == 256 && (th = ft_host(m->g, tok));
     if (ok) {
         *peak = ork_arena_peak(m->g->arena);
@@ -109,7 +110,7 @@ static void check_version(int v) {
     ork_graph_set_grad(m.g, 1);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(m.g, ORK_F32, 3, tt->shape, tok32, &t), ORK_OK);
     t->requires_grad = 1;
-    CU_ASSERT_EQUAL_FATAL(m.vt->decode(m.self, m.g, t, 16, 16, &dec), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ft_decode(&m, m.g, t, 16, 16, &dec), ORK_OK);
     CU_ASSERT_EQUAL_FATAL((size_t)ta->numel(dec), nd);
     CU_ASSERT_EQUAL(ta->dim(dec, 2), 64);
     float *dh = ft_host(m.g, dec);
@@ -196,9 +197,9 @@ static void test_errors(void) {
     ork_tensor *x, *y = NULL;
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(m.g), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ta->empty(m.g, ORK_F32, 4, sh, &x), ORK_OK);
-    CU_ASSERT_EQUAL(m.vt->encode(m.self, m.g, x, &y), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ft_encode(&m, m.g, x, &y), ORK_E_INVALID);
     CU_ASSERT_EQUAL_FATAL(ta->empty(m.g, ORK_F32, 3, st, &x), ORK_OK);
-    CU_ASSERT_EQUAL(m.vt->decode(m.self, m.g, x, 2, 2, &y), ORK_E_INVALID);
+    CU_ASSERT_EQUAL(ft_decode(&m, m.g, x, 2, 2, &y), ORK_E_INVALID);
     ft_close(&m);
 }
 

@@ -54,17 +54,6 @@ typedef struct flux_params { /* model.model_kwargs, see flux_plugin.c */
     const char *text_encoder_path, *text_encoder_tokenizer_path;
 } flux_params;
 
-typedef enum { FLUX_CODEC_NONE, FLUX_CODEC_TAEF1, FLUX_CODEC_PIXEL, FLUX_CODEC_VAE } flux_codec;
-
-#define FLUX_VAE_MAX_LEVELS 8
-
-/* The autoencoder's geometry, read from the checkpoint's shapes (flux_vae.c). */
-typedef struct flux_vae {
-    int version;             /* 1: FLUX.1 AE (scale/shift), 2: FLUX.2 AE (quant convs, BatchNorm) */
-    int ch, nlev, ch_mult[FLUX_VAE_MAX_LEVELS], nres_enc, nres_dec, z, in_ch, out_ch;
-    float *bn_mean, *bn_std, *bn_rstd; /* FLUX.2: (4·z); std = sqrt(running_var + 1e-4) */
-} flux_vae;
-
 typedef struct flux_model {
     const ork_host *host;
     const ork_ops *ops;
@@ -74,11 +63,13 @@ typedef struct flux_model {
     char codec_name[16];
     char taef1_path[1024];
     char vae_path[1024];
-    char vae_file[1100];     /* the ae.safetensors vae_path resolved to */
-    flux_vae vae;
     flux_cfg cfg;
-    flux_codec codec;
-    int pixel_patch;
+    /* The codecs FLUX's tokens come from (the image codec plugin's
+     * components; the core picks one and packs its latents 2×2, or
+     * pixel_patch² for the pixel codec): FLUX.1 / FLUX.2 AE via vae_path,
+     * TAEF1 via taef1_path, pixels. */
+    ork_codec_slot codec_slots[3];
+    int n_codec_slots;
     /* The text slots (FLUX.1: T5 -> txt, CLIP -> vec) and their strings. */
     ork_text_slot text_slots[2];
     int n_text_slots;
@@ -135,38 +126,7 @@ ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, o
 ork_status flux_block(flux_model *f, ork_graph *g, int i, ork_carry *c);
 ork_status flux_w(flux_model *f, ork_graph *g, ork_tensor **out, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* The codec is done with t: with the tape off its graph memory goes back now
- * (ta->drop; a no-op on a core without it, with the tape on, or for tensors
- * drop leaves alone). A 1024² encode otherwise holds every intermediate. */
-void flux_done(flux_model *f, ork_graph *g, ork_tensor *t);
-/* call makes out from in; in, now dead, is freed (flux_done, with f and g in
- * scope) unless it is keep (the caller's tensor, or a residual still to add)
- * or the op handed it back as out */
-#define FLUX_STEP(call, in, out, keep) \
-    do { \
-        ork_tensor *in_ = (in); \
-        TRY(call); \
-        if (in_ != (keep) && in_ != (out)) flux_done(f, g, in_); \
-    } while (0)
-
-/* flux_codec.c */
-ork_status flux_codec_declare(flux_model *f);
-ork_status flux_codec_load(flux_model *f, const ork_weight_sink *sink);
-ork_status flux_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
-ork_status flux_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
-
-/* flux_vae.c: the FLUX.1 / FLUX.2 autoencoders (codec vae) */
-ork_status flux_vae_open(flux_model *f);      /* geometry and BatchNorm stats from f->vae_path */
-void flux_vae_free(flux_model *f);
-int flux_vae_token_channels(const flux_model *f);
-int flux_vae_pixels_per_token(const flux_model *f);
-ork_status flux_vae_declare(flux_model *f);
-ork_status flux_vae_validate(flux_model *f);  /* every vae.* weight present, shaped, float */
-ork_status flux_vae_load(flux_model *f, const ork_weight_sink *sink);
-ork_status flux_vae_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
-ork_status flux_vae_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
-
-/* Declaration helper shared by flux_weights.c and flux_codec.c. */
+/* Declaration helper (flux_weights.c). */
 ork_status flux_decl(flux_model *f, const char *name, int block, uint32_t flags, int ndim, ...);
 
 #endif

@@ -20,10 +20,6 @@ ork_status flux_w(flux_model *f, ork_graph *g, ork_tensor **out, const char *fmt
     return f->ta->weight(g, name, out);
 }
 
-void flux_done(flux_model *f, ork_graph *g, ork_tensor *t) {
-    if (t && ork_tensor_api_has_drop(f->ta) && !f->ta->grad_enabled(g)) f->ta->drop(g, t);
-}
-
 /* y = mod.weight·x (+ mod.bias on FLUX.1) */
 static ork_status lin(flux_model *f, ork_graph *g, ork_tensor *x, const char *mod, ork_tensor **y) {
     ork_tensor *w, *b = NULL;

@@ -94,7 +94,6 @@ static void flux_destroy(void *self) {
     if (!f) return;
     if (f->src) f->st->close(f->src);
     if (f->pe) f->ta->release(f->pe);
-    flux_vae_free(f);
     for (int i = 0; i < f->n_weights; i++) free(f->weight_names[i]);
     for (int i = 0; i < f->n_blocks; i++) free(f->block_names[i]);
     free(f->weight_names);
@@ -167,6 +166,48 @@ static ork_status flux_declarations(flux_model *f, ork_model_info *info) {
     return ORK_OK;
 }
 
+/* Which FLUX autoencoder vae_path holds and its latent channels, from two
+ * shapes (decoder.conv_in's input is z; FLUX.2 has encoder.quant_conv), for
+ * a custom size's token channels and the slot's codec id. 0 when it cannot
+ * tell: the codec's open then says what is wrong with the file. */
+static int vae_peek(flux_model *f, int *z) {
+    char path[1100];
+    struct stat sb;
+    if (stat(f->vae_path, &sb) != 0) return 0;
+    if (S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%.1000s/ae.safetensors", f->vae_path);
+    else snprintf(path, sizeof path, "%s", f->vae_path);
+    ork_st_set *s;
+    if (f->st->open(path, &s) != ORK_OK) return 0;
+    ork_st_info t;
+    int version = 0;
+    if (f->st->find(s, "decoder.conv_in.weight", &t) == ORK_OK && t.ndim == 4) {
+        *z = (int)t.shape[1];
+        version = f->st->find(s, "encoder.quant_conv.weight", &t) == ORK_OK ? 2 : 1;
+    }
+    f->st->close(s);
+    return version;
+}
+
+/* The codecs FLUX's tokens come from, in the order codec: auto tries them
+ * (the first with its path set, else pixel): the FLUX.1 or FLUX.2
+ * autoencoder (vae_path), TAEF1 (taef1_path), pixels (pixel_patch² per
+ * token). A custom size without in_channels takes the channels of the one
+ * model_kwargs picks. */
+static void flux_codec_slots(flux_model *f) {
+    int z = 0, vae_version = f->vae_path[0] ? vae_peek(f, &z) : 0, p = (int)f->p.pixel_patch;
+    if (!vae_version) vae_version = f->cfg.version, z = f->cfg.version == 2 ? 32 : 16;
+    const char *codec = f->p.codec;
+    if (!strcmp(codec, "auto")) codec = f->vae_path[0] ? "vae" : f->taef1_path[0] ? "taef1" : "pixel";
+    if (f->cfg.in_channels == 0)
+        f->cfg.in_channels = !strcmp(codec, "vae") ? 4 * z : !strcmp(codec, "taef1") ? 64 : 3 * p * p;
+    ork_codec_slot *s = f->codec_slots;
+    s[0] = (ork_codec_slot){vae_version == 2 ? "flux2-vae" : "flux1-vae", "vae", "vae_path",
+                            f->vae_path[0] ? f->vae_path : NULL, 2, 0, NULL};
+    s[1] = (ork_codec_slot){"taef1", "taef1", "taef1_path", f->taef1_path[0] ? f->taef1_path : NULL, 2, 0, NULL};
+    s[2] = (ork_codec_slot){"pixel", "pixel", NULL, NULL, p, 0, "pixel_patch"};
+    f->n_codec_slots = 3;
+}
+
 static ork_status flux_open(void *self, const char *name_or_path, ork_model_info *info) {
     flux_model *f = self;
     const char *preset = NULL;
@@ -202,55 +243,8 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         if (pl > 12 && !strcmp(path + pl - 12, "/transformer") && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
             snprintf(f->src_dir, sizeof f->src_dir, "%.*s", (int)(pl - 12), path);
     }
-    /* codec */
-    const char *codec = f->p.codec;
-    if (!strcmp(codec, "auto")) codec = f->p.vae_path[0] ? "vae" : f->p.taef1_path[0] ? "taef1" : "pixel";
-    if (!strcmp(codec, "vae")) {
-        if (!f->p.vae_path[0]) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec vae needs model.model_kwargs.vae_path (BFL ae.safetensors)");
-            return ORK_E_CONFIG;
-        }
-        if (f->ops->abi.struct_size < offsetof(ork_ops, softmax) + sizeof f->ops->softmax) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec vae needs groupnorm, pad2d and softmax in %s (this core predates them)",
-                     ORK_SERVICE_OPS);
-            return ORK_E_ABI;
-        }
-        ORK_TRY(flux_vae_open(f));
-        int want = flux_vae_token_channels(f);
-        if (f->cfg.in_channels == 0) f->cfg.in_channels = want;
-        if (f->cfg.in_channels != want) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "vae_path %s is a FLUX.%d autoencoder giving %d-channel tokens; %s takes %d",
-                     f->vae_file, f->vae.version, want, f->cfg.variant, f->cfg.in_channels);
-            return ORK_E_CONFIG;
-        }
-        f->codec = FLUX_CODEC_VAE;
-    } else if (!strcmp(codec, "taef1")) {
-        if (!f->p.taef1_path[0]) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec taef1 needs model.model_kwargs.taef1_path");
-            return ORK_E_CONFIG;
-        }
-        f->codec = FLUX_CODEC_TAEF1;
-        if (f->cfg.in_channels == 0) f->cfg.in_channels = 64;
-        if (f->cfg.in_channels != 64) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "codec taef1 gives 64-channel tokens, %s takes %d", f->cfg.variant, f->cfg.in_channels);
-            return ORK_E_CONFIG;
-        }
-    } else {
-        f->pixel_patch = (int)f->p.pixel_patch;
-        int want = 3 * f->pixel_patch * f->pixel_patch;
-        if (f->cfg.in_channels == 0) f->cfg.in_channels = want;
-        f->codec = f->cfg.in_channels == want ? FLUX_CODEC_PIXEL : FLUX_CODEC_NONE;
-        if (f->codec == FLUX_CODEC_NONE && !strcmp(codec, f->p.codec)) { /* codec: pixel, asked for by name */
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "model.model_kwargs.codec pixel: the pixel codec gives %d channels per token "
-                     "(3 x pixel_patch %d x %d); %s %s takes %d: set vae_path or taef1_path%s", want, f->pixel_patch,
-                     f->pixel_patch, preset ? "preset" : "the checkpoint", f->cfg.variant, f->cfg.in_channels,
-                     preset ? " (or in_channels to match)" : "");
-            return ORK_E_CONFIG;
-        }
-        /* codec auto found no vae_path or taef1_path, and the pixel codec does not
-         * give these tokens: the model has no codec (pixels_per_token 0 below).
-         * Forward-only users (benchmarks) need none; a trainer refuses it. */
-    }
+    /* codec: the core picks and runs it (flux_codec_slots) */
+    flux_codec_slots(f);
     if (f->cfg.hidden <= 0 || f->cfg.heads <= 0 || f->cfg.hidden % f->cfg.heads || f->cfg.head_dim % 2 ||
         f->cfg.in_channels <= 0 || f->cfg.context_dim <= 0) {
         FLUX_LOG(f, ORK_LEVEL_ERROR, "invalid FLUX size: hidden %d, heads %d, in %d, context %d", f->cfg.hidden,
@@ -258,7 +252,6 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         return ORK_E_CONFIG;
     }
     ORK_TRY(flux_declare(f));
-    ORK_TRY(flux_codec_declare(f));
     ORK_TRY(flux_validate(f)); /* a checkpoint: every weight there, shaped right (plan sees it) */
     memset(info, 0, sizeof *info);
     info->abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
@@ -269,9 +262,8 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
     info->n_weights = f->n_weights;
     info->weights = f->weights;
     info->token_channels = f->cfg.in_channels;
-    info->pixels_per_token = f->codec == FLUX_CODEC_PIXEL ? f->pixel_patch
-                             : f->codec == FLUX_CODEC_VAE ? flux_vae_pixels_per_token(f)
-                             : f->codec == FLUX_CODEC_TAEF1 ? 16 : 0;
+    /* the core fills it from the codec it picks (ABI 1.2: the pixel codec of flux12_codec.c) */
+    info->pixels_per_token = 0;
     info->context_dim = f->cfg.context_dim;
     /* T5 tokens: 512 (FLUX.1-dev, FLUX.2), 256 for schnell (as diffusers' pipeline) */
     info->context_len = f->p.context_len > 0 ? (int)f->p.context_len
@@ -285,15 +277,20 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
 #if ORK_ABI_MINOR >= 3
     flux_text_slots(f, info);
     ORK_TRY(flux_declarations(f, info));
+    info->n_codecs = f->n_codec_slots;
+    info->codecs = f->codec_slots;
+    info->codec_select = f->p.codec;
+    info->patch_order = ORK_PATCH_CHANNEL_MAJOR;
 #else
     info->abi.struct_size = (uint32_t)offsetof(ork_model_info, n_text_slots); /* the ABI 1.2 layout */
     (void)flux_text_slots;
     (void)flux_declarations;
+    int p = (int)f->p.pixel_patch;
+    info->pixels_per_token = f->cfg.in_channels == 3 * p * p ? p : 0; /* the pixel codec or none */
 #endif
-    FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights, codec %s",
+    FLUX_LOG(f, ORK_LEVEL_INFO, "FLUX variant %s: FLUX.%d, hidden %d, %d heads, %d double + %d single blocks, %d weights",
              f->cfg.variant, f->cfg.version, f->cfg.hidden, f->cfg.heads, f->cfg.depth, f->cfg.depth_single,
-             f->n_weights, f->codec == FLUX_CODEC_TAEF1 ? "taef1" : f->codec == FLUX_CODEC_PIXEL ? "pixel"
-             : f->codec == FLUX_CODEC_VAE ? (f->vae.version == 2 ? "vae (FLUX.2)" : "vae (FLUX.1)") : "none");
+             f->n_weights);
     return ORK_OK;
 }
 
@@ -302,12 +299,11 @@ static ork_status v_begin(void *self, ork_graph *g, const ork_model_inputs *in, 
     return flux_begin(self, g, in, c);
 }
 static ork_status v_block(void *self, ork_graph *g, int i, ork_carry *c) { return flux_block(self, g, i, c); }
-static ork_status v_encode(void *self, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
-    return flux_encode(self, g, img, tokens);
-}
-static ork_status v_decode(void *self, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img) {
-    return flux_decode(self, g, tokens, h, w, img);
-}
+#ifdef FLUX_ABI_MINOR_2
+/* tests/plugin/flux12_codec.c: the pixel codec as a 1.2 model's own encode/decode */
+ork_status flux12_encode(void *self, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
+ork_status flux12_decode(void *self, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
+#endif
 
 static const ork_model_vtable flux_vtable = {
     .abi = ORK_ABI_INIT(ork_model_vtable),
@@ -317,8 +313,10 @@ static const ork_model_vtable flux_vtable = {
     .load = v_load,
     .begin = v_begin,
     .block = v_block,
-    .encode = v_encode,
-    .decode = v_decode,
+#ifdef FLUX_ABI_MINOR_2
+    .encode = flux12_encode,
+    .decode = flux12_decode,
+#endif
 };
 
 #ifdef FLUX_ABI_MINOR_2
@@ -339,7 +337,7 @@ static const ork_component flux_component = {
     .id = "org.orakul.flux",
     .aliases = flux_aliases,
 #endif
-    .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers with their autoencoders, TAEF1 and pixel codecs",
+    .description = "FLUX.1 (dev, schnell) and FLUX.2 (dev, klein 4B/9B) denoisers (codecs: flux1-vae / flux2-vae, taef1, pixel)",
     .params = flux_keys,
     .params_size = sizeof(flux_params),
     .vtable = &flux_vtable,

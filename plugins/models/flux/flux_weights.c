@@ -494,5 +494,5 @@ ork_status flux_load(flux_model *f, const ork_weight_sink *sink) {
         float std = 1.0f / sqrtf(3.0f * (float)fan_in);
         ORK_TRY(sink->put_random(sink, d->name, std, seed * 1000003u + (uint64_t)i));
     }
-    return flux_codec_load(f, sink);
+    return ORK_OK; /* the codec's weights are the codec component's (the core loads them) */
 }

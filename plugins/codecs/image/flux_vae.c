@@ -1,20 +1,26 @@
-/* flux_vae.c — the FLUX autoencoders as the plugin's "vae" codec: BFL's
- * FLUX.1 AE (src/flux/modules/autoencoder.py) and FLUX.2 AE
- * (src/flux2/autoencoder.py), FLUX.md §7, read from an ae.safetensors in
+/* flux_vae.c — the FLUX autoencoders as the codecs "flux1-vae" and
+ * "flux2-vae": BFL's FLUX.1 AE (src/flux/modules/autoencoder.py) and FLUX.2
+ * AE (src/flux2/autoencoder.py), FLUX.md §7, read from an ae.safetensors in
  * BFL's key layout (encoder.down.{i}.block.{j}.norm1 ..., decoder.up.{i}...).
- * Pixels (B, 3, H, W) in [0, 1] <-> tokens (B, N, 4·z):
+ * Pixels (B, 3, H, W) in [0, 1] <-> latents (B, z, H/s, W/s), s = 2^(levels-1):
  *  - FLUX.1 (z 16): mean of the encoder's moments (no sampling),
- *    0.3611·(mean − 0.1159), 2×2 packing to 64 channels (c·4 + ph·2 + pw);
- *  - FLUX.2 (z 32): quant_conv after conv_out, mean, the same 2×2 patchify
- *    to 128 channels, BatchNorm with the stored running stats (eps 1e-4, no
- *    affine); decode inverts it and runs post_quant_conv first.
+ *    0.3611·(mean − 0.1159); the model packs 2×2 to 64 channels;
+ *  - FLUX.2 (z 32): quant_conv after conv_out, mean, then BatchNorm with the
+ *    stored running stats (eps 1e-4, no affine) over the 128 channels of the
+ *    2×2 patch (c·4 + ph·2 + pw) — applied packed and unpacked back, so the
+ *    latents stay (B, 32, H/8, W/8) and the model's 2×2 packing gives
+ *    exactly FLUX.2's normalized tokens; decode inverts it and runs
+ *    post_quant_conv first.
+ * Moved here from the FLUX plugin (issue #30): the ops and their order are
+ * unchanged, with an exact unpack/pack (permute) pair around FLUX.2's
+ * BatchNorm.
  * The geometry (ch, ch_mult, res blocks per level, z) is read from the
  * checkpoint's shapes, so reduced test autoencoders load too; GroupNorm has
  * 32 groups (BFL hard-codes it). The mid-block attention (one head, D = C)
  * runs as matmul → softmax → matmul with q, k, v kept (B, C, L), because the
  * fused attention on CUDA supports head dims 64/128 only (docs/DECISIONS.md).
- * Owns: the BatchNorm statistics (host arrays in flux_model.vae). */
-#include "flux.h"
+ * Owns: the BatchNorm statistics (host arrays in ic_codec.vae). */
+#include "image_codecs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,30 +37,30 @@
 
 /* ---- the checkpoint: geometry, BatchNorm statistics ------------------------------ */
 
-static int st_shape(flux_model *f, ork_st_set *s, const char *name, ork_st_info *t) {
+static int st_shape(ic_codec *f, ork_st_set *s, const char *name, ork_st_info *t) {
     return f->st->find(s, name, t) == ORK_OK;
 }
 
 /* vae_path: a .safetensors file, or a folder holding ae.safetensors. */
-static ork_status vae_file(flux_model *f, char *out, size_t n) {
+static ork_status vae_file(ic_codec *f, char *out, size_t n) {
     struct stat sb;
-    if (stat(f->vae_path, &sb) != 0) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' does not exist", f->vae_path);
+    if (stat(f->path, &sb) != 0) {
+        IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' does not exist", f->path);
         return ORK_E_CONFIG;
     }
     if (S_ISDIR(sb.st_mode)) {
-        snprintf(out, n, "%s/ae.safetensors", f->vae_path);
+        snprintf(out, n, "%s/ae.safetensors", f->path);
         if (stat(out, &sb) != 0) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' is a folder without ae.safetensors", f->vae_path);
+            IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' is a folder without ae.safetensors", f->path);
             return ORK_E_CONFIG;
         }
         return ORK_OK;
     }
-    snprintf(out, n, "%s", f->vae_path);
+    snprintf(out, n, "%s", f->path);
     return ORK_OK;
 }
 
-ork_status flux_vae_open(flux_model *f) {
+ork_status flux_vae_open(ic_codec *f) {
     flux_vae *v = &f->vae;
     char path[1100];
     TRY(vae_file(f, path, sizeof path));
@@ -65,7 +71,7 @@ ork_status flux_vae_open(flux_model *f) {
     char n[160];
     memset(v, 0, sizeof *v);
     if (!st_shape(f, s, "encoder.conv_in.weight", &t) || t.ndim != 4) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: no encoder.conv_in.weight (B, C, 3, 3): not a BFL autoencoder "
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: no encoder.conv_in.weight (B, C, 3, 3): not a BFL autoencoder "
                  "(FLUX ae.safetensors keys; diffusers AutoencoderKL files are not supported)", path);
         goto done;
     }
@@ -75,7 +81,7 @@ ork_status flux_vae_open(flux_model *f) {
         snprintf(n, sizeof n, "encoder.down.%d.block.0.conv2.weight", v->nlev);
         if (!st_shape(f, s, n, &t)) break;
         if (t.shape[0] % v->ch) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: %s has %lld channels, not a multiple of ch %d", path, n,
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: %s has %lld channels, not a multiple of ch %d", path, n,
                      (long long)t.shape[0], v->ch);
             goto done;
         }
@@ -90,23 +96,23 @@ ork_status flux_vae_open(flux_model *f) {
         if (!st_shape(f, s, n, &t)) break;
     }
     if (!st_shape(f, s, "encoder.conv_out.weight", &t) || t.ndim != 4 || t.shape[0] % 2) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: encoder.conv_out.weight absent or not (2·z, C, 3, 3)", path);
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: encoder.conv_out.weight absent or not (2·z, C, 3, 3)", path);
         goto done;
     }
     v->z = (int)(t.shape[0] / 2);
     if (!st_shape(f, s, "decoder.conv_out.weight", &t) || t.ndim != 4) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: decoder.conv_out.weight absent", path);
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: decoder.conv_out.weight absent", path);
         goto done;
     }
     v->out_ch = (int)t.shape[0];
     if (v->nlev < 1 || v->nres_enc < 1 || v->nres_dec < 1 || v->in_ch != 3 || v->out_ch != 3) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: unusable autoencoder geometry (%d levels, %d/%d res blocks, %d->%d channels)",
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: unusable autoencoder geometry (%d levels, %d/%d res blocks, %d->%d channels)",
                  path, v->nlev, v->nres_enc, v->nres_dec, v->in_ch, v->out_ch);
         goto done;
     }
     for (int i = 0; i < v->nlev; i++)
         if ((v->ch * v->ch_mult[i]) % VAE_GROUPS || v->ch_mult[i] < 1) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: level %d has %d channels, not a multiple of GroupNorm's 32 groups", path,
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: level %d has %d channels, not a multiple of GroupNorm's 32 groups", path,
                      i, v->ch * v->ch_mult[i]);
             goto done;
         }
@@ -116,7 +122,7 @@ ork_status flux_vae_open(flux_model *f) {
         int64_t nc = 4 * (int64_t)v->z;
         if (!st_shape(f, s, "bn.running_mean", &tm) || !st_shape(f, s, "bn.running_var", &tv) ||
             tm.ndim != 1 || tv.ndim != 1 || tm.shape[0] != nc || tv.shape[0] != nc) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: FLUX.2 autoencoder (quant_conv present) without bn.running_mean / "
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: FLUX.2 autoencoder (quant_conv present) without bn.running_mean / "
                      "bn.running_var of %lld elements", path, (long long)nc);
             goto done;
         }
@@ -127,7 +133,7 @@ ork_status flux_vae_open(flux_model *f) {
         if (f->st->read_f32(&tm, v->bn_mean) != ORK_OK || f->st->read_f32(&tv, v->bn_std) != ORK_OK) goto done;
         for (int64_t c = 0; c < nc; c++) {
             if (!(v->bn_std[c] >= 0.0f) || !isfinite(v->bn_mean[c])) {
-                FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: bn statistics of channel %lld are invalid (mean %g, var %g)", path,
+                IC_LOG(f, ORK_LEVEL_ERROR, "%s: bn statistics of channel %lld are invalid (mean %g, var %g)", path,
                          (long long)c, (double)v->bn_mean[c], (double)v->bn_std[c]);
                 goto done;
             }
@@ -143,33 +149,32 @@ done:
     return st;
 }
 
-void flux_vae_free(flux_model *f) {
+void flux_vae_free(ic_codec *f) {
     free(f->vae.bn_mean);
     free(f->vae.bn_std);
     free(f->vae.bn_rstd);
     f->vae.bn_mean = f->vae.bn_std = f->vae.bn_rstd = NULL;
 }
 
-int flux_vae_token_channels(const flux_model *f) { return 4 * f->vae.z; }
-int flux_vae_pixels_per_token(const flux_model *f) { return 2 << (f->vae.nlev - 1); }
+int flux_vae_spatial_factor(const ic_codec *f) { return 1 << (f->vae.nlev - 1); }
 
 /* ---- declarations (names "vae." + the checkpoint's key) ------------------------------ */
 
-static ork_status d_conv(flux_model *f, const char *name, int64_t cout, int64_t cin, int64_t k) {
+static ork_status d_conv(ic_codec *f, const char *name, int64_t cout, int64_t cin, int64_t k) {
     char n[192];
     snprintf(n, sizeof n, "vae.%s.weight", name);
-    TRY(flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC, 4, cout, cin, k, k));
+    TRY(ic_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC, 4, cout, cin, k, k));
     snprintf(n, sizeof n, "vae.%s.bias", name);
-    return flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_BIAS, 1, cout);
+    return ic_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_BIAS, 1, cout);
 }
-static ork_status d_norm(flux_model *f, const char *name, int64_t c) {
+static ork_status d_norm(ic_codec *f, const char *name, int64_t c) {
     char n[192];
     snprintf(n, sizeof n, "vae.%s.weight", name);
-    TRY(flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM, 1, c));
+    TRY(ic_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM, 1, c));
     snprintf(n, sizeof n, "vae.%s.bias", name);
-    return flux_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM, 1, c);
+    return ic_decl(f, n, ORK_BLOCK_CODEC, ORK_WEIGHT_CODEC | ORK_WEIGHT_NORM, 1, c);
 }
-static ork_status d_resnet(flux_model *f, const char *p, int64_t cin, int64_t cout) {
+static ork_status d_resnet(ic_codec *f, const char *p, int64_t cin, int64_t cout) {
     char n[160];
     snprintf(n, sizeof n, "%s.norm1", p); TRY(d_norm(f, n, cin));
     snprintf(n, sizeof n, "%s.conv1", p); TRY(d_conv(f, n, cout, cin, 3));
@@ -179,7 +184,7 @@ static ork_status d_resnet(flux_model *f, const char *p, int64_t cin, int64_t co
     snprintf(n, sizeof n, "%s.nin_shortcut", p);
     return d_conv(f, n, cout, cin, 1);
 }
-static ork_status d_attn(flux_model *f, const char *p, int64_t c) {
+static ork_status d_attn(ic_codec *f, const char *p, int64_t c) {
     static const char *const m[4] = {"q", "k", "v", "proj_out"};
     char n[160];
     snprintf(n, sizeof n, "%s.norm", p);
@@ -190,7 +195,7 @@ static ork_status d_attn(flux_model *f, const char *p, int64_t c) {
     }
     return ORK_OK;
 }
-static ork_status d_mid(flux_model *f, const char *part, int64_t c) {
+static ork_status d_mid(ic_codec *f, const char *part, int64_t c) {
     char n[96];
     snprintf(n, sizeof n, "%s.mid.block_1", part); TRY(d_resnet(f, n, c, c));
     snprintf(n, sizeof n, "%s.mid.attn_1", part); TRY(d_attn(f, n, c));
@@ -198,7 +203,7 @@ static ork_status d_mid(flux_model *f, const char *part, int64_t c) {
     return d_resnet(f, n, c, c);
 }
 
-ork_status flux_vae_declare(flux_model *f) {
+ork_status flux_vae_declare(ic_codec *f) {
     const flux_vae *v = &f->vae;
     char n[160];
     int64_t ch = v->ch, top = ch * v->ch_mult[v->nlev - 1], z = v->z;
@@ -244,7 +249,7 @@ ork_status flux_vae_declare(flux_model *f) {
 
 /* Every declared vae.* weight in the file with its shape and a float dtype;
  * sink != NULL also hands each one to the weight store. */
-static ork_status vae_walk(flux_model *f, const ork_weight_sink *sink) {
+static ork_status vae_walk(ic_codec *f, const ork_weight_sink *sink) {
     ork_st_set *s;
     TRY(f->st->open(f->vae_file, &s));
     ork_status st = ORK_OK;
@@ -253,20 +258,20 @@ static ork_status vae_walk(flux_model *f, const ork_weight_sink *sink) {
         if (!(d->flags & ORK_WEIGHT_CODEC) || strncmp(d->name, "vae.", 4) != 0) continue;
         ork_st_info t;
         if (f->st->find(s, d->name + 4, &t) != ORK_OK) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s'", f->vae_file, d->name + 4);
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s'", f->vae_file, d->name + 4);
             st = ORK_E_FORMAT;
             break;
         }
         int ok = t.ndim == d->ndim;
         for (int k = 0; ok && k < d->ndim; k++) ok = t.shape[k] == d->shape[k];
         if (!ok) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has the wrong shape for a %s autoencoder with ch %d", f->vae_file,
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has the wrong shape for a %s autoencoder with ch %d", f->vae_file,
                      t.name, f->vae.version == 2 ? "FLUX.2" : "FLUX.1", f->vae.ch);
             st = ORK_E_FORMAT;
             break;
         }
         if (t.dtype != ORK_F32 && t.dtype != ORK_BF16 && t.dtype != ORK_F16) {
-            FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has dtype %d (f32, bf16 or f16 expected)", f->vae_file,
+            IC_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has dtype %d (f32, bf16 or f16 expected)", f->vae_file,
                      t.name, (int)t.dtype);
             st = ORK_E_FORMAT;
             break;
@@ -277,43 +282,43 @@ static ork_status vae_walk(flux_model *f, const ork_weight_sink *sink) {
     return st;
 }
 
-ork_status flux_vae_validate(flux_model *f) { return vae_walk(f, NULL); }
-ork_status flux_vae_load(flux_model *f, const ork_weight_sink *sink) { return vae_walk(f, sink); }
+ork_status flux_vae_validate(ic_codec *f) { return vae_walk(f, NULL); }
+ork_status flux_vae_load(ic_codec *f, const ork_weight_sink *sink) { return vae_walk(f, sink); }
 
 /* ---- forward --------------------------------------------------------------------------- */
 
-static ork_status conv(flux_model *f, ork_graph *g, ork_tensor *x, const char *name, int stride, int pad,
+static ork_status conv(ic_codec *f, ork_graph *g, ork_tensor *x, const char *name, int stride, int pad,
                        ork_tensor **y) {
     ork_tensor *w, *b;
-    TRY(flux_w(f, g, &w, "vae.%s.weight", name));
-    TRY(flux_w(f, g, &b, "vae.%s.bias", name));
+    TRY(ic_w(f, g, &w, "vae.%s.weight", name));
+    TRY(ic_w(f, g, &b, "vae.%s.bias", name));
     return f->ops->conv2d(g, x, w, b, stride, pad, y);
 }
 
-static ork_status gnorm(flux_model *f, ork_graph *g, ork_tensor *x, const char *name, int act, ork_tensor **y) {
+static ork_status gnorm(ic_codec *f, ork_graph *g, ork_tensor *x, const char *name, int act, ork_tensor **y) {
     ork_tensor *w, *b;
-    TRY(flux_w(f, g, &w, "vae.%s.weight", name));
-    TRY(flux_w(f, g, &b, "vae.%s.bias", name));
+    TRY(ic_w(f, g, &w, "vae.%s.weight", name));
+    TRY(ic_w(f, g, &b, "vae.%s.bias", name));
     TRY(f->ops->groupnorm(g, x, VAE_GROUPS, w, b, VAE_EPS, y));
-    if (act) FLUX_STEP(f->ops->silu(g, *y, y), *y, *y, x);
+    if (act) IC_STEP(f->ops->silu(g, *y, y), *y, *y, x);
     return ORK_OK;
 }
 
 /* x + conv2(swish(norm2(conv1(swish(norm1(x)))))), x through nin_shortcut when C changes */
-static ork_status resnet(flux_model *f, ork_graph *g, ork_tensor *x, const char *p, int64_t cout, ork_tensor **y) {
+static ork_status resnet(ic_codec *f, ork_graph *g, ork_tensor *x, const char *p, int64_t cout, ork_tensor **y) {
     char n[160];
     ork_tensor *h, *x0 = x; /* x0: the caller's */
     snprintf(n, sizeof n, "%s.norm1", p); TRY(gnorm(f, g, x, n, 1, &h));
-    snprintf(n, sizeof n, "%s.conv1", p); FLUX_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
-    snprintf(n, sizeof n, "%s.norm2", p); FLUX_STEP(gnorm(f, g, h, n, 1, &h), h, h, x0);
-    snprintf(n, sizeof n, "%s.conv2", p); FLUX_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
+    snprintf(n, sizeof n, "%s.conv1", p); IC_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
+    snprintf(n, sizeof n, "%s.norm2", p); IC_STEP(gnorm(f, g, h, n, 1, &h), h, h, x0);
+    snprintf(n, sizeof n, "%s.conv2", p); IC_STEP(conv(f, g, h, n, 1, 1, &h), h, h, x0);
     if (f->ta->dim(x, 1) != cout) {
         snprintf(n, sizeof n, "%s.nin_shortcut", p);
         TRY(conv(f, g, x, n, 1, 0, &x));
     }
     TRY(f->ops->add(g, x, h, y));
-    flux_done(f, g, h);
-    if (x != x0) flux_done(f, g, x);
+    ic_done(f, g, h);
+    if (x != x0) ic_done(f, g, x);
     return ORK_OK;
 }
 
@@ -321,7 +326,7 @@ static ork_status resnet(flux_model *f, ork_graph *g, ork_tensor *x, const char 
  * backward wants the whole scores) or the (B, L, L) F32 scores are under 256 MiB;
  * else blocks of scores under that (a 1536² encode's whole scores: 5 GiB, twice).
  * ORK_VAE_ATTN_KIB lowers the cap (tests: blocks on a small image). */
-static int64_t attn_rows(flux_model *f, ork_graph *g, int64_t B, int64_t L) {
+static int64_t attn_rows(ic_codec *f, ork_graph *g, int64_t B, int64_t L) {
     size_t cap = (size_t)256 << 20;
     const char *env = getenv("ORK_VAE_ATTN_KIB");
     if (env && atol(env) > 0) cap = (size_t)atol(env) << 10;
@@ -333,7 +338,7 @@ static int64_t attn_rows(flux_model *f, ork_graph *g, int64_t B, int64_t L) {
 /* o (B, C, L) = v · softmax(qᵀ·k)ᵀ with no tape, the queries in blocks of
  * `rows`: each block's (B, rows, L) scores freed before the next (softmax is
  * per row, so nothing else changes); q is freed once split. */
-static ork_status attn_blocks(flux_model *f, ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, int64_t L,
+static ork_status attn_blocks(ic_codec *f, ork_graph *g, ork_tensor *q, ork_tensor *k, ork_tensor *v, int64_t L,
                               int64_t rows, ork_tensor **o) {
     int nb = (int)((L + rows - 1) / rows);
     int64_t *sizes = malloc((size_t)nb * sizeof *sizes);
@@ -341,18 +346,18 @@ static ork_status attn_blocks(flux_model *f, ork_graph *g, ork_tensor *q, ork_te
     ork_status st = sizes && qs && os ? ORK_OK : ORK_E_NOMEM;
     for (int i = 0; i < nb && st == ORK_OK; i++) sizes[i] = L - i * rows < rows ? L - i * rows : rows;
     if (st == ORK_OK) st = f->ops->split(g, q, 2, nb, sizes, qs);
-    if (st == ORK_OK) flux_done(f, g, q);
+    if (st == ORK_OK) ic_done(f, g, q);
     for (int i = 0; i < nb && st == ORK_OK; i++) {
         ork_tensor *s = NULL, *pr = NULL;
         st = f->ops->matmul(g, qs[i], k, 1, 0, &s); /* (B, rows, L) */
-        flux_done(f, g, qs[i]);
+        ic_done(f, g, qs[i]);
         if (st == ORK_OK) st = f->ops->softmax(g, s, &pr);
-        flux_done(f, g, s);
+        ic_done(f, g, s);
         if (st == ORK_OK) st = f->ops->matmul(g, v, pr, 0, 1, &os[i]); /* (B, C, rows) */
-        flux_done(f, g, pr);
+        ic_done(f, g, pr);
     }
     if (st == ORK_OK) st = f->ops->concat(g, nb, os, 2, o);
-    for (int i = 0; i < nb && st == ORK_OK; i++) flux_done(f, g, os[i]);
+    for (int i = 0; i < nb && st == ORK_OK; i++) ic_done(f, g, os[i]);
     free(sizes);
     free(qs);
     free(os);
@@ -361,7 +366,7 @@ static ork_status attn_blocks(flux_model *f, ork_graph *g, ork_tensor *q, ork_te
 
 /* x + proj_out(attention(norm(x))): one head, D = C, L = H·W. q, k, v stay
  * (B, C, L): scores (B, L, L) = qᵀ·k (matmul with ta), out (B, C, L) = v·Pᵀ. */
-static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p, ork_tensor **y) {
+static ork_status attn(ic_codec *f, ork_graph *g, ork_tensor *x, const char *p, ork_tensor **y) {
     char n[160];
     const ork_tensor_api *ta = f->ta;
     int64_t B = ta->dim(x, 0), C = ta->dim(x, 1), H = ta->dim(x, 2), W = ta->dim(x, 3), L = H * W;
@@ -371,7 +376,7 @@ static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p
     snprintf(n, sizeof n, "%s.q", p); TRY(conv(f, g, h, n, 1, 0, &q));
     snprintf(n, sizeof n, "%s.k", p); TRY(conv(f, g, h, n, 1, 0, &k));
     snprintf(n, sizeof n, "%s.v", p); TRY(conv(f, g, h, n, 1, 0, &v));
-    flux_done(f, g, h);
+    ic_done(f, g, h);
     TRY(f->ops->reshape(g, q, 3, s3, &q));
     TRY(f->ops->reshape(g, k, 3, s3, &k));
     TRY(f->ops->reshape(g, v, 3, s3, &v));
@@ -379,134 +384,118 @@ static ork_status attn(flux_model *f, ork_graph *g, ork_tensor *x, const char *p
     TRY(f->ops->scale(g, q, (float)(1.0 / sqrt((double)C)), &q));
     int64_t rows = attn_rows(f, g, B, L);
     if (rows >= L) {
-        FLUX_STEP(f->ops->matmul(g, q, k, 1, 0, &s), q, s, keep); /* (B, L, L) */
-        FLUX_STEP(f->ops->softmax(g, s, &s), s, s, keep);
-        FLUX_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
+        IC_STEP(f->ops->matmul(g, q, k, 1, 0, &s), q, s, keep); /* (B, L, L) */
+        IC_STEP(f->ops->softmax(g, s, &s), s, s, keep);
+        IC_STEP(f->ops->matmul(g, v, s, 0, 1, &o), s, o, keep); /* (B, C, L) */
     } else {
         TRY(attn_blocks(f, g, q, k, v, L, rows, &o));
     }
     TRY(f->ops->reshape(g, o, 4, s4, &o));
     snprintf(n, sizeof n, "%s.proj_out", p); TRY(conv(f, g, o, n, 1, 0, &o));
-    FLUX_STEP(f->ops->add(g, x, o, y), o, *y, keep);
+    IC_STEP(f->ops->add(g, x, o, y), o, *y, keep);
     return ORK_OK;
 }
 
-static ork_status mid(flux_model *f, ork_graph *g, const char *part, ork_tensor *x, ork_tensor **y) {
+static ork_status mid(ic_codec *f, ork_graph *g, const char *part, ork_tensor *x, ork_tensor **y) {
     char n[96];
     int64_t c = f->ta->dim(x, 1);
     ork_tensor *keep = x; /* the caller's */
     snprintf(n, sizeof n, "%s.mid.block_1", part); TRY(resnet(f, g, x, n, c, &x));
-    snprintf(n, sizeof n, "%s.mid.attn_1", part); FLUX_STEP(attn(f, g, x, n, &x), x, x, keep);
+    snprintf(n, sizeof n, "%s.mid.attn_1", part); IC_STEP(attn(f, g, x, n, &x), x, x, keep);
     snprintf(n, sizeof n, "%s.mid.block_2", part);
-    FLUX_STEP(resnet(f, g, x, n, c, y), x, *y, keep);
+    IC_STEP(resnet(f, g, x, n, c, y), x, *y, keep);
     return ORK_OK;
 }
 
-/* (B, C, h·2, w·2) <-> (B, h·w, 4C), channel c·4 + ph·2 + pw */
-static ork_status pack2(flux_model *f, ork_graph *g, ork_tensor *x, ork_tensor **y) {
-    const ork_tensor_api *ta = f->ta;
-    int64_t B = ta->dim(x, 0), C = ta->dim(x, 1), H = ta->dim(x, 2), W = ta->dim(x, 3);
-    int64_t s6[6] = {B, C, H / 2, 2, W / 2, 2}, s3[3] = {B, (H / 2) * (W / 2), 4 * C};
-    static const int perm[6] = {0, 2, 4, 1, 3, 5};
-    TRY(f->ops->reshape(g, x, 6, s6, &x));
-    TRY(f->ops->permute(g, x, perm, &x));
-    return f->ops->reshape(g, x, 3, s3, y);
-}
-static ork_status unpack2(flux_model *f, ork_graph *g, ork_tensor *x, int64_t C, int h, int w, ork_tensor **y) {
-    int64_t B = f->ta->dim(x, 0);
-    int64_t s6[6] = {B, h, w, C, 2, 2}, s4[4] = {B, C, 2 * (int64_t)h, 2 * (int64_t)w};
-    static const int perm[6] = {0, 3, 1, 4, 2, 5};
-    TRY(f->ops->reshape(g, x, 6, s6, &x));
-    TRY(f->ops->permute(g, x, perm, &x));
-    return f->ops->reshape(g, x, 4, s4, y);
-}
-
 /* A host F32 vector (n) as a graph tensor of x's dtype. */
-static ork_status vec(flux_model *f, ork_graph *g, const float *v, int64_t n, ork_dtype dt, ork_tensor **out) {
+static ork_status vec(ic_codec *f, ork_graph *g, const float *v, int64_t n, ork_dtype dt, ork_tensor **out) {
     TRY(f->ta->from_host(g, ORK_F32, 1, &n, v, out));
     return dt == ORK_F32 ? ORK_OK : f->ops->cast(g, *out, dt, out);
 }
 
 /* y = a·x + b (scalars) */
-static ork_status affine(flux_model *f, ork_graph *g, ork_tensor *x, float a, float b, ork_tensor **y) {
+static ork_status affine(ic_codec *f, ork_graph *g, ork_tensor *x, float a, float b, ork_tensor **y) {
     ork_tensor *bt;
     TRY(f->ops->scale(g, x, a, &x));
     TRY(vec(f, g, &b, 1, f->ta->dtype(x), &bt));
     return f->ops->add(g, x, bt, y);
 }
 
-ork_status flux_vae_encode(flux_model *f, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
+ork_status flux_vae_encode(ic_codec *f, ork_graph *g, ork_tensor *img, ork_tensor **latents) {
     const flux_vae *v = &f->vae;
     const ork_tensor_api *ta = f->ta;
-    int ppt = flux_vae_pixels_per_token(f);
-    if (ta->ndim(img) != 4 || ta->dim(img, 1) != v->in_ch || ta->dim(img, 2) % ppt || ta->dim(img, 3) % ppt) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "vae encode: image (%lld, %lld, %lld, %lld) must be (B, 3, H, W) with H and W "
-                 "multiples of %d", (long long)ta->dim(img, 0), (long long)ta->dim(img, 1), (long long)ta->dim(img, 2),
-                 (long long)ta->dim(img, 3), ppt);
+    int sf = flux_vae_spatial_factor(f), mult = v->version == 2 ? 2 * sf : sf; /* FLUX.2 normalizes 2×2 patches */
+    if (ta->ndim(img) != 4 || ta->dim(img, 1) != v->in_ch || ta->dim(img, 2) % mult || ta->dim(img, 3) % mult) {
+        IC_LOG(f, ORK_LEVEL_ERROR, "vae encode: image (%lld, %lld, %lld, %lld) must be (B, 3, H, W) with H and W "
+               "multiples of %d", (long long)ta->dim(img, 0), (long long)ta->dim(img, 1), (long long)ta->dim(img, 2),
+               (long long)ta->dim(img, 3), mult);
         return ORK_E_INVALID;
     }
     char n[96];
     ork_tensor *x, *w0;
     /* the image comes in F32; the VAE computes in its weights' dtype */
-    TRY(flux_w(f, g, &w0, "vae.encoder.conv_in.weight"));
+    TRY(ic_w(f, g, &w0, "vae.encoder.conv_in.weight"));
     if (ta->dtype(img) != ta->dtype(w0)) TRY(f->ops->cast(g, img, ta->dtype(w0), &img));
-    ork_tensor *keep = img; /* the caller's; every later x is freed once used (flux_done) */
-    FLUX_STEP(affine(f, g, img, 2.0f, -1.0f, &x), img, x, keep); /* [0, 1] -> [-1, 1] */
-    FLUX_STEP(conv(f, g, x, "encoder.conv_in", 1, 1, &x), x, x, keep);
+    ork_tensor *keep = img; /* the caller's; every later x is freed once used (ic_done) */
+    IC_STEP(affine(f, g, img, 2.0f, -1.0f, &x), img, x, keep); /* [0, 1] -> [-1, 1] */
+    IC_STEP(conv(f, g, x, "encoder.conv_in", 1, 1, &x), x, x, keep);
     for (int i = 0; i < v->nlev; i++) {
         for (int j = 0; j < v->nres_enc; j++) {
             snprintf(n, sizeof n, "encoder.down.%d.block.%d", i, j);
-            FLUX_STEP(resnet(f, g, x, n, (int64_t)v->ch * v->ch_mult[i], &x), x, x, keep);
+            IC_STEP(resnet(f, g, x, n, (int64_t)v->ch * v->ch_mult[i], &x), x, x, keep);
         }
         if (i != v->nlev - 1) {
-            FLUX_STEP(f->ops->pad2d(g, x, 0, 1, 0, 1, &x), x, x, keep);
+            IC_STEP(f->ops->pad2d(g, x, 0, 1, 0, 1, &x), x, x, keep);
             snprintf(n, sizeof n, "encoder.down.%d.downsample.conv", i);
-            FLUX_STEP(conv(f, g, x, n, 2, 0, &x), x, x, keep);
+            IC_STEP(conv(f, g, x, n, 2, 0, &x), x, x, keep);
         }
     }
-    FLUX_STEP(mid(f, g, "encoder", x, &x), x, x, keep);
-    FLUX_STEP(gnorm(f, g, x, "encoder.norm_out", 1, &x), x, x, keep);
-    FLUX_STEP(conv(f, g, x, "encoder.conv_out", 1, 1, &x), x, x, keep);
-    if (v->version == 2) FLUX_STEP(conv(f, g, x, "encoder.quant_conv", 1, 0, &x), x, x, keep);
+    IC_STEP(mid(f, g, "encoder", x, &x), x, x, keep);
+    IC_STEP(gnorm(f, g, x, "encoder.norm_out", 1, &x), x, x, keep);
+    IC_STEP(conv(f, g, x, "encoder.conv_out", 1, 1, &x), x, x, keep);
+    if (v->version == 2) IC_STEP(conv(f, g, x, "encoder.quant_conv", 1, 0, &x), x, x, keep);
     ork_tensor *parts[2];
     int64_t sizes[2] = {v->z, v->z};
     TRY(f->ops->split(g, x, 1, 2, sizes, parts)); /* mean, logvar */
-    if (v->version == 1) {
-        TRY(affine(f, g, parts[0], VAE1_SCALE, -VAE1_SCALE * VAE1_SHIFT, &x));
-        return pack2(f, g, x, tokens);
-    }
+    if (v->version == 1) return affine(f, g, parts[0], VAE1_SCALE, -VAE1_SCALE * VAE1_SHIFT, latents);
     ork_tensor *m, *r;
     int64_t nc = 4 * (int64_t)v->z;
-    TRY(pack2(f, g, parts[0], &x));
+    int h = (int)(ta->dim(parts[0], 2) / 2), w = (int)(ta->dim(parts[0], 3) / 2);
+    TRY(ic_pack(f, g, parts[0], 2, &x));
     TRY(vec(f, g, v->bn_mean, nc, ta->dtype(x), &m));
     TRY(vec(f, g, v->bn_rstd, nc, ta->dtype(x), &r));
     TRY(f->ops->scale(g, m, -1.0f, &m));
     TRY(f->ops->add(g, x, m, &x));
-    return f->ops->mul(g, x, r, tokens);
+    TRY(f->ops->mul(g, x, r, &x));
+    return ic_unpack(f, g, x, v->z, 2, h, w, latents);
 }
 
-ork_status flux_vae_decode(flux_model *f, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img) {
+ork_status flux_vae_decode(ic_codec *f, ork_graph *g, ork_tensor *latents, ork_tensor **img) {
     const flux_vae *v = &f->vae;
     const ork_tensor_api *ta = f->ta;
     int64_t nc = 4 * (int64_t)v->z;
-    if (ta->ndim(tokens) != 3 || ta->dim(tokens, 1) != (int64_t)h * w || ta->dim(tokens, 2) != nc) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "vae decode: tokens (%lld, %lld, %lld) must be (B, %d·%d, %lld)",
-                 (long long)ta->dim(tokens, 0), (long long)ta->dim(tokens, 1), (long long)ta->dim(tokens, 2), h, w,
-                 (long long)nc);
+    int mult = v->version == 2 ? 2 : 1;
+    if (ta->ndim(latents) != 4 || ta->dim(latents, 1) != v->z || ta->dim(latents, 2) % mult ||
+        ta->dim(latents, 3) % mult) {
+        IC_LOG(f, ORK_LEVEL_ERROR, "vae decode: latents of %d dimensions with %lld channels; (B, %d, h, w)%s expected",
+               ta->ndim(latents), (long long)(ta->ndim(latents) > 1 ? ta->dim(latents, 1) : 0), v->z,
+               mult == 2 ? " with h and w even" : "");
         return ORK_E_INVALID;
     }
     char n[96];
-    ork_tensor *x = tokens;
+    ork_tensor *x = latents;
     if (v->version == 1) {
         TRY(affine(f, g, x, 1.0f / VAE1_SCALE, VAE1_SHIFT, &x));
     } else {
         ork_tensor *m, *s;
+        int h = (int)(ta->dim(x, 2) / 2), w = (int)(ta->dim(x, 3) / 2);
+        TRY(ic_pack(f, g, x, 2, &x));
         TRY(vec(f, g, v->bn_std, nc, ta->dtype(x), &s));
         TRY(vec(f, g, v->bn_mean, nc, ta->dtype(x), &m));
         TRY(f->ops->mul(g, x, s, &x));
         TRY(f->ops->add(g, x, m, &x));
+        TRY(ic_unpack(f, g, x, v->z, 2, h, w, &x));
     }
-    TRY(unpack2(f, g, x, v->z, h, w, &x));
     if (v->version == 2) TRY(conv(f, g, x, "decoder.post_quant_conv", 1, 0, &x));
     TRY(conv(f, g, x, "decoder.conv_in", 1, 1, &x));
     TRY(mid(f, g, "decoder", x, &x));
