@@ -20,6 +20,10 @@ typedef struct ork_cuda_ctx ork_cuda_ctx;
 int ork_cuda_device_count(void);
 /* Name and free / total memory of a device (cuda_info.cu). */
 ork_status ork_cuda_mem_info(int device, size_t *free_b, size_t *total_b, char *name, size_t name_len);
+/* 1 when the device runs under Windows' WDDM driver (cudaDevAttrTccDriver == 0
+ * on Windows; 0 elsewhere and on TCC), whose shared-memory fallback pages VRAM
+ * into system RAM past the free memory (cuda_info.cu). */
+int ork_cuda_wddm(int device);
 
 /* Context on device `device` (makes it current for this thread). */
 ork_status ork_cuda_ctx_create(int device, ork_cuda_ctx **out);
