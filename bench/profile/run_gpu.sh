@@ -12,6 +12,7 @@
 #   torch    ../shared/bench/torch_flux_ref.py (carried as .carry/shared/torch_flux_ref.py
 #            or .carry/torch_flux_ref.py) under the tracer, TORCH_ARGS (default
 #            "--preset dev --res 1024 --ranks 128 --steps 3 --compile")
+#   ew8      bench_ew8 with ORK_CUDA_EW8=0 (scalar kernels) and 1 (the 8-wide path)
 #   tests    ctest -R "$TESTS" (default the GPU tests that run the runner), once
 #            plain and stream_cuda again with ORAKUL_KEEP_BLOCKS=3 (kept == streamed)
 # Env: STEPS (orakul steps, default 5), RES (1024), RANK (128), TRAIN_TIMEOUT, TAG
@@ -72,6 +73,9 @@ for ph in "${phases[@]}"; do
     echo "== torch ${TORCH_ARGS:-compile}: rc=$? in $(( $(date +%s) - t0 )) s"; tail -1 $OUT/torch.log
     [ -s $tr ] && python3 bench/profile/kernel_classes.py $tr --label "torch" --flops ${FLOPS:-0} \
       --json $OUT/classes_torch.json | tee $OUT/classes_torch.txt ;;
+  ew8)
+    cmake --build $B -j16 --target bench_ew8 >> $OUT/build.log 2>&1
+    for v in 0 1; do ORK_CUDA_EW8=$v timeout 30 $B/bench/profile/bench_ew8 2>&1 | tee $OUT/ew8_$v.txt; done ;;
   tests)
     t0=$(date +%s)
     # the test targets alone (a broken target elsewhere in the tree stops `make all` early)
