@@ -7,13 +7,16 @@
 #          diffusers 0.42.1: orakul's max and mean error against diffusers in float32,
 #          next to diffusers' own bf16-vs-float32 error (bench/zimage/zimage_gpu_check.py);
 #          diffusers (and importlib_metadata, zipp; huggingface_hub only if the image's is
-#          too old) installed from .carry/wheels into a temporary PYTHONPATH
+#          too old) installed from .carry/wheels (pip download diffusers==0.42.1
+#          importlib_metadata zipp huggingface_hub --no-deps -d .carry/wheels) into a
+#          temporary PYTHONPATH
 #   step   a LoRA step at 1024² (4096 image + 512 caption tokens), rank 32, AdamW, bf16:
 #          orakul run of preset:zimage-turbo (random weights; TAEF1 latents from
 #          .carry/taef1 or .carry/shared/assets/taef1; zero caption embeddings) — the
 #          median s/it of steps 3..STEPS from its progress lines — then
 #          bench/zimage/torch_zimage_ref.py eager and with torch.compile per block, in
-#          the same call (warm-up 2, median of the timed steps)
+#          the same call (warm-up 2, median of the timed steps); then, with time left,
+#          orakul again within a 12 GiB VRAM budget (BUDGET2; the plan streams blocks)
 # One JSON line per result in $OUT/zimage_gpu.jsonl; logs in $OUT.
 # Usage (repo root; carry .gpu-deps and .carry): bash bench/zimage/run_gpu.sh [build] [check] [step]
 # (default: all three). One deadline, ZIMAGE_GPU_BUDGET_S (290 s) from the start; a phase
@@ -35,13 +38,16 @@ J=$OUT/zimage_gpu.jsonl
 t_end=$(( $(date +%s) + ${ZIMAGE_GPU_BUDGET_S:-290} ))
 left() { local l=$(( t_end - $(date +%s) )); [ $l -gt 10 ] && echo $l || echo 10; }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+# the wheels and TAEF1: in this tree's .carry, or beside it when the script runs in a
+# committed copy at .carry/head (bench/run_open_gpu.sh's convention)
+W=$root/.carry/wheels; [ -d "$W" ] || W=$root/../wheels
 pylib() {
   local lib=${TMPDIR:-/tmp}/orakul_zimage_pylib
-  pip install -q --no-index --no-deps --target "$lib" .carry/wheels/diffusers-*.whl \
-    .carry/wheels/importlib_metadata-*.whl .carry/wheels/zipp-*.whl >"$OUT/zimage_pip.log" 2>&1
+  pip install -q --no-index --no-deps --target "$lib" $W/diffusers-*.whl \
+    $W/importlib_metadata-*.whl $W/zipp-*.whl >"$OUT/zimage_pip.log" 2>&1
   export PYTHONPATH=$lib${PYTHONPATH:+:$PYTHONPATH}
   if ! python3 -c "from diffusers import ZImageTransformer2DModel" >>"$OUT/zimage_pip.log" 2>&1; then
-    pip install -q --no-index --no-deps --target "$lib" .carry/wheels/huggingface_hub-*.whl >>"$OUT/zimage_pip.log" 2>&1
+    pip install -q --no-index --no-deps --target "$lib" $W/huggingface_hub-*.whl >>"$OUT/zimage_pip.log" 2>&1
     python3 -c "from diffusers import ZImageTransformer2DModel" >>"$OUT/zimage_pip.log" 2>&1 \
       || { echo "== diffusers does not import (see zimage_pip.log)"; tail -5 "$OUT/zimage_pip.log"; return 1; }
   fi
@@ -65,12 +71,18 @@ for ph in $phases; do
     grep -E "loaded|forward|zimage_gpu_check|Error|error|Traceback" "$OUT/zimage_check.log" | head -12
     rm -rf ${TMPDIR:-/tmp}/orakul_zimage_check ;;
   step)
-    tae=$root/.carry/taef1; [ -f "$tae/taef1_encoder.safetensors" ] || tae=$root/.carry/shared/assets/taef1
+    tae=""
+    for d in "$root/.carry/taef1" "$root/.carry/shared/assets/taef1" "$root/../taef1" "$root/../shared/assets/taef1"; do
+      [ -z "$tae" ] && [ -f "$d/taef1_encoder.safetensors" ] && tae=$d
+    done
+    [ -n "$tae" ] || { echo "== no TAEF1 weights (.carry/taef1): step skipped"; continue; }
     ds=${TMPDIR:-/tmp}/orakul_zimage_ds; rm -rf "$ds" ${TMPDIR:-/tmp}/orakul_zimage_out; mkdir -p "$ds"
     python3 -c "from PIL import Image; Image.open('assets/photos/astronaut.png').convert('RGB').resize((1024,1024), Image.BICUBIC).save('$ds/astronaut.png')"
     echo "an astronaut" > "$ds/astronaut.txt"
     steps=${STEPS:-8}
-    cat > ${TMPDIR:-/tmp}/zimage_step.yaml <<YAML
+    orakul_step() {  # $1: vram_budget_gb (0: the whole card)
+      local t1; t1=$(date +%s); rm -rf ${TMPDIR:-/tmp}/orakul_zimage_out
+      cat > ${TMPDIR:-/tmp}/zimage_step.yaml <<YAML
 job: extension
 config:
   name: bench_zimage_r32
@@ -87,17 +99,20 @@ config:
       model:
         name_or_path: preset:zimage-turbo
         arch: zimage:turbo
+        vram_budget_gb: $1
         model_kwargs: {codec: taef1, taef1_path: $tae, context_len: 512}
       logging: {log_every: 1}
 YAML
-    timeout $(cap 120) $B/bin/orakul run ${TMPDIR:-/tmp}/zimage_step.yaml >"$OUT/zimage_step_orakul.log" 2>&1
-    rc=$?; echo "== orakul Z-Image 1024² rank 32 rc=$rc in $(( $(date +%s) - t0 )) s"
-    grep -E "error|peak|LoRA:|model |plan|streaming" "$OUT/zimage_step_orakul.log" | head -8
-    python3 - "$OUT/zimage_step_orakul.log" "$steps" <<'PY' | tee -a "$J"
+      timeout $(cap 120) $B/bin/orakul run ${TMPDIR:-/tmp}/zimage_step.yaml >"$OUT/zimage_step_orakul_b$1.log" 2>&1
+      echo "== orakul Z-Image 1024² rank 32 budget $1 GiB rc=$? in $(( $(date +%s) - t1 )) s"
+      grep -E "error|peak|LoRA:|offloading|predicted step" "$OUT/zimage_step_orakul_b$1.log" | head -8
+      python3 - "$OUT/zimage_step_orakul_b$1.log" "$1" <<'PY' | tee -a "$J"
 import json, re, statistics, sys
 ts = [float(m.group(2)) for m in (re.search(r"^step (\d+)/\d+ .* ([0-9.]+) s/it", l) for l in open(sys.argv[1], errors="replace")) if m and int(m.group(1)) >= 3]
-print(json.dumps(dict(impl="orakul", res=1024, txt=512, rank=32, s_per_it=round(statistics.median(ts), 4) if ts else None, s_per_it_all=ts)))
+print(json.dumps(dict(impl="orakul", res=1024, txt=512, rank=32, vram_budget_gb=float(sys.argv[2]), s_per_it=round(statistics.median(ts), 4) if ts else None, s_per_it_all=ts)))
 PY
+    }
+    orakul_step 0
     for mode in eager compile; do
       t1=$(date +%s)
       timeout $(cap 150) python3 bench/zimage/torch_zimage_ref.py --res 1024 --txt 512 --ranks 32 --steps ${TORCH_STEPS:-5} \
@@ -105,7 +120,9 @@ PY
       echo "== torch_zimage_ref $mode rc=$? in $(( $(date +%s) - t1 )) s"
       grep -E "^\{" "$OUT/zimage_step_torch_$mode.log" | tee -a "$J"
       grep -E "Error|error" "$OUT/zimage_step_torch_$mode.log" | tail -3
-    done ;;
+    done
+    # the 12 GiB budget (the planner streams 18 of 34 blocks) when time is left
+    if [ $(( t_end - $(date +%s) )) -gt 60 ]; then orakul_step ${BUDGET2:-12}; else echo "== budget ${BUDGET2:-12} GiB run: no time left"; fi ;;
   esac
 done
 echo "== total $(( $(date +%s) - (t_end - ${ZIMAGE_GPU_BUDGET_S:-290}) )) s"
