@@ -4,8 +4,8 @@
  * the MLP-wide product, modulate and the mul's input gradient; the median of
  * 21 timed calls after 3 warm-ups, each call's time from device events, and
  * GB/s counted as each operand read once and the output written once. Run it
- * twice, with ORK_CUDA_EW8=0 (the scalar kernels) and without (the 8-wide
- * path), in one device call: bench/profile/run_gpu.sh phase "ew8". Never a test. */
+ * twice, with ORK_CUDA_EW8=0 (the scalar kernels, the default) and 1 (the
+ * 8-wide path, opt-in until measured), in one device call: bench/profile/run_gpu.sh phase "ew8". Never a test. */
 #include "cuda/cuda_ctx.h"
 #include "numerics/half.h"
 #include "tensor/backend.h"
@@ -62,7 +62,7 @@ int main(void) {
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     const char *e = getenv("ORK_CUDA_EW8");
-    printf("ORK_CUDA_EW8=%s\n", e ? e : "(unset: 8-wide path on)");
+    printf("ORK_CUDA_EW8=%s\n", e ? e : "(unset: the scalar kernels)");
     struct { const char *name; int64_t sh[3], bsh[3]; int op; } cs[] = {
         {"gate mul (1,4096,3072)x(1,1,3072)", {1, 4096, 3072}, {1, 1, 3072}, 0},
         {"residual add (1,4608,3072) same shape", {1, 4608, 3072}, {1, 4608, 3072}, 1},
