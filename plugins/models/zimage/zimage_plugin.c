@@ -33,7 +33,7 @@ static const ork_param zi_keys[] = {
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
     {"text_encoder_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_path), "Qwen3-4B text encoder: a .safetensors file, an index json or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
     {"text_encoder_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_tokenizer_path), "Qwen3's tokenizer: tokenizer.json or a folder holding one (default: tokenizer/, else beside text_encoder_path)"},
-    {NULL},
+    {0},
 };
 #undef P
 
