@@ -141,13 +141,30 @@ typedef struct refusal {
     const char *says; /* printf pattern; %d %d = ABI major, minor of the core */
 } refusal;
 
+/* says with %1$d..%4$d (or %d in order: 1, 2, ...) = core major, minor, major,
+ * minor + 1, substituted here: positional printf arguments are POSIX, not C
+ * (neither MinGW's printf nor MSVC's takes them). */
+static void says_text(const char *says, char *out, size_t n) {
+    const int v[4] = {ORK_ABI_MAJOR, ORK_ABI_MINOR, ORK_ABI_MAJOR, ORK_ABI_MINOR + 1};
+    size_t k = 0;
+    int seq = 0;
+    for (const char *c = says; *c && k + 12 < n; c++) {
+        int idx = -1;
+        if (c[0] == '%' && c[1] >= '1' && c[1] <= '4' && c[2] == '$' && c[3] == 'd') idx = c[1] - '1', c += 3;
+        else if (c[0] == '%' && c[1] == 'd') idx = seq++, c += 1;
+        if (idx >= 0) k += (size_t)snprintf(out + k, n - k, "%d", v[idx]);
+        else out[k++] = *c;
+    }
+    out[k] = '\0';
+}
+
 static void check_refusal(const char *path, ork_status want, const char *says) {
     ork_registry *r;
     CU_ASSERT_EQUAL_FATAL(ork_registry_create(NULL, &r), ORK_OK);
     clear_log();
     ork_status s = ork_registry_add_file(r, path);
     char text[512];
-    snprintf(text, sizeof text, says, ORK_ABI_MAJOR, ORK_ABI_MINOR, ORK_ABI_MAJOR, ORK_ABI_MINOR + 1);
+    says_text(says, text, sizeof text);
     int ok = s == want && g_errors == 1 && strstr(g_last_error, path) && strstr(g_last_error, text);
     if (!ok) printf("\n  %s: status %d (want %d), %d error lines, last: %s\n  want: %s\n", path, s,
                     want, g_errors, g_last_error, text);
@@ -290,12 +307,11 @@ static void test_older_minor_normalised(void) {
 }
 
 /* ---- search path and order ---------------------------------------------- */
-/* A fake orakul executable under order/<which>/ whose exe-relative plugin
- * folder is order/<which>/lib/orakul/plugins (where the "exe" probe is): on
- * POSIX <exe_dir>/../lib/orakul/plugins, so the exe is in bin/; on Windows the
- * exe's own folder, so the exe is "in" that folder. */
+/* A fake orakul executable, order/<which>/bin/orakul: its exe-relative plugin
+ * folder is order/<which>/lib/orakul/plugins (where the "exe" probe is); on
+ * Windows its own folder, bin/, comes first (empty here). */
 static void exe_of(char *buf, size_t n, const char *which) {
-    snprintf(buf, n, "%s/order/%s/%s/orakul", PROBE_DIR, which, ork_os_windows() ? "lib/orakul/plugins" : "bin");
+    snprintf(buf, n, "%s/order/%s/bin/orakul", PROBE_DIR, which);
 }
 
 static void real(const char *in, char *out) {
@@ -318,15 +334,22 @@ static void test_search_dirs(void) {
     char **dirs;
     int n;
     CU_ASSERT_EQUAL_FATAL(ork_plugin_search_dirs(y, 1, exe, &dirs, &n), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(n, 4);
+    int w = ork_os_windows(); /* Windows: the exe's own folder before exe-relative */
+    CU_ASSERT_EQUAL_FATAL(n, 4 + w);
     real(yaml, want);
     CU_ASSERT_STRING_EQUAL(dirs[0], want);
     real(env, want);
     CU_ASSERT_STRING_EQUAL(dirs[1], want);
+    if (w) {
+        char bin[PATH_MAX];
+        snprintf(bin, sizeof bin, "%s/order/exe/bin", PROBE_DIR);
+        real(bin, want);
+        CU_ASSERT_STRING_EQUAL(dirs[2], want);
+    }
     real(exe_rel, want);
-    CU_ASSERT_STRING_EQUAL(dirs[2], want);
+    CU_ASSERT_STRING_EQUAL(dirs[2 + w], want);
     real(ORAKUL_PLUGIN_INSTALL_DIR, want);
-    CU_ASSERT_STRING_EQUAL(dirs[3], want);
+    CU_ASSERT_STRING_EQUAL(dirs[3 + w], want);
     char cwd[PATH_MAX];
     CU_ASSERT_PTR_NOT_NULL_FATAL(getcwd(cwd, sizeof cwd));
     for (int i = 0; i < n; i++) CU_ASSERT_STRING_NOT_EQUAL(dirs[i], cwd);
