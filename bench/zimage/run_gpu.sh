@@ -64,12 +64,15 @@ for ph in $phases; do
     [ $rc -eq 0 ] || { grep -E "error" "$OUT/zimage_build.log" | head -20; tail -20 "$OUT/zimage_build.log"; exit 1; } ;;
   check)
     pylib || continue
+    # the 12 GB checkpoint in RAM when /dev/shm has room (writing it to disk costs a minute)
+    wk=${TMPDIR:-/tmp}/orakul_zimage_check
+    [ "$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)" -gt 20000000 ] 2>/dev/null && wk=/dev/shm/orakul_zimage_check
     timeout $(cap 170) python3 bench/zimage/zimage_gpu_check.py --bin $B/bench/zimage/bench_zimage_check \
-      --res 512 --txt 256 --work ${TMPDIR:-/tmp}/orakul_zimage_check >"$OUT/zimage_check.log" 2>&1
+      --res 512 --txt 256 --work $wk >"$OUT/zimage_check.log" 2>&1
     echo "== check (real shape vs diffusers) rc=$? in $(( $(date +%s) - t0 )) s"
     grep -E "^\{" "$OUT/zimage_check.log" | tee -a "$J"
     grep -E "loaded|forward|zimage_gpu_check|Error|error|Traceback" "$OUT/zimage_check.log" | head -12
-    rm -rf ${TMPDIR:-/tmp}/orakul_zimage_check ;;
+    rm -rf "$wk" ;;
   step)
     tae=""
     for d in "$root/.carry/taef1" "$root/.carry/shared/assets/taef1" "$root/../taef1" "$root/../shared/assets/taef1"; do
