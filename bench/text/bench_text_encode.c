@@ -22,9 +22,12 @@
  * and act_arena_gib (its size at the end: larger when it grew). Not a test. */
 #include "plugin/registry.h"
 #include "tensor/backend.h"
+#include "text/cond_plan.h"
 #include "text/conditioner.h"
 #include "train/services.h"
 #include "util/log.h"
+
+#include "bench_args.h"
 
 #include <orakul/orakul.h>
 
@@ -36,65 +39,24 @@
 #include "cuda/cuda_ctx.h"
 #endif
 
-static const char *arg(int argc, char **argv, const char *key, const char *dflt) {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], key)) return argv[i + 1];
-    return dflt;
-}
-static int flag(int argc, char **argv, const char *key) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], key)) return 1;
-    return 0;
-}
-
-/* n captions from path, cycling through its lines. */
-static char **read_captions(const char *path, int n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    char **lines = NULL, *line = NULL;
-    size_t cap = 0, nl = 0, lcap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &lcap, f)) >= 0) {
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
-        if (nl == cap) {
-            cap = cap ? 2 * cap : 1024;
-            char **nlines = realloc(lines, cap * sizeof *nlines);
-            if (!nlines) break;
-            lines = nlines;
-        }
-        lines[nl++] = strdup(line);
-    }
-    free(line);
-    fclose(f);
-    if (!nl) {
-        free(lines);
-        return NULL;
-    }
-    char **out = calloc((size_t)n, sizeof *out);
-    for (int i = 0; out && i < n; i++) out[i] = strdup(lines[(size_t)i % nl]);
-    for (size_t i = 0; i < nl; i++) free(lines[i]);
-    free(lines);
-    return out;
-}
-
 int main(int argc, char **argv) {
-    const char *t5 = arg(argc, argv, "--t5", NULL), *t5tok = arg(argc, argv, "--t5-tok", NULL);
-    const char *clip = arg(argc, argv, "--clip", NULL), *cliptok = arg(argc, argv, "--clip-tok", NULL);
-    const char *capf = arg(argc, argv, "--captions", NULL), *tag = arg(argc, argv, "--tag", "");
-    int n = atoi(arg(argc, argv, "--n", "256")), T = atoi(arg(argc, argv, "--T", "512"));
-    int repeat = atoi(arg(argc, argv, "--repeat", "1"));
-    double budget_gb = atof(arg(argc, argv, "--budget-gb", "0"));
+    const char *t5 = bench_arg(argc, argv, "--t5", NULL), *t5tok = bench_arg(argc, argv, "--t5-tok", NULL);
+    const char *clip = bench_arg(argc, argv, "--clip", NULL), *cliptok = bench_arg(argc, argv, "--clip-tok", NULL);
+    const char *capf = bench_arg(argc, argv, "--captions", NULL), *tag = bench_arg(argc, argv, "--tag", "");
+    int n = atoi(bench_arg(argc, argv, "--n", "256")), T = atoi(bench_arg(argc, argv, "--T", "512"));
+    int repeat = atoi(bench_arg(argc, argv, "--repeat", "1"));
+    double budget_gb = atof(bench_arg(argc, argv, "--budget-gb", "0"));
     if (!t5 || !t5tok || !clip || !cliptok || !capf || n < 1 || T < 1) {
         fprintf(stderr, "usage: %s --t5 DIR --t5-tok PATH --clip DIR --clip-tok PATH --captions FILE [--n N] [--T 512] "
                 "[--quantize] [--qtype Q] [--budget-gb G] [--layer-major] [--repeat R] [--cpu] [--tag S]\n", argv[0]);
         return 2;
     }
-    if (flag(argc, argv, "--layer-major")) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    if (bench_flag(argc, argv, "--layer-major")) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
     const ork_backend *be = ork_cpu_backend();
 #ifdef ORAKUL_HAVE_CUDA
-    if (!flag(argc, argv, "--cpu") && ork_cuda_device_count() > 0) be = ork_cuda_backend();
+    if (!bench_flag(argc, argv, "--cpu") && ork_cuda_device_count() > 0) be = ork_cuda_backend();
 #endif
-    char **caps = read_captions(capf, n);
+    char **caps = bench_read_captions(capf, n);
     if (!caps) {
         fprintf(stderr, "%s: no captions\n", capf);
         return 2;
@@ -106,28 +68,32 @@ int main(int argc, char **argv) {
         return 1;
     /* the encoders' widths: open each once with a model that takes whatever they give */
     ork_text_slot slots[2] = {
-        {"t5", ORK_TEXT_FEEDS_TXT, ORK_TEXT_SLOT_QUANTIZE, "text_encoder_2", "tokenizer_2", T, "t5_path",
-         "t5_tokenizer_path", t5, t5tok},
-        {"clip", ORK_TEXT_FEEDS_VEC, 0, "text_encoder", "tokenizer", 77, "clip_path", "clip_tokenizer_path", clip,
-         cliptok},
+        {.encoder = "t5", .feeds = ORK_TEXT_FEEDS_TXT, .flags = ORK_TEXT_SLOT_QUANTIZE, .subfolder = "text_encoder_2",
+         .tokenizer_subfolder = "tokenizer_2", .max_length = T, .path_key = "t5_path",
+         .tokenizer_key = "t5_tokenizer_path", .path = t5, .tokenizer_path = t5tok},
+        {.encoder = "clip", .feeds = ORK_TEXT_FEEDS_VEC, .subfolder = "text_encoder", .tokenizer_subfolder = "tokenizer",
+         .max_length = 77, .path_key = "clip_path", .tokenizer_key = "clip_tokenizer_path", .path = clip,
+         .tokenizer_path = cliptok},
     };
     ork_model_info mi;
     memset(&mi, 0, sizeof mi);
     mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
     mi.family = "flux";
     mi.variant = "bench";
-    mi.context_dim = atoi(arg(argc, argv, "--ctx", "4096"));
-    mi.vec_dim = atoi(arg(argc, argv, "--vec", "768"));
+    mi.context_dim = atoi(bench_arg(argc, argv, "--ctx", "4096"));
+    mi.vec_dim = atoi(bench_arg(argc, argv, "--vec", "768"));
     mi.context_len = T;
     mi.n_text_slots = 2;
     mi.text_slots = slots;
     ork_textcond_opts o = {0};
-    o.quantize = flag(argc, argv, "--quantize");
-    o.qtype = arg(argc, argv, "--qtype", "qfloat8");
+    o.quantize = bench_flag(argc, argv, "--quantize");
+    o.qtype = bench_arg(argc, argv, "--qtype", "qfloat8");
     ork_textcond *tc = NULL;
     if (ork_textcond_open(reg, &mi, &o, &tc) != ORK_OK || !tc) return 1;
     size_t budget = (size_t)(budget_gb * 1073741824.0);
-    ork_textcond_describe(tc, be, budget, n, stderr);
+    ork_tc_encode_plan ep;
+    if (ork_tc_encode_plan_make(tc, be, budget, n, &ep) != ORK_OK) return 1;
+    ork_tc_encode_plan_print(tc, &ep, stderr);
     int rc = 0;
     for (int r = 0; r < repeat && !rc; r++) {
         char name[256] = "cpu";
