@@ -11,10 +11,14 @@
 # streamed). bench/text/bench_llm.py does the work; random bf16 weights at
 # the real shapes, made on the GPU and written to /dev/shm when it has 40 GB
 # free (else $TMPDIR), deleted afterwards.
-#   build   configure + build with CUDA into build-gpu/: bench_llm_encode, the llm and quant plugins
+#   build   configure + build with CUDA into build-gpu/: bench_llm_encode, the llm and quant plugins,
+#           test_cond_plan_cuda, test_textcond_cuda
+#   test    test_cond_plan_cuda (the encode's plan, streamed == resident bit for bit with any weight
+#           cache, the device's memory given back after each encode) and test_textcond_cuda (T5/CLIP,
+#           layer-major == resident)
 #   bench   bench_llm.py: one JSON line per run in $OUT/llm_bench.jsonl, the table for docs/PERF.md
-# Usage (repo root; carry .gpu-deps and .carry): bash bench/text/llm_bench_gpu.sh [build] [bench] [N]
-#        (no phase: both; N captions, default 64). One deadline for both, LLM_BENCH_BUDGET_S (570 s).
+# Usage (repo root; carry .gpu-deps and .carry): bash bench/text/llm_bench_gpu.sh [build] [test] [bench] [N]
+#        (no phase: all three; N captions, default 64). One deadline for all, LLM_BENCH_BUDGET_S (570 s).
 # Env: LLM_WHICH (mistral,qwen3), LLM_CASES (res,stream_bf16,fp8,stream_fp8), BENCH_LLM_SKIP=offload.
 # Wheels (optional, for the offload row): pip download accelerate psutil --no-deps -d .carry/wheels
 set -u
@@ -27,8 +31,8 @@ if [ -d "$root/.gpu-deps/usr" ]; then
 fi
 export PYTHONUNBUFFERED=1
 phases=""; n=64
-for a in "$@"; do case $a in build|bench) phases="$phases $a";; *[!0-9]*) ;; *) n=$a;; esac; done
-[ -n "$phases" ] || phases="build bench"
+for a in "$@"; do case $a in build|test|bench) phases="$phases $a";; *[!0-9]*) ;; *) n=$a;; esac; done
+[ -n "$phases" ] || phases="build test bench"
 B=$root/build-gpu
 t_end=$(( $(date +%s) + ${LLM_BENCH_BUDGET_S:-570} ))
 left() { local l=$(( t_end - $(date +%s) )); [ $l -gt 10 ] && echo $l || echo 10; }
@@ -42,9 +46,14 @@ for ph in $phases; do
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     timeout $(left) bash -c "cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
         >'$OUT/llm_bench_build.log' 2>&1 && cmake --build $B -j16 --target bench_llm_encode orakul_plugin_llm \
-        orakul_plugin_quant >>'$OUT/llm_bench_build.log' 2>&1"
+        orakul_plugin_quant orakul_plugin_t5clip orakul_plugin_flux test_cond_plan_cuda test_textcond_cuda \
+        >>'$OUT/llm_bench_build.log' 2>&1"
     rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"
     [ $rc -eq 0 ] || { grep -E "error" "$OUT/llm_bench_build.log" | head -20; tail -20 "$OUT/llm_bench_build.log"; exit 1; } ;;
+  test)
+    (cd $B && timeout 150 ctest -R "^(cond_plan_cuda|textcond_cuda)$" --output-on-failure >"$OUT/llm_bench_test.log" 2>&1)
+    echo "== test_cond_plan_cuda + test_textcond_cuda rc=$? in $(( $(date +%s) - t0 )) s"
+    grep -E "FAIL|asserts|tests passed|device free|checkpoint read [0-9]+ times|err/M" "$OUT/llm_bench_test.log" | head -30 ;;
   bench)
     if ! python3 -c "import accelerate" 2>/dev/null; then
       pylib=${TMPDIR:-/tmp}/orakul_llm_pylib

@@ -11,8 +11,8 @@
 # cache, which the plan's MemAvailable check counts as available, unlike
 # /dev/shm), the denoiser the preset's (preset:flux2-dev).
 # Phases (one deadline for all, SEED2_BUDGET_S, 560 s from the start):
-#   build   configure + build everything with CUDA in build-gpu/ (bench/train/run_gpu.sh build;
-#           kept while the machine stays warm)
+#   build   configure + build with CUDA in build-gpu/: orakul and the plugins a run loads (kept
+#           while the machine stays warm: after bench/text/llm_bench_gpu.sh build, seconds)
 #   make    the encoder's shards ($SEED2_DIR, default $TMPDIR/orakul_seed2; kept for `run`)
 #   plan    `orakul plan` of the job (the encode's plan, then the denoiser's)
 #   run     `orakul run`: phase 1 (encode) and phase 2 (the steps) times, then the shards deleted
@@ -66,7 +66,11 @@ for ph in $phases; do
   case $ph in
   build)
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-    timeout $(left) bash bench/train/run_gpu.sh build > "$OUT/seed2_build.log" 2>&1
+    [ -d "$root/.gpu-deps/usr" ] && export ORK_DEPS=$root/.gpu-deps/usr CMAKE_PREFIX_PATH=$root/.gpu-deps/usr \
+        PKG_CONFIG_PATH=$root/.gpu-deps/usr/lib/x86_64-linux-gnu/pkgconfig
+    timeout $(left) bash -c "cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
+        && cmake --build $B -j16 --target orakul orakul_plugin_flux orakul_plugin_llm orakul_plugin_quant \
+           orakul_plugin_mse orakul_plugin_adamw orakul_plugin_image_codecs orakul_plugin_t5clip" > "$OUT/seed2_build.log" 2>&1
     rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"; tail -3 "$OUT/seed2_build.log"
     [ $rc -eq 0 ] || exit 1 ;;
   make)

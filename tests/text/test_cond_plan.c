@@ -306,10 +306,12 @@ static float *encode(ork_textcond *tc, size_t b) {
     CU_ASSERT_EQUAL(e.n, NCAP);
     CU_ASSERT_EQUAL(e.ctx_dim, 3 * HID);
 #ifdef TCP_GPU
-    /* every device byte given back (the cuBLAS workspace and the context aside: 64 MiB) */
+    /* every device byte given back: after the first encode (which makes the cuBLAS handles and their
+     * workspaces, kept by the context), the device's free memory is where it was before each encode */
+    static int calls;
     size_t f1 = dev_free();
     printf("\n    device free before %zu, after %zu", f0, f1);
-    CU_ASSERT(f1 + ((size_t)64 << 20) >= f0);
+    if (calls++ > 0) CU_ASSERT(f1 + ((size_t)16 << 20) >= f0);
 #endif
     float *t = e.txt;
     e.txt = NULL;
