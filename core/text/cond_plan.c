@@ -16,7 +16,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef ORAKUL_HAVE_CUDA
+#include "cuda/cuda_ctx.h"
+#endif
+
 #define GIB 1073741824.0
+
+size_t ork_tc_budget_fit(const ork_backend *be, size_t budget, int device_index, int quiet, const char **why) {
+    size_t b = ork_tc_budget(be, budget, device_index, why);
+    if (!budget || !be || be->device != ORK_DEV_CUDA) return b;
+    size_t free_b = 0;
+    const char *pd = getenv("ORAKUL_PLAN_DEVICE");
+    ork_device_kind dk;
+    if (pd && *pd && ork_device_kind_find(pd, &dk)) {
+        free_b = (size_t)(dk.mem_gib * GIB);
+    } else {
+#ifdef ORAKUL_HAVE_CUDA
+        size_t total = 0;
+        char name[128];
+        if (ork_cuda_device_count() <= device_index ||
+            ork_cuda_mem_info(device_index, &free_b, &total, name, sizeof name) != ORK_OK)
+            free_b = 0;
+#endif
+    }
+    const size_t margin = (size_t)3 << 29; /* 1.5 GiB: the context's growth, cuBLAS's workspaces */
+    if (free_b > margin && b > free_b - margin) {
+        if (!quiet)
+            ORK_WARN("text encode: model.vram_budget_gb is %.2f GiB but the device has %.2f GiB free: encoding within "
+                     "%.2f GiB (1.5 GiB kept for the context and cuBLAS)", b / GIB, free_b / GIB,
+                     (free_b - margin) / GIB);
+        b = free_b - margin;
+        if (why) *why = "the device's free memory less 1.5 GiB: below model.vram_budget_gb";
+    }
+    return b;
+}
 
 ork_status ork_tc_release_check(size_t held, const char *encoder) {
     if (!held) return ORK_OK;
@@ -54,7 +87,7 @@ ork_status ork_tc_encode_plan_make(const ork_textcond *tc, const ork_backend *be
     int cuda = be && be->device == ORK_DEV_CUDA;
     ork_dtype act = ork_tc_act_dtype(be);
     out->act = act;
-    out->budget = ork_tc_budget(be, budget_bytes, tc->o.device_index, &out->budget_why);
+    out->budget = ork_tc_budget_fit(be, budget_bytes, tc->o.device_index, 1, &out->budget_why);
     const char *kind = cuda ? "h200" : "cpu", *pd = getenv("ORAKUL_PLAN_DEVICE");
     if (cuda && pd && *pd) kind = pd;
     ork_device_kind dk;

@@ -66,6 +66,13 @@ void ork_tc_encode_plan_print(const ork_textcond *tc, const ork_tc_encode_plan *
  * the numbers when it cannot fit. `what` names the config file (may be NULL). */
 ork_status ork_tc_encode_plan_check_host(const ork_tc_encode_plan *p, size_t available, const char *what);
 
+/* The budget an encode works in: ork_tc_budget's, except that a
+ * model.vram_budget_gb above a CUDA device's free memory less 1.5 GiB (a
+ * 24 GB card with vram_budget_gb: 24; ORAKUL_PLAN_DEVICE: that card's
+ * memory) is lowered to it, with one warning unless quiet (the denoiser's
+ * plan lowers its own alike, train/plan_glue.c). why as ork_tc_budget's. */
+size_t ork_tc_budget_fit(const ork_backend *be, size_t budget, int device_index, int quiet, const char **why);
+
 /* The layer-major weight cache's limit in bytes (cond_run.c):
  * ORAKUL_TEXT_WCACHE_GIB, else 3/4 of the available host memory above 8 GiB. */
 size_t ork_tc_wcache_limit(void);

@@ -915,8 +915,8 @@ ork_status ork_textcond_encode(ork_textcond *tc, const ork_backend *be, size_t b
     memset(out, 0, sizeof *out);
     if (!tc || !be) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner or backend");
     if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
-    return encode_impl(tc, be, ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL), NULL, NULL, n, captions,
-                       out);
+    size_t budget = ork_tc_budget_fit(be, budget_bytes, tc->o.device_index, 0, NULL);
+    return encode_impl(tc, be, budget, NULL, NULL, n, captions, out);
 }
 
 /* encode_each over several groups keeps every encoder's weights loaded when
@@ -946,7 +946,7 @@ ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, siz
                                     const char *const *captions, ork_text_embed_fn fn, void *user) {
     if (!tc || !be || !fn) return ORK_FAIL(ORK_E_INVALID, "text encode: no conditioner, backend or callback");
     if (n < 0 || (n > 0 && !captions)) return ORK_FAIL(ORK_E_INVALID, "text encode: %d captions and no list", n);
-    size_t budget = ork_tc_budget(be, budget_bytes, tc->o.device_index, NULL);
+    size_t budget = ork_tc_budget_fit(be, budget_bytes, tc->o.device_index, 0, NULL);
     if (tc->n == 1 && n > 0) { /* one encoder: each chunk's rows to fn as they come, one weight pass for all */
         ork_textcond_stats one = {0};
         one.captions = n;

@@ -9,7 +9,8 @@
  *    captions' chunk: streamed, 3 captions per chunk, one weight pass whose
  *    link bytes are the weights'; the printed lines say so;
  *  - a budget below one block and one caption: refused with one line naming
- *    the numbers; a host with less memory than the encode needs: refused;
+ *    the numbers; a host with less memory than the encode needs: refused; a
+ *    budget above the (planned) card's memory less 1.5 GiB: lowered to it;
  *  - the streamed encode equals the resident one bit for bit (the same chunks),
  *    whatever the layer-major weight cache keeps (all: the checkpoint read
  *    once; one block at a time: read again; none: once per block), and so do
@@ -273,6 +274,19 @@ static void test_refusals(void) {
     CU_ASSERT_EQUAL(ork_tc_encode_plan_check_host(&ep, need - 1, "x.yaml"), ORK_E_BUDGET);
     printf("\n    %s", last_err);
     CU_ASSERT(strstr(last_err, "x.yaml: text encode") && strstr(last_err, "GiB of host memory"));
+    /* a budget above the planned card's memory less 1.5 GiB is lowered to it (a 24 GB card, 24 GiB) */
+    ork_backend pb = *ork_cpu_backend();
+    pb.device = ORK_DEV_CUDA;
+    const size_t G = (size_t)1 << 30;
+    const char *why = NULL;
+    setenv("ORAKUL_PLAN_DEVICE", "rtx4090", 1);
+    CU_ASSERT_EQUAL(ork_tc_budget_fit(&pb, 24 * G, 0, 1, &why), 45 * G / 2);
+    CU_ASSERT(why && strstr(why, "free memory"));
+    CU_ASSERT_EQUAL(ork_tc_budget_fit(&pb, 16 * G, 0, 1, NULL), 16 * G);
+    CU_ASSERT_EQUAL(ork_tc_budget_fit(ork_cpu_backend(), 24 * G, 0, 1, NULL), 24 * G);
+    setenv("ORAKUL_PLAN_DEVICE", "h200", 1);
+    CU_ASSERT_EQUAL(ork_tc_budget_fit(&pb, 24 * G, 0, 1, NULL), 24 * G);
+    unsetenv("ORAKUL_PLAN_DEVICE");
     /* the release check: bytes still held are an error */
     CU_ASSERT_EQUAL(ork_tc_release_check(0, "mistral3"), ORK_OK);
     last_err[0] = 0;
@@ -417,7 +431,8 @@ static void test_quantized(void) {
 
 static const ork_test_case cases[] = {
     {"plan: resident without a budget; streamed in chunks of 3 at one block + 3 captions", test_plan},
-    {"refused: a budget below one block, a host below the need; the release check", test_refusals},
+    {"refused: a budget below one block, a host below the need; a budget above the card; the release check",
+     test_refusals},
     {"streamed == resident bit for bit, whatever the weight cache keeps; encode_each's rows", test_streamed},
     {"quantize_te (qfloat8): streamed == resident, near F32", test_quantized},
     {NULL, NULL},
