@@ -126,8 +126,9 @@ static void test_plan_config(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(src);
     char *a = subst(src, "\"Tongyi-MAI/Z-Image-Turbo\"", "\"preset:zimage-turbo\"");
     char *b = a ? subst(a, "/path/to/images/folder", data) : NULL;
-    tt_fmt(line, sizeof line, "%s: \"%s\"", tae ? "taef1_path" : "seed", tae ? tae : "1");
-    char *c = b ? subst(b, "vae_path: \"Tongyi-MAI/Z-Image-Turbo/vae\"", line) : NULL;
+    if (tae) tt_fmt(line, sizeof line, "taef1_path: \"%s\"", tae);
+    else tt_fmt(line, sizeof line, "seed: 1");
+    char *c = b ? subst(b, "vae_path: \"/path/to/ae.safetensors\"", line) : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     tt_fmt(cfg, sizeof cfg, "%s/zimage.yaml", root);
     CU_ASSERT_FATAL(tt_write_all(cfg, c) == 0);

@@ -78,7 +78,6 @@ typedef struct zi_model {
     zi_params p;
     zi_cfg cfg;
     int default_turbo;      /* the component: zimage-turbo (1) or zimage (0) */
-    int pixel_patch;        /* the pixel codec's side, 0: no codec for these tokens */
     /* model_kwargs strings (valid only during create: copied) */
     char distilled[8], codec[16], vae_path[1024], taef1_path[1024], te_path[1024], te_tok_path[1024];
     ork_codec_slot codec_slots[3];
@@ -120,7 +119,5 @@ ork_status zi_load(zi_model *z, const ork_weight_sink *sink);
 /* zimage_forward.c */
 ork_status zi_begin(zi_model *z, ork_graph *g, const ork_model_inputs *in, ork_carry *c);
 ork_status zi_block(zi_model *z, ork_graph *g, int i, ork_carry *c);
-ork_status zi_encode(zi_model *z, ork_graph *g, ork_tensor *img, ork_tensor **tokens);
-ork_status zi_decode(zi_model *z, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img);
 
 #endif

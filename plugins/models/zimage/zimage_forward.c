@@ -1,7 +1,8 @@
 /* zimage_forward.c — the Z-Image forward pass block by block, written against
  * the ops service only (gradients come from the core's tape; LoRA is added by
- * the core inside ops->linear), and its pixel codec. The model and its
- * conventions: zimage.h. Owns nothing beyond the call. */
+ * the core inside ops->linear). The model and its conventions: zimage.h.
+ * No image codec here: the core runs the codec component a codec slot names
+ * (zimage_plugin.c) and patchifies its latents. Owns nothing beyond the call. */
 #include "zimage.h"
 
 #include <math.h>
@@ -310,52 +311,4 @@ ork_status zi_block(zi_model *z, ork_graph *g, int i, ork_carry *c) {
         c->t[ZC_CAP] = c->t[ZC_PE_IMG] = c->t[ZC_PE_CAP] = NULL;
     }
     return transformer(z, g, p, &c->t[ZC_X], c->t[ZC_PE_ALL], c->t[ZC_ADALN], c->t[ZC_ZERO]);
-}
-
-/* ---- the pixel codec of a core before codec components (orakul/codec.h; a
- * core with them runs the "pixel" codec component and patchifies itself):
- * lossless p×p space-to-depth, [0, 1] <-> [-1, 1], channel (ph·p + pw)·3 + c
- * like the core's channel-minor patchify ------------------------------------------- */
-static ork_status affine(zi_model *z, ork_graph *g, ork_tensor *x, float a, float b, ork_tensor **y) {
-    ork_tensor *bt;
-    int64_t one = 1;
-    TRY(z->ops->scale(g, x, a, &x));
-    TRY(host_tensor(z, g, 1, &one, &b, z->ta->dtype(x), &bt));
-    return z->ops->add(g, x, bt, y);
-}
-
-static ork_status no_codec(zi_model *z) {
-    ZI_LOG(z, ORK_LEVEL_ERROR, "%s takes %d-channel tokens and has no image codec for them: the pixel codec gives "
-           "3 x pixel_patch² = %d; this core predates codec components (the FLUX.1 VAE, vae_path)", z->cfg.variant,
-           4 * z->cfg.in_channels, 3 * (int)z->p.pixel_patch * (int)z->p.pixel_patch);
-    return ORK_E_UNSUPPORTED;
-}
-
-ork_status zi_encode(zi_model *z, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
-    int p = z->pixel_patch;
-    if (!p) return no_codec(z);
-    const ork_tensor_api *ta = z->ta;
-    int64_t B = ta->dim(img, 0), C = ta->dim(img, 1), H = ta->dim(img, 2), W = ta->dim(img, 3);
-    if (H % p || W % p) {
-        ZI_LOG(z, ORK_LEVEL_ERROR, "image %lldx%lld is not a multiple of %d", (long long)W, (long long)H, p);
-        return ORK_E_INVALID;
-    }
-    int64_t s6[6] = {B, C, H / p, p, W / p, p}, s3[3] = {B, (H / p) * (W / p), C * p * p};
-    static const int perm[6] = {0, 2, 4, 3, 5, 1};
-    TRY(affine(z, g, img, 2.0f, -1.0f, &img));
-    TRY(z->ops->reshape(g, img, 6, s6, &img));
-    TRY(z->ops->permute(g, img, perm, &img));
-    return z->ops->reshape(g, img, 3, s3, tokens);
-}
-
-ork_status zi_decode(zi_model *z, ork_graph *g, ork_tensor *tokens, int h, int w_, ork_tensor **img) {
-    int p = z->pixel_patch;
-    if (!p) return no_codec(z);
-    int64_t B = z->ta->dim(tokens, 0), s6[6] = {B, h, w_, p, p, 3}, s4[4] = {B, 3, (int64_t)h * p, (int64_t)w_ * p};
-    static const int perm[6] = {0, 5, 1, 3, 2, 4};
-    ork_tensor *x;
-    TRY(z->ops->reshape(g, tokens, 6, s6, &x));
-    TRY(z->ops->permute(g, x, perm, &x));
-    TRY(z->ops->reshape(g, x, 4, s4, &x));
-    return affine(z, g, x, 0.5f, 0.5f, img);
 }

@@ -29,7 +29,7 @@ static const ork_param zi_keys[] = {
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side (used when 3 x pixel_patch² equals the token channels)"},
     {"distilled", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|true|false", P(distilled), "timestep-distilled (Turbo: 8 steps, no CFG): auto takes the component's (zimage-turbo), or for zimage a name_or_path naming Turbo (not De-Turbo): the config's arch zimage:turbo reaches the plugin as zimage"},
     {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|vae|taef1|pixel", P(codec), "image codec: vae (FLUX.1's autoencoder, needs vae_path), taef1 (needs taef1_path), pixel (space-to-depth), auto (the first with a path set, else pixel when it fits)"},
-    {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "FLUX.1's 16-channel autoencoder (ae.safetensors, or the diffusers vae/ folder) Z-Image uses"},
+    {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "FLUX.1's 16-channel autoencoder Z-Image uses: BFL's ae.safetensors (ComfyUI's vae/ae.safetensors), read by the flux1-vae codec"},
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
     {"text_encoder_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_path), "Qwen3-4B text encoder: a .safetensors file, an index json or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
     {"text_encoder_tokenizer_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(text_encoder_tokenizer_path), "Qwen3's tokenizer: tokenizer.json or a folder holding one (default: tokenizer/, else beside text_encoder_path)"},
@@ -60,7 +60,8 @@ static ork_status zi_create_common(const ork_host *host, const void *params, int
     snprintf(z->te_path, sizeof z->te_path, "%s", z->p.text_encoder_path ? z->p.text_encoder_path : "");
     snprintf(z->te_tok_path, sizeof z->te_tok_path, "%s",
              z->p.text_encoder_tokenizer_path ? z->p.text_encoder_tokenizer_path : "");
-    z->p.distilled = z->p.codec = z->p.vae_path = z->p.taef1_path = z->p.text_encoder_path = z->p.text_encoder_tokenizer_path = NULL;
+    z->p.distilled = z->p.codec = z->p.vae_path = z->p.taef1_path = NULL;
+    z->p.text_encoder_path = z->p.text_encoder_tokenizer_path = NULL;
     z->default_turbo = turbo;
     *self = z;
     return ORK_OK;
@@ -228,8 +229,6 @@ static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *
     }
     ORK_TRY(zi_declare(z));
     ORK_TRY(zi_validate(z)); /* a checkpoint: every weight there, shaped right (plan sees it) */
-    int p = (int)z->p.pixel_patch;
-    z->pixel_patch = 3 * p * p == 4 * c->in_channels ? p : 0;
     zi_schedule(z);
     memset(info, 0, sizeof *info);
     info->abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
@@ -240,9 +239,7 @@ static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *
     info->n_weights = z->n_weights;
     info->weights = z->weights;
     info->token_channels = 4 * c->in_channels;
-    /* the vtable's pixel codec, for a core before codec components; a core
-     * with them picks a codec slot (zi_codec_slots) and sets this itself */
-    info->pixels_per_token = z->pixel_patch;
+    info->pixels_per_token = 0; /* the core's: the codec slot it picks (zi_codec_slots) */
     info->context_dim = c->cap_dim;
     info->context_len = z->p.context_len > 0 ? (int)z->p.context_len
                         : (!strcmp(c->variant, "tiny") || !strcmp(c->variant, "custom")) ? 8 : 512;
@@ -264,7 +261,7 @@ static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *
     zi_codec_slots(z, info);
     ZI_LOG(z, ORK_LEVEL_INFO, "Z-Image %s: dim %d, %d heads, %d layers + 2x%d refiner layers, caption width %d, "
            "%d weights, codec %s", c->variant, c->dim, c->heads, c->n_layers, c->n_refiner, c->cap_dim, z->n_weights,
-           z->pixel_patch ? "pixel" : "none");
+           z->codec);
     return ORK_OK;
 }
 
@@ -273,15 +270,9 @@ static ork_status v_begin(void *self, ork_graph *g, const ork_model_inputs *in, 
     return zi_begin(self, g, in, c);
 }
 static ork_status v_block(void *self, ork_graph *g, int i, ork_carry *c) { return zi_block(self, g, i, c); }
-static ork_status v_encode(void *self, ork_graph *g, ork_tensor *img, ork_tensor **tokens) {
-    return zi_encode(self, g, img, tokens);
-}
-static ork_status v_decode(void *self, ork_graph *g, ork_tensor *tokens, int h, int w, ork_tensor **img) {
-    return zi_decode(self, g, tokens, h, w, img);
-}
 
 #define ZI_VTABLE(create_fn) { .abi = ORK_ABI_INIT(ork_model_vtable), .create = create_fn, .destroy = zi_destroy, \
-    .open = zi_open, .load = v_load, .begin = v_begin, .block = v_block, .encode = v_encode, .decode = v_decode }
+    .open = zi_open, .load = v_load, .begin = v_begin, .block = v_block } /* encode/decode: the codec slots */
 static const ork_model_vtable zi_vtable_turbo = ZI_VTABLE(zi_create_turbo);
 static const ork_model_vtable zi_vtable_base = ZI_VTABLE(zi_create_base);
 
