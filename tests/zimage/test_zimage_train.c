@@ -1,7 +1,8 @@
 /* tests/zimage/test_zimage_train.c — the Z-Image plugin through the CLI:
  * `orakul run` of the tiny preset (preset:tiny, arch zimage:turbo, the pixel
- * codec, zero caption embeddings: no text slot yet) on the committed photos
- * for 60 CPU steps, whose loss falls, and whose LoRA file holds exactly the
+ * codec component, zero caption embeddings: the tiny size has no text slot)
+ * on the committed photos for 60 CPU steps, whose loss falls, which samples
+ * before the first step and at the end, and whose LoRA file holds exactly the
  * keys diffusers' and ComfyUI's Z-Image loaders read
  * (diffusion_model.<module>.lora_A/lora_B, alpha folded, no .alpha) on the
  * attention and feed-forward linears of every transformer block; and
@@ -49,6 +50,13 @@ static const char *const CFG =
     "        model_kwargs:\n"
     "          pixel_patch: 4\n"
     "          seed: 1\n"
+    "      sample:\n"
+    "        sample_every: 60\n"
+    "        width: 64\n"
+    "        height: 64\n"
+    "        seed: 1\n"
+    "        prompts:\n"
+    "          - an astronaut\n"
     "      logging:\n"
     "        log_every: 1\n";
 
@@ -78,6 +86,12 @@ static void test_train(void) {
     CU_ASSERT(last < 0.9 * first); /* deterministic (seed 42): 0.836 measured */
 
     char p[1400];
+    /* samples before the first step and at the end, with the model's 8 steps (no sample_steps given) */
+    for (int k = 0; k < 2; k++) {
+        tt_fmt(p, sizeof p, "%s/zimage_tiny/samples/zimage_tiny_%09d_0.png", out, k ? 60 : 0);
+        if (!tt_exists(p)) printf("\n  no sample %s", p);
+        CU_ASSERT(tt_exists(p));
+    }
     tt_fmt(p, sizeof p, "%s/zimage_tiny/zimage_tiny_000000060.safetensors", out);
     ork_st_file *f = NULL;
     CU_ASSERT_FATAL(ork_st_open(p, &f) == ORK_OK);
