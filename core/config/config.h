@@ -112,6 +112,11 @@ typedef struct ork_train_config {
      * saved and sampled in their place (ai-toolkit's EMAConfig) */
     int32_t use_ema;                     /* ema_config.use_ema: 0 */
     double ema_decay;                    /* ema_config.ema_decay: 0.999 (ai-toolkit's default; its UI writes 0.99) */
+    /* differential output preservation (train/dop.h): the LoRA's prediction on each caption
+     * with trigger_word replaced by the class held to the base model's (ai-toolkit's SDTrainer) */
+    int32_t diff_output_preservation;    /* 0 */
+    double diff_output_preservation_multiplier; /* 1.0 */
+    const char *diff_output_preservation_class; /* NULL: "" */
     /* optimizer_params, loss_params (orakul), lr_scheduler_params: component keys,
      * read with ork_config_component_params */
 } ork_train_config;

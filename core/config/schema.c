@@ -177,10 +177,11 @@ static const ork_ck train_keys[] = {
     KNOWN("short_and_long_captions", "false"), KNOWN("short_and_long_captions_encoder_split", "false"),
     KNOWN("single_item_batching", "false"), KNOWN("match_adapter_assist", "false"),
     KNOWN("match_adapter_chance", "0"), KNOWN("loss_target", "noise"), KNOWN("inverted_mask_prior", "false"),
-    KNOWN("inverted_mask_prior_multiplier", "0.5"), KNOWN("diff_output_preservation", "false"),
+    KNOWN("inverted_mask_prior_multiplier", "0.5"),
     /* the UI writes DOP's multiplier and class (1.0, person) into every job: they act only with DOP on */
-    KNOWN_WHEN("diff_output_preservation_multiplier", "1.0", "diff_output_preservation"),
-    KNOWN_WHEN("diff_output_preservation_class", "", "diff_output_preservation"),
+    B("diff_output_preservation", "false", diff_output_preservation),
+    F("diff_output_preservation_multiplier", "1.0", 0, 1e6, diff_output_preservation_multiplier),
+    STR("diff_output_preservation_class", NULL, NULL, diff_output_preservation_class), /* NULL: ai-toolkit's "" */
     KNOWN("blank_prompt_preservation", "false"),
     KNOWN_WHEN("blank_prompt_preservation_multiplier", "1.0", "blank_prompt_preservation"),
     KNOWN("standardize_images", "false"), KNOWN("standardize_latents", "false"),

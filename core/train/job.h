@@ -53,6 +53,7 @@ typedef struct item {
     float *txt;     /* (T, ctx) text embedding, or NULL: zeros */
     float *vec;     /* (vec_dim), or NULL: zeros */
     int ds;         /* its datasets[] entry (caption dropout) */
+    int dop;        /* DOP: its class prompt's embedding in the text table (text_glue.c), -1: none */
 } item;
 
 typedef struct ork_train_text ork_train_text; /* text_glue.c */
@@ -62,6 +63,7 @@ typedef struct step_inputs {
     int64_t k;                       /* the micro-batch, -1: none */
     int nb, N, h_tok, w_tok;
     float *x0, *xt, *tg, *txt, *vec; /* [nb, N, C] x [3], [nb, T, ctx], [nb, vec_dim] */
+    float *dtxt, *dvec;              /* DOP: the class prompts' [nb, T, ctx], [nb, vec_dim]; NULL without */
     float ts[256], gd[256], wsum;
 } step_inputs;
 
@@ -167,6 +169,14 @@ typedef struct job {
     size_t *ema_off;        /* [n_params] streamed: the shadow's offset in the parameter's state */
     size_t *opt_bytes;      /* [n_params] streamed: the optimizer's own state bytes (before the shadow) */
     void **ema_saved;       /* [n_params] the live values while the shadows stand in (sampling) */
+    /* differential output preservation (dop.c, train/dop.h); dop_on 0: off */
+    int dop_on;
+    ork_tensor **dop_w;     /* [LoRA modules] the adapted weights ... */
+    ork_lora **dop_lo;      /* ... and their adapters, detached for the prior prediction */
+    float *dop_prior;       /* [dop_prior_n] the micro-batch's prior prediction (host F32) */
+    size_t dop_prior_n;
+    ork_tensor *dop_txt, *dop_vec; /* the class prompts on the graph (to its reset) */
+    double dop_loss;        /* the step's preservation loss (metrics.jsonl) */
 } job;
 
 /* Skipped steps in a row (non-finite loss or gradients) that stop a run. */
@@ -212,6 +222,9 @@ ork_status ork_train_plan_text(job *j, FILE *out);
 void ork_train_text_free(job *j);
 /* item i of datasets[ds] gets its caption's embedding (copied) unless it has one */
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it);
+/* DOP: it's class prompt's embedding (dropped: its dataset's dropout caption's), held for the run;
+ * 0 when there is none (*txt, *vec untouched) */
+int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec);
 /* Does micro-batch k's slot drop its caption at rate? Pure in (seed, k, slot). */
 int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate);
 /* 1 when it's caption is dropped at micro-batch k, slot: *txt, *vec the dropout
@@ -273,6 +286,15 @@ ork_status ork_train_ema_load(job *j, ork_st_file *f, const char *path);
 ork_status ork_train_ema_lora_begin(job *j);            /* the LoRA file reads the shadows ... */
 void ork_train_ema_lora_end(job *j);                    /* ... and the live values again */
 ork_status ork_train_ema_swap(job *j, int in);          /* sampling: the shadows in the parameters' place (1) and out (0) */
+
+/* dop.c: differential output preservation (train/dop.h); each a no-op with dop_on 0 */
+ork_status ork_train_dop_setup(job *j);                 /* after the text, LoRA and trainable state: the refusals */
+void ork_train_dop_free(job *j);
+/* the prior prediction of micro-batch si with the LoRA off on its class prompts (in: the uploaded inputs) */
+ork_status ork_train_dop_prior(job *j, ork_model_inputs *in, const step_inputs *si);
+/* the preservation forward + backward after the main one; *loss_out its (scaled) loss */
+ork_status ork_train_dop_step(job *j, const ork_model_inputs *in, const step_inputs *si, float inv_accum,
+                              float *loss_out);
 
 /* checkpoint.c */
 void ork_train_remove_stale_tmp(job *j);

@@ -67,10 +67,13 @@ static const char *parse_line(const char *line, ork_metrics_row *r, char *why, s
     else if (!num_or_null(o, "grad_norm", 0, &r->grad_norm)) bad = "'grad_norm' must be a number or null";
     else if (!num_or_null(o, "s_per_it", 0, &r->s_per_it)) bad = "'s_per_it' must be a number or null";
     else if (!num_or_null(o, "vram_gib", 0, &r->vram_gib)) bad = "'vram_gib' must be a number or null";
+    else if (!num_or_null(o, "loss_preservation", 0, &r->loss_preservation))
+        bad = "'loss_preservation' must be a number or null";
     else {
         json_t *sk = json_object_get(o, "skipped");
         if (sk && !json_is_boolean(sk)) bad = "'skipped' must be true or false";
         r->skipped = json_is_true(sk);
+        r->has_preservation = json_object_get(o, "loss_preservation") != NULL;
         r->step = (int64_t)json_integer_value(st);
     }
     json_decref(o);
@@ -241,6 +244,7 @@ ork_status ork_metrics_append(ork_metrics *m, const ork_metrics_row *r) {
     put_num(m->f, "grad_norm", r->grad_norm);
     put_num(m->f, "s_per_it", r->s_per_it);
     put_num(m->f, "vram_gib", r->vram_gib);
+    if (r->has_preservation) put_num(m->f, "loss_preservation", r->loss_preservation);
     if (r->skipped) fprintf(m->f, ", \"skipped\": true");
     fputs("}\n", m->f);
     if (fflush(m->f) != 0 || ferror(m->f)) return ORK_FAIL(ORK_E_IO, "cannot write %s: %s", m->path, strerror(errno));

@@ -23,6 +23,8 @@ typedef struct ork_metrics_row {
     double s_per_it;   /* NAN when unknown */
     double vram_gib;   /* the allocator's bytes in use, GiB */
     int skipped;       /* the optimizer step was skipped (non-finite loss or gradient) */
+    int has_preservation;     /* DOP on (train/dop.h): "loss_preservation" written */
+    double loss_preservation; /* DOP's term, included in loss (ai-toolkit's loss/preservation) */
 } ork_metrics_row;
 
 typedef struct ork_metrics ork_metrics;

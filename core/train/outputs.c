@@ -116,6 +116,6 @@ ork_status ork_train_step_outputs(job *j, int64_t step, double loss, double norm
     ork_progress_end(j->progress, &ps);
     ork_metrics_row r = {.step = step, .loss = loss, .lr = lr, .grad_norm = norm,
                          .s_per_it = ork_progress_last_s(j->progress), .vram_gib = (double)in_use / 1073741824.0,
-                         .skipped = skipped};
+                         .skipped = skipped, .has_preservation = j->dop_on, .loss_preservation = j->dop_loss};
     return j->metrics ? ork_metrics_append(j->metrics, &r) : ORK_OK;
 }

@@ -22,7 +22,7 @@ ork_status ork_train_upload_act(job *j, const float *host, int ndim, const int64
 /* Micro-batch k's inputs built on the host (from the latent cache and the
  * step's noise and timesteps): a pure function of k. */
 void ork_train_inputs_free(step_inputs *si) {
-    free(si->x0); free(si->xt); free(si->tg); free(si->txt); free(si->vec);
+    free(si->x0); free(si->xt); free(si->tg); free(si->txt); free(si->vec); free(si->dtxt); free(si->dvec);
     memset(si, 0, sizeof *si);
     si->k = -1;
 }
@@ -44,7 +44,12 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
     si->tg = malloc(nt * sizeof *si->tg);
     si->txt = calloc((size_t)nb * T * ctx, sizeof *si->txt);
     si->vec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *si->vec) : NULL;
-    if (!si->x0 || !si->xt || !si->tg || !si->txt || (!si->vec && j->info.vec_dim)) {
+    if (j->dop_on) { /* DOP's class prompts (train/dop.h) */
+        si->dtxt = calloc((size_t)nb * T * ctx, sizeof *si->dtxt);
+        si->dvec = j->info.vec_dim ? calloc((size_t)nb * j->info.vec_dim, sizeof *si->dvec) : NULL;
+    }
+    if (!si->x0 || !si->xt || !si->tg || !si->txt || (!si->vec && j->info.vec_dim) ||
+        (j->dop_on && (!si->dtxt || (!si->dvec && j->info.vec_dim)))) {
         ork_train_inputs_free(si);
         return ORK_E_NOMEM;
     }
@@ -78,6 +83,11 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
         }
         const float *txt = it->txt, *vec = it->vec;
         int dropped = ork_train_text_drop(j, k, slot[b], it, &txt, &vec); /* caption dropout (text_glue.c): NULL is zeros */
+        const float *dt = NULL, *dv = NULL; /* DOP: the class prompt of the caption trained on (text_glue.c) */
+        if (j->dop_on && ork_train_text_dop(j, it, dropped, &dt, &dv)) {
+            memcpy(si->dtxt + (size_t)b * T * ctx, dt, (size_t)T * ctx * sizeof *si->dtxt);
+            if (si->dvec && dv) memcpy(si->dvec + (size_t)b * j->info.vec_dim, dv, (size_t)j->info.vec_dim * sizeof *si->dvec);
+        }
         if (!dropped && !txt) { /* the caption's embedding, read from its text cache file (text_glue.c) */
             int got = 0;
             ork_status s = ork_train_text_read(j, it, si->txt + (size_t)b * T * ctx,

@@ -45,6 +45,7 @@
 #include "platform/platform.h"
 #include "text/cond_plan.h"
 #include "text/conditioner.h"
+#include "train/dop.h"
 #include "train/rng.h"
 #include "train/text_cache.h"
 #include "util/log.h"
@@ -73,13 +74,16 @@ struct ork_train_text {
     int *drop;            /* [n_ds]: the dropout caption's embedding, -1: zeros */
     int *uses;            /* [n]: images and dropout captions still to take embedding e: the last image's
                            * ork_train_text_item takes the arrays themselves (one copy of each on the host) */
+    int **dop_img;        /* DOP (train/dop.h): [n_ds][n_img] the class prompt's embedding, held; NULL: no DOP */
+    int *dop_drop;        /* [n_ds] the dropout caption's class prompt's, -1: zeros */
 };
 
 void ork_train_text_free(job *j) {
     ork_train_text *t = j->text;
     if (!t) return;
     for (int i = 0; i < t->n; i++) free(t->txt[i]), free(t->vec[i]), free(t->file[i]), free(t->caption[i]);
-    for (int d = 0; d < t->n_ds; d++) free(t->img[d]);
+    for (int d = 0; d < t->n_ds; d++) free(t->img[d]), free(t->dop_img ? t->dop_img[d] : NULL);
+    free(t->dop_img), free(t->dop_drop);
     free(t->txt), free(t->vec), free(t->file), free(t->caption), free(t->img), free(t->n_img), free(t->drop);
     free(t->uses), free(t->identity), free(t->map);
     free(t);
@@ -180,7 +184,7 @@ static ork_status nomem(void) { return ORK_FAIL(ORK_E_NOMEM, "text conditioning:
 
 /* Every caption of every dataset into w; per-image want indices into t. */
 static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_train_text *t, int **img_want,
-                                  int *drop_want) {
+                                  int *drop_want, int **dop_want, int *dop_drop_want) {
     const ork_process_config *p = j->p;
     for (size_t d = 0; d < p->datasets.n; d++) {
         const ork_dataset_config *dc = &p->datasets.v[d];
@@ -197,12 +201,25 @@ static ork_status gather_datasets(job *j, const char *identity, wants *w, ork_tr
             if (!has_override(ds->items[i].path) && (img_want[d][i] = add_want(w, identity, t->T, ds->items[i].caption, di)) < 0)
                 s = nomem();
         }
+        /* DOP: each caption's class prompt (train/dop.h), the same entry when the trigger is not in it */
+        const char *trig = p->trigger_word, *cls = p->train.diff_output_preservation_class;
+        if (s == ORK_OK && dop_want && !(dop_want[d] = malloc((ds->n ? ds->n : 1) * sizeof **dop_want))) s = nomem();
+        for (size_t i = 0; s == ORK_OK && dop_want && i < ds->n; i++) {
+            char *dc_ = NULL;
+            s = ork_dop_caption(ds->items[i].caption, trig, cls, &dc_);
+            if (s == ORK_OK && (dop_want[d][i] = add_want(w, identity, t->T, dc_, di)) < 0) s = nomem();
+            free(dc_);
+        }
         drop_want[d] = -1;
+        if (dop_drop_want) dop_drop_want[d] = -1;
         if (s == ORK_OK && dc->caption_dropout_rate > 0) {
-            char *dcap = NULL;
+            char *dcap = NULL, *dd = NULL;
             s = ork_dataset_dropout_caption(ds, &dcap);
             if (s == ORK_OK && (drop_want[d] = add_want(w, identity, t->T, dcap, di)) < 0) s = nomem();
+            if (s == ORK_OK && dop_drop_want) s = ork_dop_caption(dcap, trig, cls, &dd);
+            if (s == ORK_OK && dop_drop_want && (dop_drop_want[d] = add_want(w, identity, t->T, dd, di)) < 0) s = nomem();
             free(dcap);
+            free(dd);
         }
         ORK_TRY(s);
     }
@@ -414,13 +431,24 @@ ork_status ork_train_encode_text(job *j) {
         drop_want = calloc(nd ? nd : 1, sizeof *drop_want);
         if (!t->n_img || !t->img || !t->drop || !img_want || !drop_want) s = nomem();
     }
-    if (s == ORK_OK) s = gather_datasets(j, identity, &w, t, img_want, drop_want);
+    int **dop_want = NULL, *dop_drop_want = NULL; /* DOP's class prompts (train/dop.h) */
+    if (s == ORK_OK && j->p->train.diff_output_preservation) {
+        dop_want = calloc(nd ? nd : 1, sizeof *dop_want);
+        dop_drop_want = calloc(nd ? nd : 1, sizeof *dop_drop_want);
+        t->dop_img = calloc(nd ? nd : 1, sizeof *t->dop_img);
+        t->dop_drop = calloc(nd ? nd : 1, sizeof *t->dop_drop);
+        if (!dop_want || !dop_drop_want || !t->dop_img || !t->dop_drop) s = nomem();
+    }
+    if (s == ORK_OK) s = gather_datasets(j, identity, &w, t, img_want, drop_want, dop_want, dop_drop_want);
     if (s == ORK_OK) s = gather_samples(j, identity, &w, &samp, &n_samp);
-    /* held in memory whatever the cache holds: the dropout captions (any micro-batch may take them) and
-     * the sample prompts (copied into the samples below) */
+    /* held in memory whatever the cache holds: the dropout captions (any micro-batch may take them),
+     * DOP's class prompts and the sample prompts (copied into the samples below) */
     if (s == ORK_OK && !(keep = calloc((size_t)w.n + 1, 1))) s = nomem();
-    for (size_t d = 0; s == ORK_OK && d < nd; d++)
+    for (size_t d = 0; s == ORK_OK && d < nd; d++) {
         if (drop_want[d] >= 0) keep[drop_want[d]] = 1;
+        if (dop_drop_want && dop_drop_want[d] >= 0) keep[dop_drop_want[d]] = 1;
+        for (size_t i = 0; dop_want && dop_want[d] && i < t->n_img[d]; i++) keep[dop_want[d][i]] = 1;
+    }
     for (int i = 0; s == ORK_OK && i < n_samp; i++) keep[samp[i]] = 1;
     if (s == ORK_OK) s = fill(j, tc, identity, &w, keep, t);
     if (s == ORK_OK && !(t->uses = calloc((size_t)t->n + 1, sizeof *t->uses))) s = nomem();
@@ -432,6 +460,11 @@ ork_status ork_train_encode_text(job *j) {
         }
         t->drop[d] = drop_want[d] < 0 ? -1 : w.v[drop_want[d]].emb;
         if (t->drop[d] >= 0) t->uses[t->drop[d]]++; /* kept for the whole run */
+        if (!dop_want) continue;
+        if (!(t->dop_img[d] = malloc((t->n_img[d] ? t->n_img[d] : 1) * sizeof **t->dop_img))) { s = nomem(); break; }
+        for (size_t i = 0; i < t->n_img[d]; i++) t->uses[t->dop_img[d][i] = w.v[dop_want[d][i]].emb]++; /* kept */
+        t->dop_drop[d] = dop_drop_want[d] < 0 ? -1 : w.v[dop_drop_want[d]].emb;
+        if (t->dop_drop[d] >= 0) t->uses[t->dop_drop[d]]++;
     }
     for (int i = 0; s == ORK_OK && i < n_samp; i++) {
         int e = w.v[samp[i]].emb;
@@ -440,6 +473,8 @@ ork_status ork_train_encode_text(job *j) {
     for (int e = 0; s == ORK_OK && e < t->n; e++) /* the prompts' rows: copied into the samples */
         if (!t->uses[e]) free(t->txt[e]), free(t->vec[e]), t->txt[e] = t->vec[e] = NULL;
     for (size_t d = 0; img_want && d < nd; d++) free(img_want[d]);
+    for (size_t d = 0; dop_want && d < nd; d++) free(dop_want[d]);
+    free(dop_want), free(dop_drop_want);
     free(img_want), free(drop_want), free(samp), free(keep);
     wants_free(&w);
     ork_textcond_close(tc);
@@ -507,6 +542,7 @@ ork_status ork_train_text_read(const job *j, const item *it, float *txt, float *
 
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it) {
     ork_train_text *t = j->text;
+    it->dop = t && t->dop_img && ds < t->n_ds && i < t->n_img[ds] && t->dop_img[ds] ? t->dop_img[ds][i] : -1;
     if (!t || it->txt || ds >= t->n_ds || i >= t->n_img[ds] || t->img[ds][i] < 0) return ORK_OK;
     int e = t->img[ds][i];
     if (!t->txt[e] && !t->file[e]) return ORK_OK;
@@ -532,6 +568,16 @@ int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate) {
     ork_rng_init(&r, seed, ORK_RNG_CAPTION);
     ork_rng_seek(&r, ((uint64_t)k << 16) + (uint64_t)slot);
     return ork_rng_uniform(&r) < rate;
+}
+
+int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec) {
+    const ork_train_text *t = j->text;
+    if (!t || !t->dop_img || it->ds < 0 || it->ds >= t->n_ds) return 0;
+    int e = dropped ? t->dop_drop[it->ds] : it->dop;
+    if (e < 0 || !t->txt[e]) return 0;
+    *txt = t->txt[e];
+    *vec = t->vdim ? t->vec[e] : NULL;
+    return 1;
 }
 
 int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec) {
@@ -567,7 +613,7 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
     ork_textcond_shape(tc, &t.T, &t.ctx, &t.vdim);
     const char *identity = ork_textcond_identity(tc);
     ork_status s = img_want && drop_want && t.n_img ? ORK_OK : nomem();
-    if (s == ORK_OK) s = gather_datasets(j, identity, &w, &t, img_want, drop_want);
+    if (s == ORK_OK) s = gather_datasets(j, identity, &w, &t, img_want, drop_want, NULL, NULL);
     if (s == ORK_OK) s = gather_samples(j, identity, &w, &samp, &n_samp);
     int cached = 0;
     for (int i = 0; s == ORK_OK && i < w.n; i++) { /* present; run checks each entry as it reads it */

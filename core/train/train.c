@@ -56,6 +56,7 @@ static void job_free(job *j) {
         }
     }
     ork_train_ema_free(j);
+    ork_train_dop_free(j);
     free(j->block_param_first);
     free(j->block_params);
     for (int i = 0; i < j->n_params; i++) ork_tensor_free(j->state ? j->state[i] : NULL);
@@ -178,7 +179,14 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
     if (j->grad_pool) /* the next micro-batch's forward is lent when it starts a step */
         ork_streamer_next_lent(ork_wstore_streamer(j->ws), !j->ahead_off && ahead && (k + 1) % ork_train_accum_of(j) == 0);
     if (ahead && thread) ork_train_inputs_ahead(j, k + 1); /* into in_next: si (t_host) stays */
+    ORK_TRY(ork_train_dop_prior(j, &in, si)); /* DOP: the prior with the LoRA off (dop.c), before the prediction */
     ORK_TRY(ork_runner_step(j->runner, &in, j->p->train.gradient_checkpointing, after_forward, &lc, loss_out));
+    if (j->dop_on) { /* DOP: the preservation term, its gradients added to the step's */
+        float pl = 0;
+        ORK_TRY(ork_train_dop_step(j, &in, si, inv_accum, &pl));
+        j->dop_loss += pl;
+        *loss_out += pl;
+    }
     if (ahead && !thread) j->in_st = ork_train_inputs_build(j, k + 1, &j->in_next);
     return ORK_OK;
 }
@@ -362,6 +370,7 @@ static ork_status setup(job *j) {
     ORK_TRY(ork_train_ema_setup(j)); /* the EMA's shadows (ema.c): before the streamed records that hold them */
     t[PH_OPT] = ork_train_now();
     if (j->plan->trainable_streamed) ORK_TRY(ork_train_streamed_setup(j));
+    ORK_TRY(ork_train_dop_setup(j)); /* DOP's refusals and adapted weights (dop.c); before the gradients are pooled */
     ORK_TRY(ork_train_setup_grad_pool(j));
     t[PH_END] = ork_train_now();
     setup_times_report(t);
@@ -393,6 +402,7 @@ static ork_status train_loop(job *j) {
             j->cur_lr = ork_lr_at(&j->lr, step - 1);
         }
         float loss = 0;
+        j->dop_loss = 0;
         int bad = 0;
         for (int64_t a = 0; a < accum; a++) {
             float l = 0;

@@ -132,13 +132,11 @@ static void test_flux2_klein_9b(void) {
 
 /* FLUX.2-dev with the form's options on (aitk_ui_configs.py: trigger word, rank/alpha,
  * layer offloading, caption dropout, repeats, flips, cached text, accumulation, content
- * timesteps, skip first sample, a sample seed are implemented); the rest warn, each once.
- * DOP's multiplier 1 restates ai-toolkit's default; the model_kwargs key warns when the
+ * timesteps, skip first sample, a sample seed, EMA and DOP are implemented); the rest warn,
+ * each once. The model_kwargs key warns when the
  * model's keys are read (pass 2), after the core's. */
 static void test_flux2_dev_options(void) {
     static const char *const want[] = {"sqlite_db_path", "performance_log_every", "datasets[0].control_path_1",
-                                       "train.diff_output_preservation",
-                                       "train.diff_output_preservation_class",
                                        "model.layer_offloading_text_encoder_percent", "sample.samples[0].ctrl_img_1",
                                        "sample.samples[0].network_multiplier", "logging.use_ui_logger",
                                        "model.model_kwargs.match_target_res", NULL};
