@@ -60,17 +60,29 @@ static ork_status weight_operand(ork_graph *g, const ork_tensor *w, ork_dtype dt
  * ai-toolkit's LokrModule) and its gradient reduced from G = dyᵀ·x (docs/DECISIONS.md
  * "LoKr"): no kernel of its own, the backend's GEMM and strided copy. */
 
-/* An F32 copy of a parameter stored in another dtype (the GEMMs below run F32·F32),
- * or the parameter itself; *tmp set when a copy was made (the caller puts it). */
-static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, const void **p, void **tmp) {
+/* A parameter's values as the GEMMs below take them (F32·F32): rounded to the
+ * activations' dtype adt first, as LoRA's cast copies are (so a BF16 shadow of an
+ * F32 parameter, the streamed trainable state's, gives the same bits), then F32;
+ * the parameter itself when both are F32. *tmp set when a copy was made (the
+ * caller puts it). */
+static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, ork_dtype adt, const void **p, void **tmp) {
     *tmp = NULL;
-    if (t->dtype == ORK_F32) {
+    if (t->dtype == ORK_F32 && adt == ORK_F32) {
         *p = D(t);
         return ORK_OK;
     }
     int64_t n = ork_tensor_numel(t);
     ORK_TRY(ork_arena_get(g->arena, (size_t)n * 4, tmp));
-    ork_status s = BE->axpby(KX, n, 1.0f, D(t), t->dtype, 0.0f, *tmp, ORK_F32);
+    ork_status s = ORK_OK;
+    if (t->dtype == ORK_F32 && adt != ORK_F32) { /* F32 -> adt -> F32 */
+        void *r = NULL;
+        s = ork_arena_get(g->arena, (size_t)n * ork_dtype_size(adt), &r);
+        if (s == ORK_OK) s = BE->axpby(KX, n, 1.0f, D(t), ORK_F32, 0.0f, r, adt);
+        if (s == ORK_OK) s = BE->axpby(KX, n, 1.0f, r, adt, 0.0f, *tmp, ORK_F32);
+        if (r) ork_arena_put(g->arena, r);
+    } else {
+        s = BE->axpby(KX, n, 1.0f, D(t), t->dtype, 0.0f, *tmp, ORK_F32);
+    }
     if (s != ORK_OK) {
         ork_arena_put(g->arena, *tmp);
         *tmp = NULL;
@@ -84,7 +96,7 @@ static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, const void **p, vo
  * caller puts it once its GEMM is queued): W's values (dequantized when w->q),
  * then P (a·c, b·d) = scale · vec(w1) · vec(w2)ᵀ, added in kron order. */
 static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const ork_lora *lo, ork_dtype dt,
-                                      const void **p, void **scratch) {
+                                      ork_dtype adt, const void **p, void **scratch) {
     int64_t N = w->shape[0], K = w->shape[1];
     int64_t a = lo->down->shape[0], c = lo->down->shape[1], b = lo->up->shape[0], d = lo->up->shape[1];
     const void *wp;
@@ -95,8 +107,8 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     if (s == ORK_OK && wq) s = BE->axpby(KX, N * K, 1.0f, wq, dt, 0.0f, *scratch, dt);
     if (wq) ork_arena_put(g->arena, wq);
     const void *w1p = NULL, *w2p = NULL;
-    if (s == ORK_OK) s = lokr_f32(g, lo->down, &w1p, &c1);
-    if (s == ORK_OK) s = lokr_f32(g, lo->up, &w2p, &c2);
+    if (s == ORK_OK) s = lokr_f32(g, lo->down, adt, &w1p, &c1);
+    if (s == ORK_OK) s = lokr_f32(g, lo->up, adt, &w2p, &c2);
     if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(a * c * b * d) * 4, &P);
     if (s == ORK_OK) { /* P (a·c, b·d) = scale · vec(w1) (a·c, 1) · vec(w2)ᵀ (1, b·d) */
         ork_gemm_desc e = {.M = a * c, .N = b * d, .K = 1, .batch = 1, .alpha = lo->scale, .A = w1p, .adt = ORK_F32,
@@ -120,41 +132,63 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     return ORK_OK;
 }
 
+/* Bytes of G and G' (F32) one chunk of lokr_param_grads may hold. */
+#define LOKR_GRAD_CHUNK_BYTES ((size_t)64 << 20)
+
 /* dw1 (a, c) and dw2 (b, d) from G (N, K) = scale · dyᵀ · x, permuted to
- * G' (a·c, b·d): dw1 = G' · vec(w2), dw2 = vec(w1)ᵀ · G'. */
+ * G' (a·c, b·d): dw1 = G' · vec(w2), dw2 = vec(w1)ᵀ · G' (w1, w2 as the forward
+ * took them: rounded to x's dtype). G is made a chunk of w1's rows i at a time
+ * (rows i·b .. of G, rows i·c .. of G'), so the two F32 buffers stay within
+ * LOKR_GRAD_CHUNK_BYTES (a whole G of FLUX.1's linear1 would be 264 MB). */
 static ork_status lokr_param_grads(ork_graph *g, const ork_tensor *dy, const ork_tensor *x, int64_t M, float scale,
                                    ork_tensor *w1, ork_tensor *w2) {
     int64_t a = w1->shape[0], c = w1->shape[1], b = w2->shape[0], d = w2->shape[1], N = a * b, K = c * d;
+    int64_t ci = (int64_t)(LOKR_GRAD_CHUNK_BYTES / ((size_t)(b * K) * 8));
+    if (ci < 1) ci = 1;
+    if (ci > a) ci = a;
     void *G = NULL, *Gp = NULL, *c1 = NULL, *c2 = NULL;
     const void *w1p = NULL, *w2p = NULL;
-    ork_status s = ork_arena_get(g->arena, (size_t)(N * K) * 4, &G);
-    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(N * K) * 4, &Gp);
-    if (s == ORK_OK) { /* G (N, K) = scale · dyᵀ (N, M) · x (M, K) */
-        ork_gemm_desc e = {.ta = 1, .M = N, .N = K, .K = M, .batch = 1, .alpha = scale, .A = D(dy), .adt = dy->dtype,
-                           .lda = N, .B = D(x), .bdt = x->dtype, .ldb = K, .C = G, .cdt = ORK_F32, .ldc = K};
-        s = BE->gemm(KX, &e);
-    }
-    if (s == ORK_OK) { /* G'[i·c+j, k·d+l] = G[i·b+k, j·d+l], over (i, k, j, l) */
-        ork_copy_desc cd = {.ndim = 4, .shape = {a, b, c, d}, .src_stride = {b * K, K, d, 1},
-                            .dst_stride = {c * b * d, d, b * d, 1}, .sdt = ORK_F32, .ddt = ORK_F32};
-        s = BE->copy(KX, &cd, G, Gp);
+    float *g1 = NULL, *g2 = NULL;
+    ork_tensor *t1 = NULL, *t2 = NULL;
+    ork_status s = f32_accum_target(g, w1, &g1, &t1);
+    if (s == ORK_OK) s = f32_accum_target(g, w2, &g2, &t2);
+    if (s == ORK_OK && g1) s = lokr_f32(g, w2, x->dtype, &w2p, &c2);
+    if (s == ORK_OK && g2) s = lokr_f32(g, w1, x->dtype, &w1p, &c1);
+    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(ci * b * K) * 4, &G);
+    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(ci * b * K) * 4, &Gp);
+    for (int64_t i0 = 0; s == ORK_OK && i0 < a; i0 += ci) {
+        int64_t ni = a - i0 < ci ? a - i0 : ci, rows = ni * b;
+        { /* G (rows, K) = scale · dy[:, i0·b ..]ᵀ (rows, M) · x (M, K) */
+            const char *dyp = (const char *)D(dy) + (size_t)(i0 * b) * ork_dtype_size(dy->dtype);
+            ork_gemm_desc e = {.ta = 1, .M = rows, .N = K, .K = M, .batch = 1, .alpha = scale, .A = dyp,
+                               .adt = dy->dtype, .lda = N, .B = D(x), .bdt = x->dtype, .ldb = K, .C = G,
+                               .cdt = ORK_F32, .ldc = K};
+            s = BE->gemm(KX, &e);
+        }
+        if (s == ORK_OK) { /* G'[i·c+j, k·d+l] = G[i·b+k, j·d+l], over (i, k, j, l) of the chunk */
+            ork_copy_desc cd = {.ndim = 4, .shape = {ni, b, c, d}, .src_stride = {b * K, K, d, 1},
+                                .dst_stride = {c * b * d, d, b * d, 1}, .sdt = ORK_F32, .ddt = ORK_F32};
+            s = BE->copy(KX, &cd, G, Gp);
+        }
+        if (s == ORK_OK && g1) { /* dw1[i0·c ..] (ni·c, 1) += G' (ni·c, b·d) · vec(w2) (b·d, 1) */
+            ork_gemm_desc e = {.M = ni * c, .N = 1, .K = b * d, .batch = 1, .alpha = 1.0f, .beta = 1.0f, .A = Gp,
+                               .adt = ORK_F32, .lda = b * d, .B = w2p, .bdt = ORK_F32, .ldb = 1, .C = g1 + i0 * c,
+                               .cdt = ORK_F32, .ldc = 1};
+            s = BE->gemm(KX, &e);
+        }
+        if (s == ORK_OK && g2) { /* dw2 (1, b·d) += vec(w1[i0 ..])ᵀ (1, ni·c) · G' (ni·c, b·d) */
+            ork_gemm_desc e = {.M = 1, .N = b * d, .K = ni * c, .batch = 1, .alpha = 1.0f, .beta = 1.0f,
+                               .A = (const float *)w1p + i0 * c, .adt = ORK_F32, .lda = ni * c, .B = Gp,
+                               .bdt = ORK_F32, .ldb = b * d, .C = g2, .cdt = ORK_F32, .ldc = b * d};
+            s = BE->gemm(KX, &e);
+        }
     }
     if (G) ork_arena_put(g->arena, G);
-    if (s == ORK_OK && needs(w1)) s = lokr_f32(g, w2, &w2p, &c2);
-    if (s == ORK_OK && needs(w2)) s = lokr_f32(g, w1, &w1p, &c1);
-    if (s == ORK_OK && needs(w1)) { /* dw1 (a·c, 1) = G' (a·c, b·d) · vec(w2) (b·d, 1) */
-        ork_gemm_desc e = {.M = a * c, .N = 1, .K = b * d, .batch = 1, .alpha = 1.0f, .A = Gp, .adt = ORK_F32,
-                           .lda = b * d, .B = w2p, .bdt = ORK_F32, .ldb = 1, .ldc = 1};
-        s = gemm_to_grad(g, w1, &e);
-    }
-    if (s == ORK_OK && needs(w2)) { /* dw2 (1, b·d) = vec(w1)ᵀ (1, a·c) · G' (a·c, b·d) */
-        ork_gemm_desc e = {.M = 1, .N = b * d, .K = a * c, .batch = 1, .alpha = 1.0f, .A = w1p, .adt = ORK_F32,
-                           .lda = a * c, .B = Gp, .bdt = ORK_F32, .ldb = b * d, .ldc = b * d};
-        s = gemm_to_grad(g, w2, &e);
-    }
     if (Gp) ork_arena_put(g->arena, Gp);
     if (c1) ork_arena_put(g->arena, c1);
     if (c2) ork_arena_put(g->arena, c2);
+    if (s == ORK_OK && t1) s = ork_grad_push(g, w1, t1);
+    if (s == ORK_OK && t2) s = ork_grad_push(g, w2, t2);
     return s;
 }
 
@@ -237,7 +271,7 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
         if (lokr) { /* dx through W + ΔW, rebuilt as in the forward */
             ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = ORK_ADAPTER_LOKR};
-            ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, &wp, &wq));
+            ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, x->dtype, &wp, &wq));
         } else {
             ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
         }
@@ -330,7 +364,7 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
     if (!native) {
         const void *wp;
         void *wq;
-        if (lokr) ORK_TRY(lokr_weight_operand(g, w, lo, wdt, &wp, &wq));
+        if (lokr) ORK_TRY(lokr_weight_operand(g, w, lo, wdt, x->dtype, &wp, &wq));
         else ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
         ork_gemm_desc d = {.tb = 1, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .A = D(x), .adt = x->dtype,
                            .lda = K, .B = wp, .bdt = wdt, .ldb = K, .C = D(*y), .cdt = x->dtype, .ldc = N};

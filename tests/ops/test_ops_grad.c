@@ -34,7 +34,7 @@ static void t_linear_lora(void) {
     ork_tensor *b = gc_const(ORK_F32, 1, S(5), 0.5);
     ork_tensor *down = gc_param(2, S(3, 6), 0.5), *up = gc_param(2, S(5, 3), 0.5);
     NEED(x); NEED(w); NEED(b); NEED(down); NEED(up);
-    ork_lora lo = {down, up, 0.7f, 0.0f};
+    ork_lora lo = {down, up, 0.7f, 0.0f, ORK_ADAPTER_LORA};
     w->lora = &lo;
     ork_tensor *in[5] = {x, w, b, down, up};
     int check[5] = {1, 0, 0, 1, 1};
@@ -68,7 +68,7 @@ static void t_linear_lora_dropout(void) {
     ork_tensor *down = gc_param(2, S(3, 6), 0.5), *up = gc_param(2, S(5, 3), 0.5);
     NEED(x); NEED(w); NEED(down); NEED(up);
     w->name = "double_blocks.0.img_attn.qkv.weight";
-    ork_lora lo = {down, up, 0.7f, 0.4f};
+    ork_lora lo = {down, up, 0.7f, 0.4f, ORK_ADAPTER_LORA};
     w->lora = &lo;
     G.g->dropout_seed = 12345;
     ork_tensor *in[5] = {x, w, NULL, down, up};

@@ -326,7 +326,7 @@ static void run_step(int mode, int block, int64_t M, int64_t N, int64_t K, int64
     CU_ASSERT_EQUAL_FATAL(ork_tensor_new(a, "lora", ORK_F32, 2, S(N, r), 1, &up), ORK_OK);
     CK(cudaMemcpy(ork_tensor_data(down), downh, (size_t)(r * K) * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(ork_tensor_data(up), uph, (size_t)(N * r) * 4, cudaMemcpyHostToDevice));
-    ork_lora lo = {down, up, 1.0f, 0.0f};
+    ork_lora lo = {down, up, 1.0f, 0.0f, ORK_ADAPTER_LORA};
     w->lora = &lo;
     const ork_tensor_api *T = ork_tensor_api_table();
     const ork_ops *O = ork_ops_table();

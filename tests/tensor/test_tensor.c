@@ -125,7 +125,7 @@ static int model_init(model *m, const ork_backend *be) {
         for (int i = 0; i < 36; i++) ((uint16_t *)ork_tensor_data(m->w[b]))[i] = ork_f32_to_bf16(0.5f * frand());
         m->down[b] = param(m->a, 2, S(2, 6), 0.5f);
         m->up[b] = param(m->a, 2, S(6, 2), 0.5f);
-        m->lora[b] = (ork_lora){m->down[b], m->up[b], 0.5f, 0.0f};
+        m->lora[b] = (ork_lora){m->down[b], m->up[b], 0.5f, 0.0f, ORK_ADAPTER_LORA};
         m->w[b]->lora = &m->lora[b];
     }
     for (int i = 0; i < 84; i++) { m->xh[i] = frand(); m->th[i] = frand(); }
