@@ -23,6 +23,12 @@
 
 #include <math.h>
 
+#ifdef ORK_DOP_GPU
+#define DOP_GPU 1
+#else
+#define DOP_GPU 0
+#endif
+
 #define FX ORK_SOURCE_DIR "/tests/fixtures"
 
 static char root[512], data[700], model[700];
@@ -90,7 +96,7 @@ static void write_cfg(const char *path, const char *out, int steps, int every, d
            "  process:\n"
            "    - type: sd_trainer\n"
            "      training_folder: %s\n"
-           "      device: cpu\n"
+           "      device: %s\n"
            "%s"
            "      network: {type: lora, linear: 4, linear_alpha: 4}\n"
            "      save: {dtype: float32, save_every: %d, max_step_saves_to_keep: 10}\n"
@@ -105,7 +111,7 @@ static void write_cfg(const char *path, const char *out, int steps, int every, d
            "        arch: flux\n"
            "        model_kwargs: {codec: pixel, pixel_patch: 4, context_len: 8%s}\n"
            "      logging: {log_every: 1}\n",
-           out, trigger ? "      trigger_word: ohwx\n" : "", every, data, steps, lr, d,
+           out, DOP_GPU ? "cuda:0" : "cpu", trigger ? "      trigger_word: ohwx\n" : "", every, data, steps, lr, d,
            preset ? "preset:custom" : model,
            preset ? ", flux_version: 1, hidden_size: 96, num_heads: 2, depth: 2, depth_single_blocks: 2, "
                     "context_in_dim: 32, vec_in_dim: 16, seed: 1" : "");
@@ -225,4 +231,13 @@ static const ork_test_case cases[] = {{"caption", test_caption},
                                       {"resume", test_resume},
                                       {"refused", test_refused},
                                       {NULL, NULL}};
+#ifndef ORK_DOP_GPU
 ORK_TEST_MAIN("dop", init, clean, cases)
+#else
+/* dop_cuda: the same runs on cuda:0 (BF16 activations, cuBLASLt) */
+#include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
+int main(void) {
+    if (ork_cuda_device_count() <= 0) return 77;
+    return ork_test_run("dop_cuda", init, clean, cases);
+}
+#endif

@@ -29,6 +29,12 @@
 
 #include <math.h>
 
+#ifdef ORK_EMA_GPU
+#define EMA_GPU 1
+#else
+#define EMA_GPU 0
+#endif
+
 /* ---- ork_ema_update against the PyTorch reference ---------------------------- */
 
 static void check_ref(ork_st_file *f, const char *pk, const char *sk, ork_dtype pdt, double decay) {
@@ -87,7 +93,7 @@ static int write_cfg(const char *path, const tt_cfg *c, double decay, const char
     size_t cap = strlen(t) + 1024, o = 0;
     char *out = malloc(cap);
     if (!out) { free(t); return -1; }
-    const char *tr = strstr(t, "      train:\n"), *mg = strstr(t, "max_grad_norm: 1.0");
+    const char *tr = strstr(t, "      train:\n"), *mg = strstr(t, "max_grad_norm: 1.0"), *dv = strstr(t, "device: cpu");
     if (!tr || !mg) { free(t); free(out); return -1; }
     for (const char *p = t; *p;) {
         if (p == tr) {
@@ -96,6 +102,9 @@ static int write_cfg(const char *path, const tt_cfg *c, double decay, const char
                 o += (size_t)snprintf(out + o, cap - o, "        ema_config:\n          use_ema: true\n"
                                       "          ema_decay: %.17g\n", decay);
             p += strlen("      train:\n");
+        } else if (p == dv && EMA_GPU) { /* the GPU variant (ema_cuda) */
+            o += (size_t)snprintf(out + o, cap - o, "device: cuda:0");
+            p += strlen("device: cpu");
         } else if (p == mg) {
             o += (size_t)snprintf(out + o, cap - o, "max_grad_norm: %s", max_norm);
             p += strlen("max_grad_norm: 1.0");
@@ -336,6 +345,7 @@ static void test_bad_keys(void) {
     tt_rm_rf(root);
 }
 
+#ifndef ORK_EMA_GPU
 static const ork_test_case cases[] = {{"update_ref", test_update_ref},
                                       {"bad_keys", test_bad_keys},
                                       {"saved_is_ema", test_saved_is_ema},
@@ -345,3 +355,18 @@ static const ork_test_case cases[] = {{"update_ref", test_update_ref},
                                       {"samples", test_samples},
                                       {NULL, NULL}};
 ORK_TEST_MAIN("ema", NULL, NULL, cases)
+#else
+/* ema_cuda: the runs on cuda:0 (the update is CUDA's axpby; the C formula's exact
+ * bits are the CPU's, so saved_is_ema and update_ref stay CPU cases) */
+static const ork_test_case cases[] = {{"resume_f32", test_resume_f32},
+                                      {"resume_bf16", test_resume_bf16},
+                                      {"streamed", test_streamed},
+                                      {"samples", test_samples},
+                                      {NULL, NULL}};
+#include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
+int main(void) {
+    (void)test_update_ref, (void)test_saved_is_ema, (void)test_bad_keys; /* CPU cases */
+    if (ork_cuda_device_count() <= 0) return 77;
+    return ork_test_run("ema_cuda", NULL, NULL, cases);
+}
+#endif
