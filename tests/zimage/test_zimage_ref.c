@@ -27,6 +27,7 @@
 #include "train/sample.h"
 #include "util/log.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 
 #define ZT_PLUGIN ORK_PLUGIN_DIR "/orakul-zimage" ORK_PLUGIN_SUFFIX
@@ -362,6 +363,59 @@ static void test_single_file(void) {
     printf("\n  ");
 }
 
+/* ---- a repo id in the local Hugging Face cache ------------------------------------------------ */
+static int mkdirs(const char *p) {
+    char b[512];
+    snprintf(b, sizeof b, "%s", p);
+    for (char *q = b + 1; *q; q++)
+        if (*q == '/') { *q = 0; mkdir(b, 0755); *q = '/'; }
+    return mkdir(b, 0755) == 0 || errno == EEXIST;
+}
+
+/* models--Tongyi-MAI--Z-Image-Turbo/snapshots/<refs/main>/transformer/ holding the
+ * fixture: the repo id resolves there, the snapshot becomes source_dir (where
+ * the text encoder is looked for), and the base component "zimage" (what the
+ * config's arch zimage:turbo becomes) takes Turbo's schedule from the name. */
+static void test_hub_cache(void) {
+    char hub[256], d[512], f[600];
+    snprintf(hub, sizeof hub, "%s/hub", g_tmp);
+    snprintf(d, sizeof d, "%s/models--Tongyi-MAI--Z-Image-Turbo/refs", hub);
+    CU_ASSERT_FATAL(mkdirs(d));
+    snprintf(f, sizeof f, "%s/main", d);
+    FILE *r = fopen(f, "w");
+    CU_ASSERT_FATAL(r != NULL);
+    fputs("0123abcd\n", r);
+    fclose(r);
+    snprintf(d, sizeof d, "%s/models--Tongyi-MAI--Z-Image-Turbo/snapshots/0123abcd/transformer", hub);
+    CU_ASSERT_FATAL(mkdirs(d));
+    snprintf(f, sizeof f, "%s/diffusion_pytorch_model.safetensors", d);
+    CU_ASSERT_FATAL(symlink(ZT_CKPT, f) == 0);
+    const char *old = getenv("HF_HUB_CACHE");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("HF_HUB_CACHE", hub, 1);
+    zt_model m;
+    ork_status s = zt_open("zimage", "Tongyi-MAI/Z-Image-Turbo", &m);
+    CU_ASSERT_EQUAL(s, ORK_OK);
+    if (s == ORK_OK) {
+        const char *sd = m.info.source_dir;
+        printf("\n    source_dir %s", sd ? sd : "(null)");
+        CU_ASSERT(sd && strstr(sd, "/snapshots/0123abcd") && !strstr(sd, "transformer"));
+        CU_ASSERT_EQUAL(ork_distilled_steps(&m.info), 8);
+        CU_ASSERT(m.info.schedule->sample_flags & ORK_SAMPLE_NO_CFG);
+        s = zt_load(&m);
+        inputs in;
+        ork_tensor *pred;
+        if (s == ORK_OK) s = forward(&m, 0, &in, &pred);
+        CU_ASSERT_EQUAL(s, ORK_OK);
+        if (s == ORK_OK) CU_ASSERT(cmp(&m, "ref.pred", pred, PRED_A, PRED_R));
+    }
+    zt_close(&m);
+    if (keep) setenv("HF_HUB_CACHE", keep, 1);
+    else unsetenv("HF_HUB_CACHE");
+    free(keep);
+    printf("\n  ");
+}
+
 /* ---- malformed checkpoints: one line naming the file and the tensor ------------------ */
 static char g_line[1024];
 static void sink(ork_log_level lvl, const char *line, void *user) {
@@ -404,6 +458,9 @@ static void test_malformed(void) {
     expect_refused(path, "truncated.safetensors", NULL);
     expect_refused("/nonexistent/zimage", "/nonexistent/zimage", "no such file");
     expect_refused("preset:zimage-xl", "unknown Z-Image preset 'zimage-xl'", NULL);
+    setenv("HF_HUB_CACHE", g_tmp, 1);
+    expect_refused("Tongyi-MAI/Z-Image-Nowhere", "Tongyi-MAI/Z-Image-Nowhere: no such file", "nothing is downloaded");
+    unsetenv("HF_HUB_CACHE");
     printf("\n  ");
 }
 
@@ -479,6 +536,7 @@ static const ork_test_case cases[] = {
     {"forward and gradients vs diffusers", test_grads},
     {"LoRA gradients vs diffusers", test_lora},
     {"ComfyUI single file == diffusers folder", test_single_file},
+    {"a repo id in the Hugging Face cache", test_hub_cache},
     {"malformed checkpoints", test_malformed},
     {"declarations and sampler timesteps", test_declarations},
     {NULL, NULL},

@@ -84,10 +84,10 @@ typedef struct zi_model {
     ork_text_slot text_slot;
     /* Source checkpoint; NULL for presets (random weights). */
     ork_st_set *src;
-    char src_path[1300];
+    char src_path[2000];
     char src_prefix[64];    /* "", "model.diffusion_model.", "diffusion_model." */
     int src_single;         /* 1: the original / ComfyUI layout (fused qkv, attention.out, q_norm) */
-    char src_dir[1024];     /* the diffusers folder the transformer came from, or "" */
+    char src_dir[2000];     /* the diffusers folder the transformer came from, or "" */
     /* Declarations. */
     int n_blocks;
     char **block_names;

@@ -3,7 +3,9 @@
  * them), where a checkpoint comes from, the sizes read from its shapes, and
  * load. Two layouts:
  *  - diffusers (Tongyi-MAI/Z-Image-Turbo transformer/: sharded
- *    diffusion_pytorch_model-*.safetensors + index): the canonical names;
+ *    diffusion_pytorch_model-*.safetensors + index; the folder, its
+ *    transformer/, or the repo id in the local Hugging Face cache): the
+ *    canonical names;
  *  - the original / ComfyUI single file (z_image_turbo_bf16.safetensors),
  *    optionally under "model.diffusion_model." or "diffusion_model.":
  *    x_embedder. / final_layer. for all_x_embedder.2-1. / all_final_layer.2-1.,
@@ -14,6 +16,7 @@
  * Owns the declaration arrays of a zi_model (freed in zimage_plugin.c). */
 #include "zimage.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -184,21 +187,71 @@ static int single_file(const char *dir, char *out, size_t n) {
     return count == 1;
 }
 
+/* "org/name" of [A-Za-z0-9._-], not a file name */
+static int is_repo_id(const char *s) {
+    const char *slash = strchr(s, '/');
+    if (!slash || slash == s || !slash[1] || strchr(slash + 1, '/') || s[0] == '.') return 0;
+    for (const char *p = s; *p; p++)
+        if (p != slash && !isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') return 0;
+    return !ends_with(s, ".safetensors") && !ends_with(s, ".json");
+}
+
+/* A Hugging Face repo id in the local cache ($HF_HUB_CACHE, else $HF_HOME/hub,
+ * else ~/.cache/huggingface/hub): models--org--name/snapshots/<refs/main>, or
+ * the only snapshot. Nothing is downloaded. 1 with out set, 0 when absent. */
+static int hub_snapshot(const char *id, char *out, size_t n) {
+    char root[1024], repo[1400], ref[1500];
+    const char *e = getenv("HF_HUB_CACHE");
+    if (e && e[0]) snprintf(root, sizeof root, "%s", e);
+    else if ((e = getenv("HF_HOME")) && e[0]) snprintf(root, sizeof root, "%s/hub", e);
+    else snprintf(root, sizeof root, "%s/.cache/huggingface/hub", (e = getenv("HOME")) && e[0] ? e : ".");
+    const char *slash = strchr(id, '/');
+    snprintf(repo, sizeof repo, "%s/models--%.*s--%s", root, (int)(slash - id), id, slash + 1);
+    snprintf(ref, sizeof ref, "%s/refs/main", repo);
+    char rev[128] = "";
+    FILE *f = fopen(ref, "r");
+    if (f) {
+        if (!fgets(rev, sizeof rev, f)) rev[0] = 0;
+        fclose(f);
+        rev[strcspn(rev, " \t\r\n")] = 0;
+    }
+    if (rev[0] && !strchr(rev, '/')) {
+        snprintf(out, n, "%s/snapshots/%s", repo, rev);
+        return is_dir(out);
+    }
+    char sd[1520];
+    snprintf(sd, sizeof sd, "%s/snapshots", repo);
+    DIR *d = opendir(sd);
+    if (!d) return 0;
+    int k = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.' && k++ == 0) snprintf(out, n, "%s/%s", sd, de->d_name);
+    closedir(d);
+    return k == 1 && is_dir(out);
+}
+
 ork_status zi_open_source(zi_model *z, const char *name_or_path) {
-    char path[1300];
+    char path[2000], snap[1800];
     if (!name_or_path || !name_or_path[0]) {
         ZI_LOG(z, ORK_LEVEL_ERROR, "model.name_or_path is empty (a .safetensors file, a diffusers folder or preset:<name>)");
         return ORK_E_CONFIG;
     }
     struct stat sb;
     if (stat(name_or_path, &sb) != 0) {
-        ZI_LOG(z, ORK_LEVEL_ERROR, "%s: no such file or folder (model.name_or_path: a Z-Image .safetensors file or "
-               "index, a diffusers folder holding transformer/, or preset:zimage-turbo|zimage|tiny)", name_or_path);
-        return ORK_E_IO;
+        if (is_repo_id(name_or_path) && hub_snapshot(name_or_path, snap, sizeof snap) && stat(snap, &sb) == 0) {
+            name_or_path = snap;
+        } else {
+            ZI_LOG(z, ORK_LEVEL_ERROR, "%s: no such file or folder, nor a Hugging Face repo id in the local cache "
+                   "(model.name_or_path: a Z-Image .safetensors file or index, a diffusers folder holding "
+                   "transformer/, a repo id already downloaded, or preset:zimage-turbo|zimage|tiny; nothing is "
+                   "downloaded)", name_or_path);
+            return ORK_E_IO;
+        }
     }
     snprintf(path, sizeof path, "%s", name_or_path);
     if (S_ISDIR(sb.st_mode)) {
-        char sub[1200];
+        char sub[1900];
         snprintf(sub, sizeof sub, "%s/transformer", name_or_path);
         if (is_dir(sub)) {
             snprintf(path, sizeof path, "%s", sub);
