@@ -92,9 +92,13 @@ static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, ork_dtype adt, con
     return ORK_OK;
 }
 
+/* Bytes of the F32 buffers (P; G and G') one chunk of the LoKr helpers holds. */
+#define LOKR_CHUNK_BYTES ((size_t)64 << 20)
+
 /* The GEMM operand W + ΔW (N, K) of dtype dt in an arena scratch (*scratch, the
  * caller puts it once its GEMM is queued): W's values (dequantized when w->q),
- * then P (a·c, b·d) = scale · vec(w1) · vec(w2)ᵀ, added in kron order. */
+ * then P = scale · vec(w1) · vec(w2)ᵀ added in kron order, a chunk of w1's rows
+ * at a time (P of all of them is N·K F32: 264 MB for FLUX.1's linear1). */
 static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const ork_lora *lo, ork_dtype dt,
                                       ork_dtype adt, const void **p, void **scratch) {
     int64_t N = w->shape[0], K = w->shape[1];
@@ -109,16 +113,22 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     const void *w1p = NULL, *w2p = NULL;
     if (s == ORK_OK) s = lokr_f32(g, lo->down, adt, &w1p, &c1);
     if (s == ORK_OK) s = lokr_f32(g, lo->up, adt, &w2p, &c2);
-    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(a * c * b * d) * 4, &P);
-    if (s == ORK_OK) { /* P (a·c, b·d) = scale · vec(w1) (a·c, 1) · vec(w2)ᵀ (1, b·d) */
-        ork_gemm_desc e = {.M = a * c, .N = b * d, .K = 1, .batch = 1, .alpha = lo->scale, .A = w1p, .adt = ORK_F32,
-                           .lda = 1, .B = w2p, .bdt = ORK_F32, .ldb = b * d, .C = P, .cdt = ORK_F32, .ldc = b * d};
+    int64_t ci = (int64_t)(LOKR_CHUNK_BYTES / ((size_t)(c * b * d) * 4));
+    if (ci < 1) ci = 1;
+    if (ci > a) ci = a;
+    if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(ci * c * b * d) * 4, &P);
+    for (int64_t i0 = 0; s == ORK_OK && i0 < a; i0 += ci) {
+        int64_t ni = a - i0 < ci ? a - i0 : ci;
+        /* P (ni·c, b·d) = scale · vec(w1[i0 ..]) (ni·c, 1) · vec(w2)ᵀ (1, b·d) */
+        ork_gemm_desc e = {.M = ni * c, .N = b * d, .K = 1, .batch = 1, .alpha = lo->scale,
+                           .A = (const float *)w1p + i0 * c, .adt = ORK_F32, .lda = 1, .B = w2p, .bdt = ORK_F32,
+                           .ldb = b * d, .C = P, .cdt = ORK_F32, .ldc = b * d};
         s = BE->gemm(KX, &e);
-    }
-    if (s == ORK_OK) { /* scratch[i·b+k, j·d+l] += P[i·c+j, k·d+l], over (i, k, j, l) */
-        ork_copy_desc cd = {.ndim = 4, .shape = {a, b, c, d}, .src_stride = {c * b * d, d, b * d, 1},
-                            .dst_stride = {b * K, K, d, 1}, .sdt = ORK_F32, .ddt = dt, .accumulate = 1};
-        s = BE->copy(KX, &cd, P, *scratch);
+        if (s == ORK_OK) { /* scratch[i·b+k, j·d+l] += P[(i-i0)·c+j, k·d+l], over (i, k, j, l) */
+            ork_copy_desc cd = {.ndim = 4, .shape = {ni, b, c, d}, .src_stride = {c * b * d, d, b * d, 1},
+                                .dst_stride = {b * K, K, d, 1}, .sdt = ORK_F32, .ddt = dt, .accumulate = 1};
+            s = BE->copy(KX, &cd, P, (char *)*scratch + (size_t)(i0 * b * K) * ork_dtype_size(dt));
+        }
     }
     if (P) ork_arena_put(g->arena, P);
     if (c1) ork_arena_put(g->arena, c1);
@@ -132,18 +142,15 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     return ORK_OK;
 }
 
-/* Bytes of G and G' (F32) one chunk of lokr_param_grads may hold. */
-#define LOKR_GRAD_CHUNK_BYTES ((size_t)64 << 20)
-
 /* dw1 (a, c) and dw2 (b, d) from G (N, K) = scale · dyᵀ · x, permuted to
  * G' (a·c, b·d): dw1 = G' · vec(w2), dw2 = vec(w1)ᵀ · G' (w1, w2 as the forward
  * took them: rounded to x's dtype). G is made a chunk of w1's rows i at a time
  * (rows i·b .. of G, rows i·c .. of G'), so the two F32 buffers stay within
- * LOKR_GRAD_CHUNK_BYTES (a whole G of FLUX.1's linear1 would be 264 MB). */
+ * LOKR_CHUNK_BYTES (a whole G of FLUX.1's linear1 would be 264 MB). */
 static ork_status lokr_param_grads(ork_graph *g, const ork_tensor *dy, const ork_tensor *x, int64_t M, float scale,
                                    ork_tensor *w1, ork_tensor *w2) {
     int64_t a = w1->shape[0], c = w1->shape[1], b = w2->shape[0], d = w2->shape[1], N = a * b, K = c * d;
-    int64_t ci = (int64_t)(LOKR_GRAD_CHUNK_BYTES / ((size_t)(b * K) * 8));
+    int64_t ci = (int64_t)(LOKR_CHUNK_BYTES / ((size_t)(b * K) * 8));
     if (ci < 1) ci = 1;
     if (ci > a) ci = a;
     void *G = NULL, *Gp = NULL, *c1 = NULL, *c2 = NULL;
