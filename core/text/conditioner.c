@@ -170,6 +170,12 @@ static void resolve_slot(const ork_model_info *mi, const ork_text_slot *s, found
 static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     const ork_model_info *mi = tc->mi;
     const ork_text_slot *s = &t->s;
+    /* declared in the slot (ABI 1.3) but not run yet: refused, never ignored
+     * (the encoder's default outputs would be the wrong embeddings) */
+    if (s->n_hidden_states != 0 || (s->flags & ORK_TEXT_SLOT_UNMASKED))
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s asks for %s: the text conditioner does not implement it "
+                        "yet (the encoder's default outputs, all positions)", mi->variant ? mi->variant : "the model",
+                        slot_name(s), s->n_hidden_states ? "chosen hidden states" : "the unmasked tokens only");
     ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_TEXT_ENCODER, slot_name(s), "the model's text encoder", &t->pc));
     t->vt = t->pc->c->vtable;
     void *buf = calloc(1, t->pc->c->params_size ? t->pc->c->params_size : 1);

@@ -667,6 +667,23 @@ static void test_missing(void) {
     h.mi.vec_dim = 768;
     CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_CONFIG);
     CU_ASSERT(has("pooled width 16"));
+    /* a slot asking for what the conditioner does not run yet: refused, not ignored */
+    hand_model(&h, dir_m, 16);
+    h.slots[0].n_hidden_states = 1;
+    h.slots[0].hidden_states[0] = -2;
+    last_line[0] = 0;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(tc);
+    CU_ASSERT(has("chosen hidden states") && has("text slot t5"));
+    hand_model(&h, dir_m, 16);
+    h.slots[0].flags |= ORK_TEXT_SLOT_UNMASKED;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_UNSUPPORTED);
+    CU_ASSERT(has("unmasked tokens only"));
+    /* a template the core does not know: one line naming the slot */
+    hand_model(&h, dir_m, 16);
+    h.slots[0].prompt_template = 9;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_INVALID);
+    CU_ASSERT(has("text slot t5") && has("kind 9"));
     /* a tokenizer larger than the encoder's vocabulary (CLIP's for T5) */
     hand_model(&h, dir_m, 16);
     h.slots[0].tokenizer_path = FX_COND "/tokenizer"; /* 99 tokens, T5 takes 64 */
