@@ -171,11 +171,14 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     const ork_model_info *mi = tc->mi;
     const ork_text_slot *s = &t->s;
     /* declared in the slot (ABI 1.3) but not run yet: refused, never ignored
-     * (the encoder's default outputs would be the wrong embeddings) */
-    if (s->n_hidden_states != 0 || (s->flags & ORK_TEXT_SLOT_UNMASKED))
-        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s asks for %s: the text conditioner does not implement it "
-                        "yet (the encoder's default outputs, all positions)", mi->variant ? mi->variant : "the model",
-                        slot_name(s), s->n_hidden_states ? "chosen hidden states" : "the unmasked tokens only");
+     * (all positions would be the wrong embeddings) */
+    if (s->flags & ORK_TEXT_SLOT_UNMASKED)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s asks for the unmasked tokens only: the text conditioner "
+                        "does not implement it yet (it gives every position)", mi->variant ? mi->variant : "the model",
+                        slot_name(s));
+    if (s->n_hidden_states < 0 || s->n_hidden_states > 4)
+        return ORK_FAIL(ORK_E_INVALID, "%s's text slot %s: n_hidden_states %d (0 .. 4)",
+                        mi->variant ? mi->variant : "the model", slot_name(s), s->n_hidden_states);
     ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_TEXT_ENCODER, slot_name(s), "the model's text encoder", &t->pc));
     t->vt = t->pc->c->vtable;
     void *buf = calloc(1, t->pc->c->params_size ? t->pc->c->params_size : 1);
@@ -183,6 +186,13 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     ork_status st = t->vt->create(&t->pc->host, buf, &t->self);
     free(buf);
     ORK_TRY(st);
+    if (s->n_hidden_states > 0) { /* the model's choice of the encoder's hidden states */
+        if (!ORK_TEXT_ENCODER_HAS_SELECT(t->vt))
+            return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s chooses hidden states, but the text encoder %s "
+                            "cannot (no select_hidden)", mi->variant ? mi->variant : "the model", slot_name(s),
+                            t->pc->c->id);
+        ORK_TRY(t->vt->select_hidden(t->self, s->n_hidden_states, s->hidden_states)); /* logs its line */
+    }
     snprintf(t->weights, sizeof t->weights, "%.*s", (int)sizeof t->weights - 1, f->w);
     snprintf(t->tokenizer, sizeof t->tokenizer, "%.*s", (int)sizeof t->tokenizer - 1, f->t);
     ORK_TRY(t->vt->open(t->self, t->weights, &t->info)); /* logs its line */

@@ -150,6 +150,67 @@ static void test_qwen(void) {
 }
 
 /* No mask and a mask of all ones: the same bits (nothing padded). */
+/* create + select_hidden(n, sel) + open + load. */
+static ork_status enc_select(const char *path, int n, const int32_t *sel, tt_enc *e) {
+    memset(e, 0, sizeof *e);
+    e->pc = ork_registry_find(tt_reg, ORK_KIND_TEXT_ENCODER, "qwen3");
+    if (!e->pc) return ORK_E_CONFIG;
+    e->vt = e->pc->c->vtable;
+    llm_params_t p = {{0, 0, 0}};
+    ORK_TRY(e->vt->create(&e->pc->host, &p, &e->self));
+    if (!ORK_TEXT_ENCODER_HAS_SELECT(e->vt)) return ORK_E_ABI;
+    ORK_TRY(e->vt->select_hidden(e->self, n, sel));
+    ORK_TRY(e->vt->open(e->self, path, &e->info));
+    return tt_load(e);
+}
+
+/* The model's choice of hidden states (a slot's hidden_states, Z-Image's
+ * [-2]): the same values as the matching slices of the (1, 3, 4) stack that
+ * test_qwen checks against transformers — bit for bit (the same ops on the
+ * same layers; -2 of 4 layers is 3 and stops there, -1 is 4 after the norm). */
+static void test_select(void) {
+    tt_enc a;
+    CU_ASSERT_EQUAL_FATAL(enc_open("qwen3", TT_FIXTURES "/llm_qwen3_tiny", 1, 3, 4, 1, &a), ORK_OK);
+    size_t na = 0;
+    float *ref = hidden_of(&a, "right", &na);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    const size_t D = 32, rows = na / (3 * D);
+    static const int32_t sels[][2] = {{-2, 0}, {-1, 0}, {1, -2}};
+    static const int nsel[] = {1, 1, 2};
+    static const int slice[][2] = {{1, 0}, {2, 0}, {0, 1}}; /* which third of the (1, 3, 4) stack */
+    for (int c = 0; c < 3; c++) {
+        tt_enc b;
+        CU_ASSERT_EQUAL_FATAL(enc_select(TT_FIXTURES "/llm_qwen3_tiny", nsel[c], sels[c], &b), ORK_OK);
+        CU_ASSERT_EQUAL(b.info.hidden_dim, nsel[c] * (int)D);
+        CU_ASSERT_EQUAL(b.info.n_blocks, c == 1 ? 6 : 4); /* -2: the table and 3 layers, no final norm */
+        size_t nb = 0;
+        float *x = hidden_of(&b, "right", &nb);
+        CU_ASSERT_PTR_NOT_NULL(x);
+        CU_ASSERT_EQUAL(nb, rows * nsel[c] * D);
+        int same = x != NULL;
+        for (size_t r = 0; same && r < rows; r++)
+            for (int j = 0; j < nsel[c]; j++)
+                same &= !memcmp(x + (r * nsel[c] + j) * D, ref + (r * 3 + slice[c][j]) * D, D * sizeof *x);
+        CU_ASSERT(same);
+        free(x);
+        tt_close(&b);
+    }
+    free(ref);
+    tt_close(&a);
+    /* refused: none, more than 4, an index the model lacks (open), after open */
+    tt_enc e;
+    int32_t far[1] = {-6}, five[5] = {0, 1, 2, 3, 4};
+    CU_ASSERT_EQUAL(enc_select(TT_FIXTURES "/llm_qwen3_tiny", 0, far, &e), ORK_E_INVALID);
+    tt_close(&e);
+    CU_ASSERT_EQUAL(enc_select(TT_FIXTURES "/llm_qwen3_tiny", 5, five, &e), ORK_E_INVALID);
+    tt_close(&e);
+    CU_ASSERT_EQUAL(enc_select(TT_FIXTURES "/llm_qwen3_tiny", 1, far, &e), ORK_E_CONFIG); /* 4 layers: -1 .. -5 */
+    tt_close(&e);
+    CU_ASSERT_EQUAL_FATAL(enc_open("qwen3", TT_FIXTURES "/llm_qwen3_tiny", 1, 3, 4, 0, &e), ORK_OK);
+    CU_ASSERT_EQUAL(e.vt->select_hidden(e.self, 1, far), ORK_E_INVALID);
+    tt_close(&e);
+}
+
 static void test_no_mask(void) {
     tt_enc e;
     CU_ASSERT_EQUAL_FATAL(enc_open("qwen3", TT_FIXTURES "/llm_qwen3_tiny", 1, 3, 4, 1, &e), ORK_OK);
@@ -278,6 +339,7 @@ static const ork_test_case cases[] = {
     {"no mask and a mask of ones: the same bits", test_no_mask},
     {"bad checkpoints, configs and layer choices fail with one line", test_bad_checkpoints},
     {"bad ids, lengths and call order fail with one line", test_bad_inputs},
+    {"select_hidden: the model's hidden states (Z-Image's -2) = slices of the checked stack", test_select},
     {NULL, NULL},
 };
 

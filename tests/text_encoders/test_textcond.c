@@ -674,7 +674,10 @@ static void test_missing(void) {
     last_line[0] = 0;
     CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_UNSUPPORTED);
     CU_ASSERT_PTR_NULL(tc);
-    CU_ASSERT(has("chosen hidden states") && has("text slot t5"));
+    CU_ASSERT(has("chooses hidden states") && has("text slot t5") && has("org.orakul.t5")); /* T5 cannot */
+    h.slots[0].n_hidden_states = 5;
+    CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_INVALID);
+    CU_ASSERT(has("n_hidden_states 5"));
     hand_model(&h, dir_m, 16);
     h.slots[0].flags |= ORK_TEXT_SLOT_UNMASKED;
     CU_ASSERT_EQUAL(ork_textcond_open(reg, &h.mi, NULL, &tc), ORK_E_UNSUPPORTED);

@@ -62,6 +62,7 @@ typedef struct llm_model {
     ork_hf_services sv;          /* the services above, as orakul/hf_checkpoint.h takes them */
     llm_params p;
     llm_cfg c;
+    int n_sel, sel[LLM_MAX_OUT]; /* the model's choice (select_hidden, negative from the end), or 0 */
     int n_out, out[LLM_MAX_OUT]; /* the hidden_states indices, in output order */
     int n_run;                   /* decoder layers run (the deepest index read, at most c.layers) */
     int final_norm;              /* 1: a chosen index is c.layers (normed, block n_run + 1) */

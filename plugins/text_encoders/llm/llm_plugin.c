@@ -86,15 +86,27 @@ static ork_status end(void *self, ork_graph *g, ork_carry *c, ork_text_encoder_o
     return llm_end(self, g, c, out);
 }
 
+static ork_status select_hidden(void *self, int n, const int32_t *hidden_states) {
+    llm_model *m = self;
+    if (m->ck.src || n < 1 || n > LLM_MAX_OUT || !hidden_states) {
+        LLM_LOG(m, ORK_LEVEL_ERROR, "select_hidden: %d hidden states%s (1 .. %d, before open)", n,
+                m->ck.src ? " after open" : "", LLM_MAX_OUT);
+        return ORK_E_INVALID;
+    }
+    m->n_sel = n;
+    for (int i = 0; i < n; i++) m->sel[i] = hidden_states[i];
+    return ORK_OK;
+}
+
 static const ork_text_encoder_vtable mistral_vtable = {
     .abi = ORK_ABI_INIT(ork_text_encoder_vtable),
     .create = mistral_create, .destroy = destroy, .open = open_, .load = load, .begin = begin, .block = block,
-    .end = end,
+    .end = end, .select_hidden = select_hidden,
 };
 static const ork_text_encoder_vtable qwen_vtable = {
     .abi = ORK_ABI_INIT(ork_text_encoder_vtable),
     .create = qwen_create, .destroy = destroy, .open = open_, .load = load, .begin = begin, .block = block,
-    .end = end,
+    .end = end, .select_hidden = select_hidden,
 };
 
 static const char *const mistral_aliases[] = {"mistral3", "mistral", NULL};

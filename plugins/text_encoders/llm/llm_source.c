@@ -125,19 +125,23 @@ static void add_weight(llm_model *m, int block, uint32_t flags, int64_t d0, int6
     d->flags = flags;
 }
 
-/* The hidden_states indices: the params', else the pipeline's. */
+/* The hidden_states indices: the model's choice (select_hidden, negative from
+ * the end), else the params', else the pipeline's. */
 static ork_status choose_layers(llm_model *m) {
     const int64_t *h = m->p.hidden_layers;
     static const int mistral[3] = {10, 20, 30}, qwen[3] = {9, 18, 27};
     int dflt = !h[0] && !h[1] && !h[2];
-    m->n_out = 3;
+    m->n_out = m->n_sel > 0 ? m->n_sel : 3;
     m->n_run = 0;
     m->final_norm = 0;
-    for (int i = 0; i < 3; i++) {
-        int k = dflt ? (m->fam == LLM_MISTRAL ? mistral[i] : qwen[i]) : (int)h[i];
+    for (int i = 0; i < m->n_out; i++) {
+        int k = m->n_sel > 0 ? (m->sel[i] < 0 ? m->c.layers + 1 + m->sel[i] : m->sel[i])
+              : dflt         ? (m->fam == LLM_MISTRAL ? mistral[i] : qwen[i])
+                             : (int)h[i];
         if (k < 0 || k > m->c.layers) {
-            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: hidden_layers index %d: the model has hidden states 0 .. %d (%d layers)",
-                    m->ck.path, k, m->c.layers, m->c.layers);
+            LLM_LOG(m, ORK_LEVEL_ERROR, "%s: hidden state %d: the model has hidden states 0 .. %d (%d layers; -1 .. "
+                    "-%d from the end)", m->ck.path, m->n_sel > 0 ? m->sel[i] : k, m->c.layers, m->c.layers,
+                    m->c.layers + 1);
             return ORK_E_CONFIG;
         }
         m->out[i] = k;
@@ -145,6 +149,14 @@ static ork_status choose_layers(llm_model *m) {
         if (k > m->n_run) m->n_run = k;
     }
     return ORK_OK;
+}
+
+/* "10, 20, 30": the chosen indices, for lines. */
+static const char *outs(const llm_model *m, char *buf, size_t n) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < m->n_out && o < n; i++) o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? ", " : "", m->out[i]);
+    return buf;
 }
 
 static ork_status detect_shapes(llm_model *m) {
@@ -216,8 +228,9 @@ static ork_status detect_shapes(llm_model *m) {
     ORK_TRY(read_rope(m, m->fam == LLM_MISTRAL ? 1e9 : 1e6));
     ORK_TRY(choose_layers(m));
     if (in_file < m->n_run) {
-        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: the hidden states %d, %d, %d need %d layers; the file has %d", m->ck.path,
-                m->out[0], m->out[1], m->out[2], m->n_run, in_file);
+        char o[64];
+        LLM_LOG(m, ORK_LEVEL_ERROR, "%s: the hidden states %s need %d layers; the file has %d", m->ck.path,
+                outs(m, o, sizeof o), m->n_run, in_file);
         return ORK_E_FORMAT;
     }
     const char *v = "custom";
@@ -282,10 +295,11 @@ ork_status llm_open(llm_model *m, const char *name_or_path, ork_text_encoder_inf
     info->pad_id = c->pad_id;
     info->eos_id = c->eos_id;
     info->bos_id = c->bos_id;
+    char o[64];
     LLM_LOG(m, ORK_LEVEL_INFO, "%s %s (%s): %d of %d layers run, hidden %d, %d heads / %d kv of %d, intermediate %d, "
-            "vocab %d, rope_theta %g; hidden states %d, %d, %d -> %d features", fam_name(m), c->variant, m->ck.path,
+            "vocab %d, rope_theta %g; hidden states %s -> %d features", fam_name(m), c->variant, m->ck.path,
             m->n_run, c->layers, c->d_model, c->heads, c->kv_heads, c->d_head, c->d_ff, c->vocab, c->theta,
-            m->out[0], m->out[1], m->out[2], info->hidden_dim);
+            outs(m, o, sizeof o), info->hidden_dim);
     return ORK_OK;
 }
 

@@ -78,7 +78,20 @@ typedef struct ork_text_encoder_vtable {
     ork_status (*block)(void *self, ork_graph *g, int i, ork_carry *carry);
     /* Required. After the last block: the outputs (graph tensors). Reads no weight. */
     ork_status (*end)(void *self, ork_graph *g, ork_carry *carry, ork_text_encoder_outputs *out);
+    /* Appended, optional (ORK_TEXT_ENCODER_HAS_SELECT): before open, which of
+     * the encoder's hidden states the outputs stack, in order (a model's text
+     * slot names them: ork_text_slot.hidden_states): transformers'
+     * output_hidden_states indices, 0 the embeddings, k layer k's output,
+     * negative from the end (-1 the last, -2 the one before: Z-Image's).
+     * Replaces the encoder's default; hidden_dim becomes n x the width. An
+     * index the model lacks is refused by open (one line). */
+    ork_status (*select_hidden)(void *self, int n, const int32_t *hidden_states);
 } ork_text_encoder_vtable;
+
+/* Whether a vtable (of any 1.x minor) has select_hidden. */
+#define ORK_TEXT_ENCODER_HAS_SELECT(vt) \
+    ((vt)->abi.struct_size >= offsetof(ork_text_encoder_vtable, select_hidden) + sizeof(void (*)(void)) && \
+     (vt)->select_hidden != NULL)
 
 #ifdef __cplusplus
 }
