@@ -9,6 +9,7 @@
 #define ORAKUL_FLUX_DECL_H
 
 #include <orakul/model.h>
+#include <orakul/tokenizer.h> /* ORK_TEMPLATE_*: the text slots' prompt templates */
 
 #include <string.h>
 
