@@ -740,6 +740,40 @@ static ork_status choose_streamed(ork_stream_plan *p, const ork_plan_inputs *in,
 
 /* One plan: its sizes gathered from the model, the memory model, the choice
  * of what streams, then its step predicted. */
+/* The carries a transformer block's recorded forward holds (its tape: saved
+ * inputs, outputs, attention statistics), measured on the H200 2026-12-02:
+ * FLUX.1-dev bf16 1024² rank 128 kept 60.1 GiB for 58 blocks = 39.3 carries a
+ * block; scaled like the working set by the widest linear. */
+#define ORK_PLAN_KEEP_CARRIES 40.0
+
+/* Keep instead of recompute, as the runner will choose it (runner.h: the most
+ * trailing trainable blocks whose bytes fit the cap less the step's peak, 1 GiB
+ * and 3%), estimated from the shapes. */
+static void estimate_keep(ork_stream_plan *p, const ork_plan_inputs *in, const shape_facts *sf) {
+    p->keep_blocks = 0;
+    p->keep_bytes = 0;
+    p->keep_step_flops = p->t_step_kept = 0;
+    if (p->n_streamed || p->trainable_streamed || !p->dev.name || !strcmp(p->dev.name, "cpu")) return;
+    int B = in->batch > 0 ? in->batch : 1, ab = in->act_bytes > 0 ? in->act_bytes : 2;
+    double carry = (double)B * (double)(in->img_tokens + in->txt_tokens) * (double)p->hidden * ab;
+    double tf_scale = sf->wide > 7.0 ? sf->wide / 7.0 : 1.0;
+    double margin = (double)((size_t)1 << 30) + (double)(p->budget / 100 * 3);
+    double room = (double)p->budget - (double)p->total - margin, sum = 0, dfl = 0;
+    int k = 0;
+    for (int b = p->n_blocks - 1; b >= p->first_trainable && room > 0; b--) {
+        double kb = carry * (p->transformer[b] ? ORK_PLAN_KEEP_CARRIES * tf_scale : 4.0);
+        if (sum + kb > room) break;
+        sum += kb;
+        dfl += p->block_lin_flops[b] + p->block_attn_flops[b]; /* the recompute: one forward */
+        k++;
+    }
+    if (!k || !(p->step_flops > 0)) return;
+    p->keep_blocks = k;
+    p->keep_bytes = (size_t)sum;
+    p->keep_step_flops = p->step_flops - dfl;
+    p->t_step_kept = p->t_step * p->keep_step_flops / p->step_flops;
+}
+
 static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out) {
     ork_stream_plan *p;
     ORK_TRY(plan_new(in, &p));
@@ -758,6 +792,7 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
         return st;
     }
     predict(p);
+    estimate_keep(p, in, &sf);
     *out = p;
     return ORK_OK;
 }
@@ -842,6 +877,11 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
     if (p->t_decode_sm > 0) fprintf(f, " + %.3f s of SM time the transit decodes take from it", p->t_decode_sm);
     fprintf(f, ", H2D %.3f s, D2H %.3f s; overlap %.0f%%)\n", p->t_h2d, p->t_d2h,
             p->t_step > 0 ? 100.0 * fmax(cd, fmax(p->t_h2d, p->t_d2h)) / p->t_step : 100.0);
+    if (p->keep_blocks > 0)
+        fprintf(f, "  recompute: the last %d of %d trainable blocks keep their recorded forward instead (about %s beside "
+                   "the %s above; the runner measures them in step 1 and decides): %.3f s a step from step 2 (%.1f TFLOP)\n",
+                p->keep_blocks, p->n_blocks - p->first_trainable, mib((double)p->keep_bytes, a, sizeof a),
+                mib((double)p->total, b, sizeof b), p->t_step_kept, p->keep_step_flops / 1e12);
     /* per pass, and the term that bounds each: what a faster card, link or
      * budget would buy (the forward pass often waits on the link while the
      * backward waits on compute: then neither alone sets the step) */

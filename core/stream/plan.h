@@ -181,6 +181,14 @@ typedef struct ork_stream_plan {
     /* ORK_PLAN_CODEC_PREDICT: the predicted step of the plan not chosen (coded or raw); 0 when none */
     double t_step_other_codec;
     double step_flops;
+    /* keep instead of recompute (train/runner.h, issue #31): where nothing
+     * streams on a GPU, the trailing trainable blocks whose recorded forward the
+     * plan expects to fit beside its total (the runner measures and decides
+     * after step 1), their bytes, and the step predicted without their recompute
+     * (FLOPs and time); 0 when none */
+    int keep_blocks;
+    size_t keep_bytes;
+    double keep_step_flops, t_step_kept;
 } ork_stream_plan;
 
 /* *out on success; on failure ONE error line (what to change) is logged and
