@@ -43,11 +43,11 @@ cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 W=$root/.carry/wheels; [ -d "$W" ] || W=$root/../wheels
 pylib() {
   local lib=${TMPDIR:-/tmp}/orakul_zimage_pylib
-  pip install -q --no-index --no-deps --target "$lib" $W/diffusers-*.whl \
+  python3 -m pip install -q --no-index --no-deps --upgrade --target "$lib" $W/diffusers-*.whl \
     $W/importlib_metadata-*.whl $W/zipp-*.whl >"$OUT/zimage_pip.log" 2>&1
   export PYTHONPATH=$lib${PYTHONPATH:+:$PYTHONPATH}
   if ! python3 -c "from diffusers import ZImageTransformer2DModel" >>"$OUT/zimage_pip.log" 2>&1; then
-    pip install -q --no-index --no-deps --target "$lib" $W/huggingface_hub-*.whl >>"$OUT/zimage_pip.log" 2>&1
+    python3 -m pip install -q --no-index --no-deps --upgrade --target "$lib" $W/huggingface_hub-*.whl >>"$OUT/zimage_pip.log" 2>&1
     python3 -c "from diffusers import ZImageTransformer2DModel" >>"$OUT/zimage_pip.log" 2>&1 \
       || { echo "== diffusers does not import (see zimage_pip.log)"; tail -5 "$OUT/zimage_pip.log"; return 1; }
   fi
