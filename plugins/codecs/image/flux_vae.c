@@ -26,7 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include <orakul/platform.h>
 
 #define TRY ORK_TRY
 #define VAE_GROUPS 32
@@ -41,16 +42,22 @@ static int st_shape(ic_codec *f, ork_st_set *s, const char *name, ork_st_info *t
     return f->st->find(s, name, t) == ORK_OK;
 }
 
-/* vae_path: a .safetensors file, or a folder holding ae.safetensors. */
+/* vae_path: a .safetensors file, or a folder holding ae.safetensors (what a
+ * path is: orakul.platform/1, no OS header). */
 static ork_status vae_file(ic_codec *f, char *out, size_t n) {
-    struct stat sb;
-    if (stat(f->path, &sb) != 0) {
+    const ork_platform_api *pl = f->host->get_service ? f->host->get_service(f->host, ORK_SERVICE_PLATFORM) : NULL;
+    if (!pl) {
+        IC_LOG(f, ORK_LEVEL_ERROR, "this core offers no %s service (files): upgrade orakul", ORK_SERVICE_PLATFORM);
+        return ORK_E_UNSUPPORTED;
+    }
+    ork_file_info sb;
+    if (pl->path_info(f->path, &sb) != ORK_OK) {
         IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' does not exist", f->path);
         return ORK_E_CONFIG;
     }
-    if (S_ISDIR(sb.st_mode)) {
+    if (sb.kind == ORK_KIND_DIR) {
         snprintf(out, n, "%s/ae.safetensors", f->path);
-        if (stat(out, &sb) != 0) {
+        if (pl->path_info(out, &sb) != ORK_OK) {
             IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' is a folder without ae.safetensors", f->path);
             return ORK_E_CONFIG;
         }

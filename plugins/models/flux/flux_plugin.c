@@ -9,7 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include <orakul/platform.h>
+
+/* What path is (orakul.platform/1: no OS header here): ORK_OK and *kind. */
+static ork_status path_kind(const flux_model *f, const char *path, ork_file_kind *kind) {
+    const ork_platform_api *pl = f->host->get_service ? f->host->get_service(f->host, ORK_SERVICE_PLATFORM) : NULL;
+    ork_file_info fi;
+    if (!pl || pl->path_info(path, &fi) != ORK_OK) return ORK_E_IO;
+    *kind = fi.kind;
+    return ORK_OK;
+}
 
 #ifdef FLUX_ABI_MINOR_2
 /* tests/plugin builds this file a second time as a plugin built against ABI
@@ -172,9 +182,9 @@ static ork_status flux_declarations(flux_model *f, ork_model_info *info) {
  * tell: the codec's open then says what is wrong with the file. */
 static int vae_peek(flux_model *f, int *z) {
     char path[1100];
-    struct stat sb;
-    if (stat(f->vae_path, &sb) != 0) return 0;
-    if (S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%.1000s/ae.safetensors", f->vae_path);
+    ork_file_kind kind;
+    if (path_kind(f, f->vae_path, &kind) != ORK_OK) return 0;
+    if (kind == ORK_KIND_DIR) snprintf(path, sizeof path, "%.1000s/ae.safetensors", f->vae_path);
     else snprintf(path, sizeof path, "%s", f->vae_path);
     ork_st_set *s;
     if (f->st->open(path, &s) != ORK_OK) return 0;
@@ -238,9 +248,10 @@ static ork_status flux_open(void *self, const char *name_or_path, ork_model_info
         ORK_TRY(flux_resolve_source(f, name_or_path, path, sizeof path));
         ORK_TRY(flux_detect(f, path));
         /* a diffusers layout (<dir>/transformer): <dir> holds the text encoders */
-        struct stat sb;
+        ork_file_kind kind;
         size_t pl = strlen(path);
-        if (pl > 12 && !strcmp(path + pl - 12, "/transformer") && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        if (pl > 12 && !strcmp(path + pl - 12, "/transformer") && path_kind(f, path, &kind) == ORK_OK &&
+            kind == ORK_KIND_DIR)
             snprintf(f->src_dir, sizeof f->src_dir, "%.*s", (int)(pl - 12), path);
     }
     /* codec: the core picks and runs it (flux_codec_slots) */
