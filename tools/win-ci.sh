@@ -48,9 +48,16 @@ cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/mingw-w64.cmake" -DORA
 grep "does not run on Windows" "$top/configure.log" | sed 's/^-- orakul: /== windows: /' || true
 echo "== windows: build (-j$jobs)"
 if ! nice cmake --build "$build" -j"$jobs" -- -k >"$top/build.log" 2>&1; then
-  echo "== windows: the build failed ($top/build.log); the sources with errors:" >&2
-  grep -E ': (fatal )?error|undefined reference' "$top/build.log" | sed "s|$PWD/||g; s|^|   |" | sort -u | head -40 >&2
-  exit 1
+  errs=$(grep -E ': (fatal )?error|undefined reference' "$top/build.log" | grep -v "^collect2:" | sed "s|$PWD/||g" | sort -u)
+  # bench/ programs are measured on Linux and never run by CI: listed, not fatal
+  if [ -n "$errs" ] && ! grep -qv '^bench/' <<<"$errs"; then
+    echo "== windows: bench programs that do not build for Windows yet (not run by CI):" >&2
+    sed 's/^/   /' <<<"$errs" | head -20 >&2
+  else
+    echo "== windows: the build failed ($top/build.log); the errors:" >&2
+    sed 's/^/   /' <<<"${errs:-$(tail -20 "$top/build.log")}" | head -40 >&2
+    exit 1
+  fi
 fi
 t2=$(date +%s)
 
@@ -58,8 +65,19 @@ t2=$(date +%s)
 export WINEPREFIX="$top/wine" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 wineboot -i >/dev/null 2>&1 || true # the prefix, once (a minute the first time)
 echo "== windows: the CPU tests under Wine (-j$jobs)"
+# the listed tests that are not ork_add_test's (no stub program): left out here, with their reason
+excl=()
+while IFS='|' read -r name why; do
+  [ -n "$name" ] || continue
+  if ! find "$build/tests" -name "test_$name.exe" -print -quit | grep -q .; then
+    echo "== windows: $name: not run on Windows: $why"
+    excl+=("$name")
+  fi
+done <"$build/windows-skips.txt"
+ex=()
+[ ${#excl[@]} -gt 0 ] && ex=(-E "^($(IFS='|'; echo "${excl[*]}"))\$")
 rc=0
-ctest --test-dir "$build" -LE gpu --output-on-failure -j"$jobs" --timeout 1500 >"$top/tests.log" 2>&1 || rc=$?
+ctest --test-dir "$build" -LE gpu "${ex[@]}" --output-on-failure -j"$jobs" --timeout 1500 >"$top/tests.log" 2>&1 || rc=$?
 grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|Skipped|skipped on Windows:|Disabled' "$top/tests.log" | grep -v ' Passed' || true
 grep -E 'tests passed' "$top/tests.log" || true
 grep -qE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: quickstart_learns +\.+ +Passed' "$top/tests.log" &&
