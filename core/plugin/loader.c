@@ -162,6 +162,8 @@ static ork_status open_component(ork_plugin *p, const ork_abi_profile *abi, int 
     ork_component *c = normalize(raw, abi->component_size);
     if (!c) return ORK_FAIL(ORK_E_NOMEM, "plugin %s: out of memory", p->path);
     *out = c;
+    const void *raw_vt = c->vtable;
+    c->vtable = NULL; /* until it points at our own copy (close frees it; a refusal below must not free theirs) */
     if (!c->id || !c->id[0])
         return ORK_FAIL(ORK_E_ABI, "plugin %s: %s has no id", p->path, what);
     if ((unsigned)c->kind >= ORK_KIND_COUNT)
@@ -172,8 +174,6 @@ static ork_status open_component(ork_plugin *p, const ork_abi_profile *abi, int 
         return ORK_FAIL(ORK_E_ABI, "plugin %s: component %s is a %s, a kind of ABI 1.3, but declares "
                         "ABI %u.%u", p->path, c->id, ork_kind_name(c->kind), raw->abi.major, raw->abi.minor);
     const char *kind = ork_kind_name(c->kind);
-    const void *raw_vt = c->vtable;
-    c->vtable = NULL; /* until it points at our own copy (close frees it) */
     if (!raw_vt)
         return ORK_FAIL(ORK_E_ABI, "plugin %s: component %s (%s) has no vtable", p->path, c->id, kind);
     snprintf(what, sizeof what, "%s vtable of %s", kind, c->id);

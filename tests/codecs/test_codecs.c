@@ -2,6 +2,8 @@
  * plugins/codecs/image) and the core's use of them (plugin/model_codec.h):
  *  - each component is found by id and alias and says its latents (channels,
  *    factors, frames, scale/shift, weights in ORK_BLOCK_CODEC);
+ *  - the loader takes a codec plugin of ABI 1.3 and refuses one declaring
+ *    1.2 (the kind is 1.3's) or lacking decode, each with one line;
  *  - an unknown codec id, from the registry or named by a model: one line;
  *  - malformed weights: the wrong autoencoder version, a file that is not an
  *    autoencoder, a tensor of the wrong shape, TAEF1 files missing or not
@@ -118,6 +120,26 @@ static void test_by_id(void) {
         CU_ASSERT(ok);
         codec_close(&c);
     }
+}
+
+/* ---- the loader and the kind ----------------------------------------------------------- */
+
+static void test_loader(void) {
+    ork_registry *r;
+    CU_ASSERT_EQUAL_FATAL(ork_registry_create(NULL, &r), ORK_OK);
+    CU_ASSERT_EQUAL(ork_registry_add_file(r, CODEC_PROBES "/orakul-codec_probe" ORK_PLUGIN_SUFFIX), ORK_OK);
+    const ork_plugin_component *pc = ork_registry_find(r, ORK_KIND_CODEC, "probe-codec");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
+    CU_ASSERT_STRING_EQUAL(pc->c->id, "org.orakul.test.codec_probe");
+    CU_ASSERT_STRING_EQUAL(ork_kind_name(pc->c->kind), "codec");
+    clear_log();
+    CU_ASSERT_EQUAL(ork_registry_add_file(r, CODEC_PROBES "/orakul-codec_old" ORK_PLUGIN_SUFFIX), ORK_E_ABI);
+    CU_ASSERT(logged("component org.orakul.test.codec_probe is a codec, a kind of ABI 1.3, but declares ABI 1.2",
+                     "orakul-codec_old"));
+    clear_log();
+    CU_ASSERT_EQUAL(ork_registry_add_file(r, CODEC_PROBES "/orakul-codec_nodecode" ORK_PLUGIN_SUFFIX), ORK_E_ABI);
+    CU_ASSERT(logged("required vtable entry 'decode' is NULL", "orakul-codec_nodecode"));
+    ork_registry_destroy(r);
 }
 
 /* ---- unknown ids ------------------------------------------------------------------ */
@@ -446,6 +468,7 @@ static void test_old_path(void) {
 
 static const ork_test_case cases[] = {
     {"codec components by id and alias, their latents", test_by_id},
+    {"the loader: a 1.3 codec loads; 1.2 or without decode refused", test_loader},
     {"an unknown codec id: one line", test_unknown},
     {"malformed codec weights: file and tensor in one line", test_malformed},
     {"the slot choice, the hint, a pre-codec model", test_choice},
