@@ -321,11 +321,13 @@ static float *encode(ork_textcond *tc, size_t b) {
     CU_ASSERT_EQUAL(e.ctx_dim, 3 * HID);
 #ifdef TCP_GPU
     /* every device byte given back: after the first encode (which makes the cuBLAS handles and their
-     * workspaces, kept by the context), the device's free memory is where it was before each encode */
+     * workspaces, kept by the context), the device's free memory is where it was before each encode,
+     * within 64 MiB (a library's lazily made workspace: the fp8 GEMM's at the first quantized encode);
+     * the exact check is the encode's own, ork_tc_release_check on its allocator */
     static int calls;
     size_t f1 = dev_free();
     printf("\n    device free before %zu, after %zu", f0, f1);
-    if (calls++ > 0) CU_ASSERT(f1 + ((size_t)16 << 20) >= f0);
+    if (calls++ > 0) CU_ASSERT(f1 + ((size_t)64 << 20) >= f0);
 #endif
     float *t = e.txt;
     e.txt = NULL;
