@@ -210,7 +210,7 @@ static void test_sample_set(void) {
     CU_ASSERT(ork_samples_due(s, 5, 0, 12));
     CU_ASSERT(ork_samples_due(s, 12, 0, 12));
     CU_ASSERT(!ork_samples_due(s, 6, 6, 12)); /* a resumed run: no first sample */
-    ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info};
+    ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info, .codec = &m.mc};
     int wrote = 0;
     size_t cap0 = ork_arena_capacity(m.g->arena), used0 = ork_alloc_in_use(m.alloc, NULL);
     CU_ASSERT_EQUAL(ork_samples_run(s, &d, 5, &wrote), ORK_OK);
@@ -300,11 +300,11 @@ static void test_decode_roundtrip(void) {
     int64_t sh[4] = {1, 3, H, W};
     CU_ASSERT_EQUAL_FATAL(ork_graph_reset(m.g), ORK_OK);
     CU_ASSERT_EQUAL_FATAL(ta->from_host(m.g, ORK_F32, 4, sh, chw, &x), ORK_OK);
-    CU_ASSERT_EQUAL_FATAL(m.vt->encode(m.self, m.g, x, &tok), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ft_encode(&m, m.g, x, &tok), ORK_OK);
     size_t nt = (size_t)ta->numel(tok);
     float *t = malloc(nt * sizeof *t);
     CU_ASSERT_EQUAL_FATAL(ta->to_host(m.g, tok, ORK_F32, t), ORK_OK);
-    ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info};
+    ork_denoiser d = {.g = m.g, .alloc = m.alloc, .vt = m.vt, .model = m.self, .info = &m.info, .codec = &m.mc};
     ork_image out;
     int ppt = m.info.pixels_per_token;
     CU_ASSERT_EQUAL_FATAL(ork_sample_decode(&d, t, H / ppt, W / ppt, &out), ORK_OK);
