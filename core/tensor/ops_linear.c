@@ -92,6 +92,29 @@ static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, ork_dtype adt, con
     return ORK_OK;
 }
 
+/* LoKr's w2 (b, d) as the GEMMs below take it (F32, x's dtype rounding): the
+ * parameter up itself (ORK_ADAPTER_LOKR), or for ORK_ADAPTER_LOKR_LR (up packs
+ * w2_a (b, r) over w2_bᵀ (d, r)) scale · w2_a · w2_b in *tmp; *u: up's F32 copy
+ * when one was made. The caller puts *tmp and *u. */
+static ork_status lokr_w2(ork_graph *g, const ork_tensor *up, int kind, int64_t b, int64_t d, float scale,
+                          ork_dtype adt, const void **w2p, const void **up_f32, void **tmp, void **u) {
+    *tmp = *u = NULL;
+    if (kind != ORK_ADAPTER_LOKR_LR) {
+        *up_f32 = NULL;
+        return lokr_f32(g, up, adt, w2p, tmp);
+    }
+    int64_t r = up->shape[1];
+    ORK_TRY(lokr_f32(g, up, adt, up_f32, u));
+    ORK_TRY(ork_arena_get(g->arena, (size_t)(b * d) * 4, tmp));
+    /* w2 (b, d) = scale · w2_a (b, r) · w2_b (r, d), w2_b stored transposed (d, r) */
+    ork_gemm_desc e = {.tb = 1, .M = b, .N = d, .K = r, .batch = 1, .alpha = scale, .A = *up_f32, .adt = ORK_F32,
+                       .lda = r, .B = (const float *)*up_f32 + b * r, .bdt = ORK_F32, .ldb = r, .C = *tmp,
+                       .cdt = ORK_F32, .ldc = d};
+    ORK_TRY(BE->gemm(KX, &e));
+    *w2p = *tmp;
+    return ORK_OK;
+}
+
 /* Bytes of the F32 buffers (P; G and G') one chunk of the LoKr helpers holds. */
 #define LOKR_CHUNK_BYTES ((size_t)64 << 20)
 
@@ -102,9 +125,10 @@ static ork_status lokr_f32(ork_graph *g, const ork_tensor *t, ork_dtype adt, con
 static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const ork_lora *lo, ork_dtype dt,
                                       ork_dtype adt, const void **p, void **scratch) {
     int64_t N = w->shape[0], K = w->shape[1];
-    int64_t a = lo->down->shape[0], c = lo->down->shape[1], b = lo->up->shape[0], d = lo->up->shape[1];
-    const void *wp;
-    void *wq = NULL, *P = NULL, *c1 = NULL, *c2 = NULL;
+    int64_t a = lo->down->shape[0], c = lo->down->shape[1], b = N / a, d = K / c;
+    const int lr = lo->kind == ORK_ADAPTER_LOKR_LR;
+    const void *wp, *uf = NULL;
+    void *wq = NULL, *P = NULL, *c1 = NULL, *c2 = NULL, *cu = NULL;
     ORK_TRY(ork_arena_get(g->arena, (size_t)(N * K) * ork_dtype_size(dt), scratch));
     ork_status s = weight_operand(g, w, dt, &wp, &wq);
     if (s == ORK_OK && !wq) s = BE->axpby(KX, N * K, 1.0f, wp, w->dtype, 0.0f, *scratch, dt);
@@ -112,7 +136,7 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     if (wq) ork_arena_put(g->arena, wq);
     const void *w1p = NULL, *w2p = NULL;
     if (s == ORK_OK) s = lokr_f32(g, lo->down, adt, &w1p, &c1);
-    if (s == ORK_OK) s = lokr_f32(g, lo->up, adt, &w2p, &c2);
+    if (s == ORK_OK) s = lokr_w2(g, lo->up, lo->kind, b, d, lo->scale, adt, &w2p, &uf, &c2, &cu);
     int64_t ci = (int64_t)(LOKR_CHUNK_BYTES / ((size_t)(c * b * d) * 4));
     if (ci < 1) ci = 1;
     if (ci > a) ci = a;
@@ -120,7 +144,7 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     for (int64_t i0 = 0; s == ORK_OK && i0 < a; i0 += ci) {
         int64_t ni = a - i0 < ci ? a - i0 : ci;
         /* P (ni·c, b·d) = scale · vec(w1[i0 ..]) (ni·c, 1) · vec(w2)ᵀ (1, b·d) */
-        ork_gemm_desc e = {.M = ni * c, .N = b * d, .K = 1, .batch = 1, .alpha = lo->scale,
+        ork_gemm_desc e = {.M = ni * c, .N = b * d, .K = 1, .batch = 1, .alpha = lr ? 1.0f : lo->scale,
                            .A = (const float *)w1p + i0 * c, .adt = ORK_F32, .lda = 1, .B = w2p, .bdt = ORK_F32,
                            .ldb = b * d, .C = P, .cdt = ORK_F32, .ldc = b * d};
         s = BE->gemm(KX, &e);
@@ -133,6 +157,7 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
     if (P) ork_arena_put(g->arena, P);
     if (c1) ork_arena_put(g->arena, c1);
     if (c2) ork_arena_put(g->arena, c2);
+    if (cu) ork_arena_put(g->arena, cu);
     if (s != ORK_OK) {
         ork_arena_put(g->arena, *scratch);
         *scratch = NULL;
@@ -148,19 +173,27 @@ static ork_status lokr_weight_operand(ork_graph *g, const ork_tensor *w, const o
  * (rows i·b .. of G, rows i·c .. of G'), so the two F32 buffers stay within
  * LOKR_CHUNK_BYTES (a whole G of FLUX.1's linear1 would be 264 MB). */
 static ork_status lokr_param_grads(ork_graph *g, const ork_tensor *dy, const ork_tensor *x, int64_t M, float scale,
-                                   ork_tensor *w1, ork_tensor *w2) {
-    int64_t a = w1->shape[0], c = w1->shape[1], b = w2->shape[0], d = w2->shape[1], N = a * b, K = c * d;
+                                   int kind, int64_t N, int64_t K, ork_tensor *w1, ork_tensor *w2) {
+    int64_t a = w1->shape[0], c = w1->shape[1], b = N / a, d = K / c;
+    const int lr = kind == ORK_ADAPTER_LOKR_LR;
     int64_t ci = (int64_t)(LOKR_CHUNK_BYTES / ((size_t)(b * K) * 8));
     if (ci < 1) ci = 1;
     if (ci > a) ci = a;
-    void *G = NULL, *Gp = NULL, *c1 = NULL, *c2 = NULL;
-    const void *w1p = NULL, *w2p = NULL;
-    float *g1 = NULL, *g2 = NULL;
+    void *G = NULL, *Gp = NULL, *c1 = NULL, *c2 = NULL, *cu = NULL, *T = NULL;
+    const void *w1p = NULL, *w2p = NULL, *uf = NULL;
+    float *g1 = NULL, *g2 = NULL, *gu = NULL;
     ork_tensor *t1 = NULL, *t2 = NULL;
     ork_status s = f32_accum_target(g, w1, &g1, &t1);
-    if (s == ORK_OK) s = f32_accum_target(g, w2, &g2, &t2);
-    if (s == ORK_OK && g1) s = lokr_f32(g, w2, x->dtype, &w2p, &c2);
+    if (s == ORK_OK) s = f32_accum_target(g, w2, lr ? &gu : &g2, &t2);
+    if (s == ORK_OK && lr && gu) { /* dw2 (b, d) into a zeroed temp, then to w2_a, w2_b below */
+        s = ork_arena_get(g->arena, (size_t)(b * d) * 4, &T);
+        if (s == ORK_OK) s = BE->fill(KX, b * d, 0.0f, T, ORK_F32);
+        g2 = T;
+    }
+    if (s == ORK_OK && (g1 || lr)) s = lokr_w2(g, w2, kind, b, d, scale, x->dtype, &w2p, &uf, &c2, &cu);
     if (s == ORK_OK && g2) s = lokr_f32(g, w1, x->dtype, &w1p, &c1);
+    const float lr_scale = scale;
+    if (lr) scale = 1.0f; /* ΔW = kron(w1, w2) with the scale inside w2 */
     if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(ci * b * K) * 4, &G);
     if (s == ORK_OK) s = ork_arena_get(g->arena, (size_t)(ci * b * K) * 4, &Gp);
     for (int64_t i0 = 0; s == ORK_OK && i0 < a; i0 += ci) {
@@ -190,6 +223,21 @@ static ork_status lokr_param_grads(ork_graph *g, const ork_tensor *dy, const ork
             s = BE->gemm(KX, &e);
         }
     }
+    if (s == ORK_OK && lr && gu) { /* w2 = scale · w2_a · w2_b: dw2_a = scale · dw2 · w2_bᵀ, dw2_b = scale · w2_aᵀ · dw2 */
+        int64_t r = w2->shape[1];
+        const float *ua = uf, *ub = (const float *)uf + b * r; /* w2_a (b, r), w2_bᵀ (d, r) */
+        ork_gemm_desc e = {.M = b, .N = r, .K = d, .batch = 1, .alpha = lr_scale, .beta = 1.0f, .A = T, .adt = ORK_F32,
+                           .lda = d, .B = ub, .bdt = ORK_F32, .ldb = r, .C = gu, .cdt = ORK_F32, .ldc = r};
+        s = BE->gemm(KX, &e); /* (b, r) += (b, d) · (d, r) */
+        if (s == ORK_OK) { /* rows b.. hold dw2_bᵀ (d, r) += dw2ᵀ (d, b) · w2_a (b, r) */
+            ork_gemm_desc f = {.ta = 1, .M = d, .N = r, .K = b, .batch = 1, .alpha = lr_scale, .beta = 1.0f, .A = T,
+                               .adt = ORK_F32, .lda = d, .B = ua, .bdt = ORK_F32, .ldb = r, .C = gu + b * r,
+                               .cdt = ORK_F32, .ldc = r};
+            s = BE->gemm(KX, &f);
+        }
+    }
+    if (T) ork_arena_put(g->arena, T);
+    if (cu) ork_arena_put(g->arena, cu);
     if (G) ork_arena_put(g->arena, G);
     if (Gp) ork_arena_put(g->arena, Gp);
     if (c1) ork_arena_put(g->arena, c1);
@@ -240,7 +288,7 @@ static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_ten
 /* in: x (M, K), w (N, K), b (N), down (r, K), up (N, r); aux[0]: h (M, r).
  * LoKr (p.i[6]): in[3] w1 (a, c), in[4] w2 (b, d), no aux. */
 static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
-    const int lokr = n->p.i[6] == ORK_ADAPTER_LOKR;
+    const int lokr = n->p.i[6] == ORK_ADAPTER_LOKR || n->p.i[6] == ORK_ADAPTER_LOKR_LR;
     ork_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *y = n->out[0];
     ork_tensor *down = lokr ? NULL : n->in[3], *up = lokr ? NULL : n->in[4];
     ork_tensor *dy = y->grad;
@@ -277,7 +325,7 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         ork_dtype wdt = w->dtype;
         if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
         if (lokr) { /* dx through W + ΔW, rebuilt as in the forward */
-            ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = ORK_ADAPTER_LOKR};
+            ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = n->p.i[6]};
             ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, x->dtype, &wp, &wq));
         } else {
             ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
@@ -318,7 +366,7 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         ORK_TRY(gemm_to_grad(g, down, &d));
     }
     if (lokr && (needs(n->in[3]) || needs(n->in[4])))
-        ORK_TRY(lokr_param_grads(g, dy, x, M, scale, n->in[3], n->in[4]));
+        ORK_TRY(lokr_param_grads(g, dy, x, M, scale, n->p.i[6], N, K, n->in[3], n->in[4]));
     if (dh) ork_arena_put(g->arena, dh->base);
     return ORK_OK;
 }
@@ -346,12 +394,16 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
         if (ork_tensor_numel(b) != N) return shape_fail(OP, "bias must have N elements", b, w);
     }
     ork_lora *lo = w->lora;
-    const int lokr = lo && lo->kind == ORK_ADAPTER_LOKR;
+    const int lokr = lo && (lo->kind == ORK_ADAPTER_LOKR || lo->kind == ORK_ADAPTER_LOKR_LR);
     if (lokr) {
         LIVE(lo->down); LIVE(lo->up);
-        if (lo->down->ndim != 2 || lo->up->ndim != 2 || lo->down->shape[0] * lo->up->shape[0] != N ||
-            lo->down->shape[1] * lo->up->shape[1] != K)
-            return shape_fail("linear (LoKr)", "needs w1 (a, c), w2 (b, d) with a·b = N, c·d = K", lo->down, lo->up);
+        int64_t a = lo->down->ndim == 2 ? lo->down->shape[0] : 0, c = lo->down->ndim == 2 ? lo->down->shape[1] : 0;
+        int ok = a > 0 && c > 0 && N % a == 0 && K % c == 0 && lo->up->ndim == 2;
+        if (ok && lo->kind == ORK_ADAPTER_LOKR) ok = lo->up->shape[0] == N / a && lo->up->shape[1] == K / c;
+        if (ok && lo->kind == ORK_ADAPTER_LOKR_LR) ok = lo->up->shape[0] == N / a + K / c && lo->up->shape[1] > 0;
+        if (!ok)
+            return shape_fail("linear (LoKr)", "needs w1 (a, c) and w2 (b, d), or w2_a over w2_bᵀ (b + d, r), with "
+                              "a·b = N, c·d = K", lo->down, lo->up);
     } else if (lo) {
         LIVE(lo->down); LIVE(lo->up);
         if (lo->down->ndim != 2 || lo->up->ndim != 2 || lo->down->shape[1] != K || lo->up->shape[0] != N ||
@@ -426,7 +478,7 @@ ork_status ork_op_linear(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor 
     n->p.f[0] = lo ? lo->scale : 0.0f;
     n->p.f[1] = dc ? 1.0f : 0.0f;
     n->p.f[2] = (lo && !lokr && g->dropout_seed) ? lo->dropout : 0.0f;
-    n->p.i[6] = lokr ? ORK_ADAPTER_LOKR : ORK_ADAPTER_LORA;
+    n->p.i[6] = lokr ? lo->kind : ORK_ADAPTER_LORA;
     if (n->p.f[2] > 0.0f) {
         uint64_t sd = lora_drop_seed(g, w);
         n->p.i[4] = (int)(uint32_t)sd;

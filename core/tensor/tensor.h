@@ -54,13 +54,15 @@ enum {
 };
 
 /* The adapter kinds ork_lora carries (train/lora.h). */
-enum { ORK_ADAPTER_LORA = 0, ORK_ADAPTER_LOKR = 1 };
+enum { ORK_ADAPTER_LORA = 0, ORK_ADAPTER_LOKR = 1, ORK_ADAPTER_LOKR_LR = 2 };
 
 /* An adapter attached to a frozen linear weight W (N, K): trainable parameters
  * (F32 or BF16 storage, F32 grads). kind ORK_ADAPTER_LORA (0, the default):
  * down (r, K), up (N, r), ΔW = scale · up · down. ORK_ADAPTER_LOKR: down = w1
  * (a, c), up = w2 (b, d) with N = a·b, K = c·d, ΔW = scale · kron(w1, w2)
- * (LyCORIS lokr_w1 / lokr_w2). dropout: LoRA only (h = x·downᵀ). */
+ * (LyCORIS lokr_w1 / lokr_w2). ORK_ADAPTER_LOKR_LR (w2 low-rank): up (b + d, r)
+ * packs w2_a (b, r) over w2_bᵀ (d, r), ΔW = kron(w1, scale · w2_a · w2_b)
+ * (LyCORIS lokr_w2_a / lokr_w2_b, scale = alpha / r). dropout: LoRA only. */
 typedef struct ork_lora {
     ork_tensor *down;
     ork_tensor *up;

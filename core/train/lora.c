@@ -114,6 +114,11 @@ ork_status ork_lora_init(ork_lora_net *n, ork_lora_init_fn fn, void *ctx) {
         ork_status st = fn(ctx, 2 * i, m->lora.down, h);
         if (st == ORK_OK) {
             memset(h, 0, (size_t)nu * sizeof *h);
+            if (m->lora.kind == ORK_ADAPTER_LOKR_LR) { /* w2_a (b, r) Kaiming over r, w2_b zero (ai-toolkit) */
+                int64_t r = m->lora.up->shape[1], nb = (m->w->shape[0] / m->lora.down->shape[0]) * r;
+                ork_rng_fill_sym_mt(n->seed, ORK_RNG_INIT, u0, h, 0, nb, 1.0 / sqrt((double)r));
+                u0 += (uint64_t)nb;
+            }
             st = fn(ctx, 2 * i + 1, m->lora.up, h);
         }
         free(h);
@@ -144,10 +149,13 @@ void ork_lokr_factorization(int64_t dim, int64_t factor, int64_t *m_out, int64_t
     *n_out = n;
 }
 
-/* A module's two tensors' shapes and scale: LoRA down (r, in), up (out, r),
- * alpha / r; LoKr w1 (a, c), w2 (b, d), 1 (full w1 and w2, lora.h). */
+/* A module's two tensors' shapes, scale and kind: LoRA down (r, in), up (out, r),
+ * alpha / r; LoKr w1 (a, c), w2 (b, d), 1 (full w1 and w2, lora.h); LoKr with a
+ * low-rank w2 (lokr_full_rank false and linear < max(b, d) / 2, as LyCORIS):
+ * w1 (a, c), up (b + d, r) packing w2_a over w2_bᵀ, alpha / r. */
 static ork_status module_shapes(const ork_lora_opts *o, const char *module, int64_t out_f, int64_t in_f,
-                                int64_t sd[2], int64_t su[2], float *scale) {
+                                int64_t sd[2], int64_t su[2], float *scale, int *kind) {
+    *kind = o->kind;
     if (o->kind != ORK_ADAPTER_LOKR) {
         int64_t rank = o->rank;
         if (rank > out_f) rank = out_f;
@@ -163,14 +171,18 @@ static ork_status module_shapes(const ork_lora_opts *o, const char *module, int6
     /* LyCORIS/ai-toolkit: w2 full when lora_dim >= max(b, d) / 2 (always with lokr_full_rank,
      * whose lora_dim is 9999999999), else w2 = w2_a · w2_b at alpha / lora_dim */
     int64_t big = b > d ? b : d;
-    if (!o->lokr_full_rank && (double)o->rank < (double)big / 2.0)
-        return ORK_FAIL(ORK_E_CONFIG, "network.lokr_full_rank: false with linear %lld < max(%lld, %lld) / 2 for %s: "
-                        "its w2 would be the low-rank lokr_w2_a x lokr_w2_b, which orakul does not train yet; set "
-                        "lokr_full_rank: true, or linear >= %lld", (long long)o->rank, (long long)b, (long long)d,
-                        module, (long long)((big + 1) / 2));
+    (void)module;
     sd[0] = a; sd[1] = c;
+    if (!o->lokr_full_rank && (double)o->rank < (double)big / 2.0) {
+        /* w2 = w2_a (b, r) · w2_b (r, d) at alpha / r (alpha 0: r, ai-toolkit), packed in up */
+        su[0] = b + d; su[1] = o->rank;
+        *scale = o->alpha > 0 ? (float)(o->alpha / (double)o->rank) : 1.0f;
+        *kind = ORK_ADAPTER_LOKR_LR;
+        return ORK_OK;
+    }
     su[0] = b; su[1] = d;
     *scale = 1.0f;
+    *kind = ORK_ADAPTER_LOKR;
     return ORK_OK;
 }
 
@@ -212,13 +224,14 @@ ork_status ork_lora_create(ork_alloc *a, const ork_backend *be, ork_kctx *k, ork
         m->w = ork_wstore_find(ws, d->name);
         int64_t sd[2], su[2];
         float scale = 1.0f;
-        st = module_shapes(o, module, d->shape[0], d->shape[1], sd, su, &scale);
+        int kind = o->kind;
+        st = module_shapes(o, module, d->shape[0], d->shape[1], sd, su, &scale, &kind);
         if (st == ORK_OK) st = new_param(a, be, o, sd, &m->lora.down);
         if (st == ORK_OK) st = new_param(a, be, o, su, &m->lora.up);
         if (st != ORK_OK) break;
         m->lora.scale = scale;
         m->lora.dropout = o->kind == ORK_ADAPTER_LOKR ? 0.0f : (float)o->dropout; /* ai-toolkit's LoKr has none */
-        m->lora.kind = o->kind;
+        m->lora.kind = kind;
         m->w->lora = &m->lora;
         n->params += sd[0] * sd[1] + su[0] * su[1];
         n->n++;
@@ -337,22 +350,44 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
     ORK_TRY(ork_st_writer_new(&w));
     const char *sd, *su;
     suffixes(n, format, &sd, &su);
-    const int lokr = n->kind == ORK_ADAPTER_LOKR;
-    const int fold = !lokr && folds_scale(format); /* LoKr: scale 1, nothing to fold */
+    const int lokr = n->kind != ORK_ADAPTER_LORA;
+    const int fold = !lokr && folds_scale(format); /* LoKr: scale 1 or its .alpha, nothing to fold */
     /* host copies must outlive the commit: one block per tensor, freed at the end */
-    void **bufs = calloc((size_t)n->n * 3 + 1, sizeof *bufs);
+    void **bufs = calloc((size_t)n->n * 4 + 1, sizeof *bufs);
     ork_status st = bufs ? ORK_OK : ORK_E_NOMEM;
     for (int i = 0; st == ORK_OK && i < n->n; i++) {
         lora_mod *m = &n->m[i];
         char key[320], prefix[256];
         ork_lora_key_prefixed(m->name, format, n->prefix, prefix, sizeof prefix);
         ork_tensor *ts[2] = {m->lora.down, m->lora.up};
-        const char *sfx[2] = {sd, su};
+        const char *sfx[3] = {sd, su, NULL};
+        const int lr = m->lora.kind == ORK_ADAPTER_LOKR_LR;
+        float *fs[3] = {NULL, NULL, NULL};
+        int64_t shp[3][2];
         for (int j = 0; st == ORK_OK && j < 2; j++) {
-            size_t numel = (size_t)ork_tensor_numel(ts[j]);
-            float *f = malloc(numel * sizeof *f);
-            if (!f) { st = ORK_E_NOMEM; break; }
-            st = download(n, ts[j], f);
+            fs[j] = malloc((size_t)ork_tensor_numel(ts[j]) * sizeof(float));
+            if (!fs[j]) { st = ORK_E_NOMEM; break; }
+            st = download(n, ts[j], fs[j]);
+            shp[j][0] = ts[j]->shape[0];
+            shp[j][1] = ts[j]->shape[1];
+        }
+        int nout = 2;
+        if (st == ORK_OK && lr) { /* up packs w2_a (b, r) over w2_bᵀ (d, r): w2_a, and w2_b (r, d) transposed back */
+            int64_t r = ts[1]->shape[1], b = m->w->shape[0] / ts[0]->shape[0], d = ts[1]->shape[0] - b;
+            fs[2] = malloc((size_t)(r * d) * sizeof(float));
+            if (!fs[2]) st = ORK_E_NOMEM;
+            for (int64_t q = 0; st == ORK_OK && q < r; q++)
+                for (int64_t l = 0; l < d; l++) fs[2][q * d + l] = fs[1][(b + l) * r + q];
+            shp[1][0] = b; shp[1][1] = r;
+            shp[2][0] = r; shp[2][1] = d;
+            sfx[1] = "lokr_w2_a";
+            sfx[2] = "lokr_w2_b";
+            nout = 3;
+        }
+        for (int j = 0; st == ORK_OK && j < nout; j++) {
+            size_t numel = (size_t)(shp[j][0] * shp[j][1]);
+            float *f = fs[j];
+            fs[j] = NULL;
             snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
             /* never a file with NaN or Inf: the trained values, then the saved
              * ones (a finite value past 65504 is Inf in float16) */
@@ -374,7 +409,7 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                 free(f);
                 out = h;
             }
-            bufs[i * 3 + j] = out;
+            bufs[i * 4 + j] = out;
             bad = st == ORK_OK ? ork_first_nonfinite(save_dt, out, numel) : -1;
             if (bad >= 0)
                 st = ORK_FAIL(ORK_E_NUMERIC, "%s: not written: tensor '%s' element %lld is %s in %s, past its range: "
@@ -382,15 +417,17 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
                               "files are kept)", path, key, (long long)bad, ork_nonfinite_kind(save_dt, out, (uint64_t)bad),
                               save_dt == ORK_BF16 ? "bfloat16" : "float16");
             if (st == ORK_OK)
-                st = ork_st_writer_add(w, key, save_dt, 2, ts[j]->shape, out, numel * ork_dtype_size(save_dt));
+                st = ork_st_writer_add(w, key, save_dt, 2, shp[j], out, numel * ork_dtype_size(save_dt));
         }
+        for (int j = 0; j < 3; j++) free(fs[j]);
         if (st != ORK_OK) break;
-        if (fold || lokr) continue; /* LoKr: no .alpha (full w1, w2: ComfyUI applies alpha 1) */
+        /* LoKr with full w1, w2: no .alpha (ComfyUI applies alpha 1); low-rank w2: alpha / r */
+        if (fold || (lokr && !lr)) continue;
         float *alpha = malloc(sizeof *alpha);
         if (!alpha) { st = ORK_E_NOMEM; break; }
         /* alpha so that alpha / rank of THIS module is the scale we trained with */
-        *alpha = m->lora.scale * (float)m->lora.down->shape[0];
-        bufs[i * 3 + 2] = alpha;
+        *alpha = m->lora.scale * (float)(lr ? m->lora.up->shape[1] : m->lora.down->shape[0]);
+        bufs[i * 4 + 3] = alpha;
         snprintf(key, sizeof key, "%s.alpha", prefix);
         st = ork_st_writer_add(w, key, ORK_F32, 0, NULL, alpha, sizeof *alpha);
     }
@@ -404,8 +441,42 @@ ork_status ork_lora_save(ork_lora_net *n, const char *path, const char *format, 
     ork_st_writer_free(w);
     free(fm);
     if (bufs)
-        for (int i = 0; i < n->n * 3; i++) free(bufs[i]);
+        for (int i = 0; i < n->n * 4; i++) free(bufs[i]);
     free(bufs);
+    return st;
+}
+
+/* A low-rank LoKr module from <prefix>.lokr_w1 (a, c), .lokr_w2_a (b, r), .lokr_w2_b (r, d):
+ * up packs w2_a over w2_bᵀ (tensor/tensor.h). */
+static ork_status load_lokr_lr(ork_lora_net *n, ork_st_file *f, const char *path, const char *prefix, lora_mod *m) {
+    int64_t a = m->lora.down->shape[0], c = m->lora.down->shape[1], r = m->lora.up->shape[1];
+    int64_t b = m->w->shape[0] / a, d = m->lora.up->shape[0] - b;
+    const char *sfx[3] = {"lokr_w1", "lokr_w2_a", "lokr_w2_b"};
+    const int64_t want[3][2] = {{a, c}, {b, r}, {r, d}};
+    float *h[3] = {NULL, NULL, NULL};
+    ork_status st = ORK_OK;
+    for (int j = 0; st == ORK_OK && j < 3; j++) {
+        char key[320];
+        snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
+        const ork_st_tensor *t = ork_st_find(f, key);
+        if (!t || t->ndim != 2 || t->shape[0] != want[j][0] || t->shape[1] != want[j][1]) {
+            st = ORK_FAIL(ORK_E_FORMAT, "%s: missing or misshapen '%s'", path, key);
+            break;
+        }
+        h[j] = malloc((size_t)(want[j][0] * want[j][1]) * sizeof(float));
+        st = h[j] ? ork_st_read_f32(t, h[j]) : ORK_E_NOMEM;
+    }
+    float *up = st == ORK_OK ? malloc((size_t)((b + d) * r) * sizeof *up) : NULL;
+    if (st == ORK_OK && !up) st = ORK_E_NOMEM;
+    if (st == ORK_OK) {
+        memcpy(up, h[1], (size_t)(b * r) * sizeof *up);
+        for (int64_t l = 0; l < d; l++)
+            for (int64_t q = 0; q < r; q++) up[(b + l) * r + q] = h[2][q * d + l];
+        st = upload(n, m->lora.down, h[0]);
+    }
+    if (st == ORK_OK) st = upload(n, m->lora.up, up);
+    free(up);
+    for (int j = 0; j < 3; j++) free(h[j]);
     return st;
 }
 
@@ -424,6 +495,10 @@ ork_status ork_lora_load(ork_lora_net *n, const char *path, const char *format) 
         /* a folded file (no .alpha; files of older orakul versions carry one, unscaled) */
         snprintf(key, sizeof key, "%s.alpha", prefix);
         float unfold = n->kind == ORK_ADAPTER_LORA && folds_scale(format) && !ork_st_find(f, key) ? (float)(1.0 / sqrt((double)m->lora.scale)) : 1.0f;
+        if (m->lora.kind == ORK_ADAPTER_LOKR_LR) { /* w1, then w2_a and w2_b packed into up */
+            st = load_lokr_lr(n, f, path, prefix, m);
+            continue;
+        }
         for (int j = 0; st == ORK_OK && j < 2; j++) {
             snprintf(key, sizeof key, "%s.%s", prefix, sfx[j]);
             const ork_st_tensor *t = ork_st_find(f, key);

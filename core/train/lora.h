@@ -8,10 +8,12 @@
  * dimension is split by ork_lokr_factorization (out = a·b, in = c·d, a <= b,
  * c <= d), w1 (a, c) Kaiming-uniform like down, w2 (b, d) zero, ΔW = kron(w1, w2)
  * with scale 1 (LyCORIS: alpha = lora_dim when w1 and w2 are both full);
- * lokr_full_rank: false keeps w2 full only where linear >= max(b, d) / 2 (the
- * low-rank w2 = w2_a·w2_b is refused: docs/DECISIONS.md "LoKr"). Saved as
- * <key>.lokr_w1 / <key>.lokr_w2, no .alpha (ComfyUI's weight_adapter/lokr.py
- * applies full w1, w2 at alpha 1), in every format.
+ * lokr_full_rank: false keeps w2 full only where linear >= max(b, d) / 2, else
+ * w2 = w2_a (b, r) · w2_b (r, d) at alpha / r, r = linear (w2_a Kaiming, w2_b
+ * zero; the module's up packs w2_a over w2_bᵀ: ORK_ADAPTER_LOKR_LR,
+ * tensor/tensor.h). Saved as <key>.lokr_w1 / <key>.lokr_w2, no .alpha (ComfyUI's
+ * weight_adapter/lokr.py applies full w1, w2 at alpha 1), or .lokr_w1 /
+ * .lokr_w2_a / .lokr_w2_b / .alpha for a low-rank w2, in every format.
  *
  * Targets: weights flagged ORK_WEIGHT_LINEAR that the model names as its
  * default targets (ork_model_info.lora_targets; without them the linears of its

@@ -5,6 +5,9 @@
  *  - vs_lycoris: the linear op with a LoKr adapter (ork_lora.kind ORK_ADAPTER_LOKR)
  *    gives lycoris-lora LokrModule's y and torch autograd's dx, dw1, dw2 on three
  *    shapes (F32, rel. L2 error <= 1e-5: both are F32 roundings of the same sums);
+ *  - lowrank: lokr_full_rank false's w2 = (alpha / r) · w2_a · w2_b (ORK_ADAPTER_LOKR_LR,
+ *    up packing w2_a over w2_bᵀ) equals LokrModule with lora_dim 3, alpha 2: y, dx,
+ *    dw1, dw2_a, dw2_b (rel. L2 <= 1e-5);
  *  - grad_fd: the backward against finite differences with scale 0.7 (W frozen,
  *    F32: W + ΔW is the GEMM operand in W's dtype, so a BF16 W would round the
  *    finite-difference steps away, as ai-toolkit's own W + ΔW in bf16 does);
@@ -152,6 +155,61 @@ static void vs_case(int c) {
 
 static void t_vs_lycoris(void) {
     for (int c = 0; c < 3; c++) vs_case(c);
+}
+
+static void t_lowrank(void) {
+    const char *names[] = {"x", "w", "b", "w1", "w2a", "w2b", "dy", "y", "dx", "dw1", "dw2a", "dw2b"};
+    float *v[12];
+    int64_t sh[12][2];
+    char k[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(k, sizeof k, "c3.%s", names[i]);
+        v[i] = fx(k, sh[i]);
+        NEED(v[i]);
+    }
+    int64_t b = sh[4][0], r = sh[4][1], d = sh[5][1];
+    float *up = malloc((size_t)((b + d) * r) * sizeof *up);
+    NEED(up);
+    memcpy(up, v[4], (size_t)(b * r) * sizeof *up);
+    for (int64_t l = 0; l < d; l++)
+        for (int64_t q = 0; q < r; q++) up[(b + l) * r + q] = v[5][q * d + l];
+    int64_t shu[2] = {b + d, r};
+    ork_tensor *x = tensor_from(2, sh[0], v[0], 1), *w = tensor_from(2, sh[1], v[1], 0);
+    ork_tensor *bias = tensor_from(1, sh[2], v[2], 0), *w1 = tensor_from(2, sh[3], v[3], 1);
+    ork_tensor *wu = tensor_from(2, shu, up, 1);
+    NEED(x); NEED(w); NEED(bias); NEED(w1); NEED(wu);
+    ork_lora lo = {.down = w1, .up = wu, .scale = 2.0f / 3.0f, .kind = ORK_ADAPTER_LOKR_LR};
+    w->lora = &lo;
+    ork_graph *g = G.g;
+    ork_graph_reset(g);
+    ork_graph_set_grad(g, 1);
+    ork_tensor_zero_grad(g, x);
+    ork_tensor_zero_grad(g, w1);
+    ork_tensor_zero_grad(g, wu);
+    ork_tensor *y = NULL, *dy = NULL;
+    CU_ASSERT_FATAL(G.ops->linear(g, x, w, bias, &y) == ORK_OK);
+    CU_ASSERT_FATAL(G.tapi->from_host(g, ORK_F32, 2, sh[6], v[6], &dy) == ORK_OK);
+    double ey = rel_l2(ork_tensor_data(y), v[7], sh[7][0] * sh[7][1]);
+    CU_ASSERT_FATAL(ork_backward_from(g, 1, &y, &dy) == ORK_OK);
+    NEED(x->grad); NEED(w1->grad); NEED(wu->grad);
+    const float *gu = ork_tensor_data(wu->grad);
+    float *g2b = malloc((size_t)(r * d) * sizeof *g2b);
+    NEED(g2b);
+    for (int64_t q = 0; q < r; q++)
+        for (int64_t l = 0; l < d; l++) g2b[q * d + l] = gu[(b + l) * r + q];
+    double ex = rel_l2(ork_tensor_data(x->grad), v[8], sh[8][0] * sh[8][1]);
+    double e1 = rel_l2(ork_tensor_data(w1->grad), v[9], sh[9][0] * sh[9][1]);
+    double ea = rel_l2(gu, v[10], b * r), eb = rel_l2(g2b, v[11], r * d);
+    printf("\n  low-rank w2 (b %lld, r %lld, d %lld): rel err y %.2g dx %.2g dw1 %.2g dw2_a %.2g dw2_b %.2g",
+           (long long)b, (long long)r, (long long)d, ey, ex, e1, ea, eb);
+    CU_ASSERT(ey <= 1e-5 && ex <= 1e-5 && e1 <= 1e-5 && ea <= 1e-5 && eb <= 1e-5);
+    w->lora = NULL;
+    ork_graph_reset(g);
+    ork_tensor *t[5] = {x, w, bias, w1, wu};
+    gc_free(5, t);
+    free(g2b);
+    free(up);
+    for (int i = 0; i < 12; i++) free(v[i]);
 }
 
 static ork_status f_linear(ork_graph *g, ork_tensor **in, void *ctx, ork_tensor **o, int *n) {
@@ -369,6 +427,7 @@ int main(void) {
 static const ork_test_case cases[] = {
     {"factorization equals ai-toolkit's (and LyCORIS's)", t_factorization},
     {"linear + LoKr equals lycoris-lora LokrModule (y, dx, dw1, dw2)", t_vs_lycoris},
+    {"low-rank w2 (w2_a, w2_b) equals lycoris-lora LokrModule", t_lowrank},
     {"linear + LoKr backward against finite differences", t_grad_fd},
     {"dw1, dw2 over two chunks of G", t_chunked},
     {"a Kronecker product of the wrong shape is refused", t_refusals},

@@ -12,8 +12,9 @@
  *  - quantized: model.quantize with qtype float8 (the linear op dequantizes W and
  *    adds kron(w1, w2)): 4 steps, finite losses, a file;
  *  - factor: lokr_factor 4 gives w1 (4, 4), w2 (72, 24) for qkv;
- *  - refused: lokr_full_rank: false with linear 4 (w2 would be low-rank) exits 2
- *    with one line naming lokr_full_rank.
+ *  - lowrank: lokr_full_rank: false with linear 4 (ai-toolkit/LyCORIS: w2 = w2_a ·
+ *    w2_b where 4 < max(b, d) / 2): 4 finite steps, the file holds lokr_w1,
+ *    lokr_w2_a (18, 4), lokr_w2_b (4, 12) and alpha for qkv; resume bit-identical.
  * Built a second time with TT_GPU (lokr_train_cuda, label gpu, exit 77 without a
  * device): the same on device cuda:0 (BF16 activations: the loss must fall below
  * 0.95 x; streamed == resident holds bit for bit because the LoKr op rounds F32
@@ -99,7 +100,7 @@ static void test_learns(void) {
     tt_ab q;
     CU_ASSERT_FATAL(tt_ab_setup(&q, "lokr_learn", "a", "b", 60, 60, 1) == 0);
     CU_ASSERT_FATAL(write_lokr_cfg(q.ca, &q.c, -1, 1, 16, NULL, NULL) == 0);
-    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 200) == 0);
+    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 450) == 0); /* 60 steps; generous for a loaded machine */
     char p[1300];
     tt_fmt(p, sizeof p, "%s.err", q.oa);
     CU_ASSERT(tt_file_has(p, "LoKr: 26 modules, factor -1, full rank"));
@@ -126,7 +127,7 @@ static void test_resume_bitwise(void) {
     tt_ab q;
     CU_ASSERT_FATAL(tt_ab_setup(&q, "lokr_resume", "straight", "resumed", 8, 4, 4) == 0);
     CU_ASSERT_FATAL(write_lokr_cfg(q.ca, &q.c, -1, 1, 16, NULL, NULL) == 0);
-    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 150) == 0);
+    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 300) == 0);
     tt_cfg c = q.c;
     c.out = q.ob;
     c.steps = 4;
@@ -134,10 +135,10 @@ static void test_resume_bitwise(void) {
     char l1[1200], l2[1200];
     tt_fmt(l1, sizeof l1, "%s_1", q.ob);
     tt_fmt(l2, sizeof l2, "%s_2", q.ob);
-    CU_ASSERT_FATAL(tt_run(q.cb, l1, 150) == 0);
+    CU_ASSERT_FATAL(tt_run(q.cb, l1, 300) == 0);
     c.steps = 8;
     CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 1, 16, NULL, NULL) == 0);
-    CU_ASSERT_FATAL(tt_run(q.cb, l2, 150) == 0);
+    CU_ASSERT_FATAL(tt_run(q.cb, l2, 300) == 0);
     CU_ASSERT(same_losses(q.oa, 0, l1, 4));
     CU_ASSERT(same_losses(q.oa, 4, l2, 4));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "000000008"));
@@ -148,7 +149,7 @@ static void test_resume_bitwise(void) {
 static int run_streamed(const char *cfg, const char *log, int streamed) {
     if (streamed) setenv("ORAKUL_STREAM_TRAINABLES", "1", 1);
     else unsetenv("ORAKUL_STREAM_TRAINABLES");
-    int rc = tt_run(cfg, log, 150);
+    int rc = tt_run(cfg, log, 300);
     unsetenv("ORAKUL_STREAM_TRAINABLES");
     char e[1200];
     tt_fmt(e, sizeof e, "%s.err", log);
@@ -178,7 +179,7 @@ static void test_quantized_and_factor(void) {
     tt_ab q;
     CU_ASSERT_FATAL(tt_ab_setup(&q, "lokr_quant", "fp8", "f4", 4, 4, 1) == 0);
     CU_ASSERT_FATAL(write_lokr_cfg(q.ca, &q.c, -1, 1, 16, NULL, "float8") == 0);
-    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 150) == 0);
+    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 300) == 0);
     char p[1300];
     tt_fmt(p, sizeof p, "%s.err", q.oa);
     CU_ASSERT(tt_file_has(p, "quantized"));
@@ -192,28 +193,49 @@ static void test_quantized_and_factor(void) {
     tt_cfg c = q.c;
     c.out = q.ob;
     CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, 4, 1, 16, NULL, NULL) == 0);
-    CU_ASSERT_FATAL(tt_run(q.cb, q.ob, 150) == 0);
+    CU_ASSERT_FATAL(tt_run(q.cb, q.ob, 300) == 0);
     tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000004.safetensors", q.ob);
     check_file(p, 4, 4, 72, 24);
     tt_rm_rf(q.root);
 }
 
-static void test_refused(void) {
+static void test_lowrank(void) {
     tt_ab q;
-    CU_ASSERT_FATAL(tt_ab_setup(&q, "lokr_refused", "a", "b", 2, 2, 1) == 0);
+    CU_ASSERT_FATAL(tt_ab_setup(&q, "lokr_lowrank", "straight", "resumed", 4, 2, 4) == 0);
     CU_ASSERT_FATAL(write_lokr_cfg(q.ca, &q.c, -1, 0, 4, NULL, NULL) == 0);
-    CU_ASSERT(tt_run_q(q.ca, q.oa, 60, 1) == 2);
-    char p[1300], first[512];
-    tt_fmt(p, sizeof p, "%s.err", q.oa);
-    char *t = tt_read_all(p, NULL);
-    CU_ASSERT_FATAL(t != NULL);
-    CU_ASSERT(tt_lines_with(t, "error", first, sizeof first) == 1);
-    CU_ASSERT(strstr(first, "lokr_full_rank") != NULL);
-    printf("  %s\n", first);
-    free(t);
-    /* with linear large enough every w2 is full: the same as full rank, accepted */
-    CU_ASSERT_FATAL(write_lokr_cfg(q.ca, &q.c, -1, 0, 24, NULL, NULL) == 0);
-    CU_ASSERT(tt_run(q.ca, q.oa, 60) == 0);
+    CU_ASSERT_FATAL(tt_run(q.ca, q.oa, 300) == 0);
+    char p[1300];
+    static tt_losses L;
+    tt_fmt(p, sizeof p, "%s.out", q.oa);
+    CU_ASSERT(tt_parse_losses(p, &L) == 4);
+    for (int i = 0; i < L.n; i++) CU_ASSERT(isfinite(L.loss[i]) && L.loss[i] > 0);
+    tt_fmt(p, sizeof p, "%s/quickstart/quickstart_000000004.safetensors", q.oa);
+    ork_st_file *f = NULL;
+    CU_ASSERT_FATAL(ork_st_open(p, &f) == ORK_OK);
+    const ork_st_tensor *w1 = ork_st_find(f, "lora_unet_double_blocks_0_img_attn_qkv.lokr_w1");
+    const ork_st_tensor *a = ork_st_find(f, "lora_unet_double_blocks_0_img_attn_qkv.lokr_w2_a");
+    const ork_st_tensor *b = ork_st_find(f, "lora_unet_double_blocks_0_img_attn_qkv.lokr_w2_b");
+    const ork_st_tensor *al = ork_st_find(f, "lora_unet_double_blocks_0_img_attn_qkv.alpha");
+    CU_ASSERT_FATAL(w1 && a && b && al);
+    CU_ASSERT(w1->shape[0] == 16 && w1->shape[1] == 8);
+    CU_ASSERT(a->shape[0] == 18 && a->shape[1] == 4 && b->shape[0] == 4 && b->shape[1] == 12);
+    CU_ASSERT(!ork_st_find(f, "lora_unet_double_blocks_0_img_attn_qkv.lokr_w2"));
+    ork_st_close(f);
+    /* resume: 2 steps, then to 4 */
+    tt_cfg c = q.c;
+    c.out = q.ob;
+    c.steps = 2;
+    CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 0, 4, NULL, NULL) == 0);
+    char l1[1200], l2[1200];
+    tt_fmt(l1, sizeof l1, "%s_1", q.ob);
+    tt_fmt(l2, sizeof l2, "%s_2", q.ob);
+    CU_ASSERT_FATAL(tt_run(q.cb, l1, 300) == 0);
+    c.steps = 4;
+    CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 0, 4, NULL, NULL) == 0);
+    CU_ASSERT_FATAL(tt_run(q.cb, l2, 300) == 0);
+    CU_ASSERT(same_losses(q.oa, 2, l2, 2));
+    CU_ASSERT(tt_same_output(q.oa, q.ob, "000000004"));
+    CU_ASSERT(tt_same_output(q.oa, q.ob, "state"));
     tt_rm_rf(q.root);
 }
 
@@ -222,7 +244,7 @@ static const ork_test_case cases[] = {
     {"resume is bit-identical", test_resume_bitwise},
     {"streamed trainable state == resident", test_streamed_equals_resident},
     {"fp8-quantized base weights; lokr_factor 4", test_quantized_and_factor},
-    {"lokr_full_rank: false refused where w2 would be low-rank", test_refused},
+    {"lokr_full_rank: false: a low-rank w2 trains, saves, resumes", test_lowrank},
     {NULL, NULL}};
 #ifdef TT_GPU
 #include "cuda/cuda_ctx.h" /* ork_cuda_device_count */

@@ -12,6 +12,9 @@
            scale 1) with random lokr_w1 / lokr_w2: x (M, K), w (N, K), b (N), w1, w2,
            dy (M, N); y = module(x), and dx, dw1, dw2 by torch autograd of sum(y·dy).
            All float32, computed in float64 and rounded.
+  c3.*     the same with a low-rank w2 (lora_dim 3, alpha 2, full_matrix False: LyCORIS's
+           lokr_w2_a (b, 3) · lokr_w2_b (3, d) at scale alpha / lora_dim, as ai-toolkit's
+           lokr_full_rank: false): w2a, w2b and dw2a, dw2b in place of w2 and dw2.
 
 Usage: PYTHONPATH=<lycoris-lora 4.x> python3 tests/reference/lokr_ref.py
        (writes tests/fixtures/lokr/lokr_ref.safetensors; pip install lycoris-lora)"""
@@ -88,8 +91,32 @@ def main():
                   f"c{i}.w2": f(mod.lokr_w2), f"c{i}.dy": f(dy), f"c{i}.y": f(y), f"c{i}.dx": f(x.grad),
                   f"c{i}.dw1": f(mod.lokr_w1.grad), f"c{i}.dw2": f(mod.lokr_w2.grad),
                   f"c{i}.factor": torch.tensor([factor], dtype=torch.float32)})
+    # c3: low-rank w2 (LyCORIS: lora_dim < max(b, d) / 2 -> lokr_w2_a @ lokr_w2_b, scale alpha / lora_dim)
+    M, out_f, in_f, factor = 5, 24, 18, 3
+    lin = torch.nn.Linear(in_f, out_f, bias=True).double()
+    with torch.no_grad():
+        lin.weight.normal_(0, 0.5)
+        lin.bias.normal_(0, 0.5)
+    mod = LokrModule("m", lin, lora_dim=3, alpha=2, factor=factor, full_matrix=False).double()
+    assert not mod.use_w2 and mod.use_w1 and abs(float(mod.scale) - 2 / 3) < 1e-12
+    with torch.no_grad():
+        mod.lokr_w1.normal_(0, 0.5)
+        mod.lokr_w2_a.normal_(0, 0.5)
+        mod.lokr_w2_b.normal_(0, 0.5)
+    mod.apply_to()
+    x = torch.randn(M, in_f, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(M, out_f, dtype=torch.float64)
+    y = lin(x)
+    ref = x @ (lin.weight + torch.kron(mod.lokr_w1, (2 / 3) * mod.lokr_w2_a @ mod.lokr_w2_b)).T + lin.bias
+    assert torch.allclose(y, ref, atol=1e-10), "LokrModule low-rank forward is not W + kron(w1, scale w2a w2b)"
+    (y * dy).sum().backward()
+    f = lambda v: v.detach().to(torch.float32).contiguous()
+    t.update({"c3.x": f(x), "c3.w": f(lin.weight), "c3.b": f(lin.bias), "c3.w1": f(mod.lokr_w1),
+              "c3.w2a": f(mod.lokr_w2_a), "c3.w2b": f(mod.lokr_w2_b), "c3.dy": f(dy), "c3.y": f(y),
+              "c3.dx": f(x.grad), "c3.dw1": f(mod.lokr_w1.grad), "c3.dw2a": f(mod.lokr_w2_a.grad),
+              "c3.dw2b": f(mod.lokr_w2_b.grad)})
     save_file(t, OUT, metadata={"source": "tests/reference/lokr_ref.py, lycoris-lora LokrModule"})
-    print(f"wrote {OUT}: {len(rows)} factorizations, 3 linear cases")
+    print(f"wrote {OUT}: {len(rows)} factorizations, 4 linear cases")
 
 
 if __name__ == "__main__":
