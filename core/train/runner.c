@@ -42,6 +42,7 @@ struct ork_runner {
     int measured;         /* rec_bytes holds a step's measurement for every trainable block */
     int keep;             /* trailing blocks kept, decided once (-1: not yet) */
     size_t keep_sum;      /* their recorded bytes when decided */
+    int64_t meas_tok;     /* the input tokens' elements of the step that measured rec_bytes */
 };
 
 ork_status ork_runner_create(ork_graph *g, ork_alloc *a, const ork_model_vtable *vt, void *model,
@@ -116,12 +117,23 @@ int ork_runner_kept(const ork_runner *r, size_t *bytes) {
     return k;
 }
 
+/* Block i's recorded bytes: the most any step measured (batches differ). */
+static void rec_max(ork_runner *r, int i, size_t bytes) {
+    if (bytes > r->rec_bytes[i]) r->rec_bytes[i] = bytes;
+}
+
 /* K for this step: 0 until a step measured every trainable block's recorded
  * bytes, then decided once (fixed, or the most trailing blocks that fit the
  * cap beside the allocator's peak), and the arena grown to hold them in one
  * chunk. */
-static ork_status decide_keep(ork_runner *r) {
+static ork_status decide_keep(ork_runner *r, int64_t tok) {
     const int n = r->info->n_blocks, maxk = n - r->first_trainable;
+    /* a batch larger than the one measured (buckets): recompute every block
+     * this step, which measures again; the next step decides anew */
+    if (tok > r->meas_tok && r->measured) {
+        r->measured = 0;
+        r->keep = -1;
+    }
     if (r->hooks.streaming || maxk <= 0) return ORK_OK; /* r->keep stays -1: recompute all */
     if (r->keep >= 0 || !r->measured) return ORK_OK;
     int req = r->keep_env >= 0 ? r->keep_env : r->keep_req;
@@ -327,7 +339,8 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         return s;
     }
     /* blocks kstart..n-1 keep their recorded forward (no recompute) */
-    ORK_TRY(decide_keep(r));
+    int64_t tok = in && in->tokens ? ork_tensor_numel(in->tokens) : 0;
+    ORK_TRY(decide_keep(r, tok));
     const int kstart = n - (r->keep > 0 ? r->keep : 0);
     /* the pass: forward 0..n-1, then recompute + backward kstart-1..first_trainable */
     int no = 0;
@@ -368,7 +381,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         for (int i = kstart; s == ORK_OK && i < n; i++) {
             size_t live0 = ork_arena_live(g->arena);
             s = run_block(r, i, &c);
-            r->rec_bytes[i] = ork_arena_live(g->arena) - live0;
+            rec_max(r, i, ork_arena_live(g->arena) - live0);
         }
         prof_end(r, "forward (recorded, kept)", tp);
         tp = prof_t(r);
@@ -409,7 +422,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
         double tp = prof_t(r);
         size_t live0 = ork_arena_live(g->arena);
         if (s == ORK_OK) s = r->vt->block(r->model, g, i, &cout);
-        r->rec_bytes[i] = ork_arena_live(g->arena) - live0;
+        rec_max(r, i, ork_arena_live(g->arena) - live0);
         prof_end(r, "recompute (recorded)", tp);
         tp = prof_t(r);
         if (s == ORK_OK) s = ork_backward_from(g, cout.n, cout.t, dc);
@@ -428,6 +441,7 @@ ork_status ork_runner_step(ork_runner *r, const ork_model_inputs *in, int checkp
     }
     if (s == ORK_OK) {
         r->measured = 1;
+        r->meas_tok = tok > r->meas_tok ? tok : r->meas_tok;
         /* automatic: a batch whose kept blocks outgrew the decision decides again */
         size_t kb = 0;
         for (int i = kstart; i < n; i++) kb += r->rec_bytes[i];

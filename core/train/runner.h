@@ -79,7 +79,8 @@ int ork_runner_checkpoint_pool(const ork_runner *r, void **dev, const size_t **o
  * what the allocator has peaked at so far within cap_bytes less a margin (1 GiB
  * and 3%); cap_bytes 0: nothing kept. Either way a step keeps blocks only once
  * a step has measured their bytes (the first step recomputes all), and K is
- * then fixed. The environment variable ORAKUL_KEEP_BLOCKS=N overrides both. */
+ * then fixed; a batch with more input tokens than any measured recomputes
+ * every block once more (measuring), and the next step decides again. The environment variable ORAKUL_KEEP_BLOCKS=N overrides both. */
 void ork_runner_set_keep(ork_runner *r, int keep, size_t cap_bytes);
 /* The blocks the next step keeps (0 before automatic mode has measured a
  * step), and their recorded bytes as measured (0 when not yet measured). */
