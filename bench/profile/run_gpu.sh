@@ -19,6 +19,9 @@
 # (appended to the orakul runs' file names and labels), CLASS_LINES (of each breakdown printed);
 # DEADLINE (seconds from the start after which no further phase or run starts).
 # Carry .gpu-deps, and the tree to run (a git archive, so no uncommitted edit travels).
+# The opt-in 8-wide elementwise path's before/after in one call (~170 s of command):
+#   ORK_CUDA_EW8=0 TAG=_ew8off KEEPS=auto bash bench/profile/run_gpu.sh orakul;
+#   ORK_CUDA_EW8=1 TAG=_ew8on KEEPS=auto bash bench/profile/run_gpu.sh ew8 orakul tests
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; root=$PWD
 phases=("$@"); [ ${#phases[@]} -eq 0 ] && phases=(orakul)
