@@ -37,6 +37,7 @@ struct ork_textcond {
     int n;
     tc_slot sl[TC_MAX_SLOTS];
     int T, ctx_dim, vec_dim;
+    int unmasked;                         /* the txt slot is ORK_TEXT_SLOT_UNMASKED */
     char *identity;
     ork_textcond_stats last;
 };

@@ -55,6 +55,7 @@ void ork_text_embed_free(ork_text_embed *e) {
     if (!e) return;
     free(e->txt);
     free(e->vec);
+    free(e->len);
     memset(e, 0, sizeof *e);
 }
 
@@ -228,6 +229,7 @@ typedef struct runner {
     const struct emit_to *em; /* encode_each of one encoder: each chunk's rows to its callback, or NULL */
     float *etxt, *evec;       /* ... through these (one chunk's rows) */
     int emit_g0;              /* ... the group's first caption */
+    const int32_t *cmask;     /* the group's padding masks (n, L): an UNMASKED slot keeps their rows */
 } runner;
 
 /* encode_each's callback for a conditioner of one encoder (run_slot's emit). */
@@ -300,6 +302,24 @@ static ork_status to_host_f32(runner *r, ork_tensor *t, float *host) {
     return st;
 }
 
+/* An UNMASKED slot: each of the B captions' rows (L, D) at txt keeps the rows
+ * its mask (B, L) marks, in order, moved to the front; the rest zeroed; the
+ * count into len[i] (len may be NULL). */
+static void keep_unmasked(float *txt, int B, int L, int D, const int32_t *mask, int *len) {
+    for (int i = 0; i < B; i++) {
+        float *x = txt + (size_t)i * L * D;
+        const int32_t *m = mask + (size_t)i * L;
+        int k = 0;
+        for (int j = 0; j < L; j++) {
+            if (!m[j]) continue;
+            if (k != j) memmove(x + (size_t)k * D, x + (size_t)j * D, (size_t)D * sizeof *x);
+            k++;
+        }
+        memset(x + (size_t)k * D, 0, (size_t)(L - k) * D * sizeof *x);
+        if (len) len[i] = k;
+    }
+}
+
 /* hidden (B, L, D) and pooled (B, P) of chunk [c0, c0 + B) into out. */
 static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0, int B, ork_text_embed *out) {
     const tc_slot *t = r->t;
@@ -308,8 +328,12 @@ static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0,
         ork_text_embed ch = *out;
         ch.txt = r->etxt;
         ch.vec = r->evec;
+        ch.len = NULL;
         r->em = NULL;
+        const int32_t *gm = r->cmask;
+        if (gm) r->cmask = gm + (size_t)c0 * t->L; /* the chunk's masks at the buffers' row 0 */
         ork_status st = copy_out(r, o, 0, B, &ch);
+        r->cmask = gm;
         r->em = em;
         for (int i = 0; i < B && st == ORK_OK; i++)
             st = em->fn(em->user, r->emit_g0 + c0 + i, ch.txt ? ch.txt + (size_t)i * ch.T * ch.ctx_dim : NULL,
@@ -321,6 +345,9 @@ static ork_status copy_out(runner *r, const ork_text_encoder_outputs *o, int c0,
             return ORK_FAIL(ORK_E_INTERNAL, "text encoder %s: hidden output is not (%d, %d, %d)", t->s.encoder, B,
                             out->T, out->ctx_dim);
         ORK_TRY(to_host_f32(r, o->hidden, out->txt + (size_t)c0 * out->T * out->ctx_dim));
+        if ((t->s.flags & ORK_TEXT_SLOT_UNMASKED) && r->cmask)
+            keep_unmasked(out->txt + (size_t)c0 * out->T * out->ctx_dim, B, out->T, out->ctx_dim,
+                          r->cmask + (size_t)c0 * t->L, out->len ? out->len + c0 : NULL);
     }
     if (t->feeds & ORK_TEXT_FEEDS_VEC) {
         if (!o->pooled || r->ta->numel(o->pooled) != (int64_t)B * out->vec_dim)
@@ -682,6 +709,29 @@ static ork_status tokenize(const tc_slot *t, int n, const char *const *captions,
     return ORK_OK;
 }
 
+ork_status ork_textcond_lengths(const ork_textcond *tc, int n, const char *const *captions, int *len) {
+    if (!tc || n < 0 || (n > 0 && (!captions || !len)))
+        return ORK_FAIL(ORK_E_INVALID, "text lengths: no conditioner, captions or lengths");
+    const tc_slot *t = NULL;
+    for (int i = 0; i < tc->n && !t; i++)
+        if (tc->sl[i].feeds & ORK_TEXT_FEEDS_TXT) t = &tc->sl[i];
+    if (!t || !tc->unmasked) {
+        for (int i = 0; i < n; i++) len[i] = tc->T;
+        return ORK_OK;
+    }
+    int32_t *ids = malloc((size_t)t->L * sizeof *ids), *mask = malloc((size_t)t->L * sizeof *mask);
+    ork_status st = ids && mask ? ORK_OK : ORK_E_NOMEM;
+    for (int i = 0; i < n && st == ORK_OK; i++) {
+        st = tokenize(t, 1, captions + i, ids, mask);
+        int k = 0;
+        for (int j = 0; st == ORK_OK && j < t->L; j++) k += mask[j] != 0;
+        len[i] = k;
+    }
+    free(ids);
+    free(mask);
+    return st;
+}
+
 /* Layer-major: where the carries wait between blocks, and how many captions
  * share one pass of the weights. On the device when a group of at least one
  * chunk fits beside the block and the chunk (budget 0: up to 16 GiB of
@@ -829,8 +879,10 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
             ork_text_embed part = *out; /* the group's rows of out */
             part.txt = out->txt ? out->txt + (size_t)g0 * out->T * out->ctx_dim : NULL;
             part.vec = out->vec ? out->vec + (size_t)g0 * out->vec_dim : NULL;
+            part.len = out->len ? out->len + g0 : NULL;
             const int32_t *gi = ids + (size_t)g0 * t->L, *gm = mask + (size_t)g0 * t->L;
             r->emit_g0 = g0;
+            r->cmask = gm;
             st = p.layer_major ? run_layer_major(r, on_device, gi, gm, gn, p.chunk, &part)
                                : run_resident(r, gi, gm, gn, p.chunk, &part, kept != NULL);
         }
@@ -892,7 +944,8 @@ static ork_status encode_impl(ork_textcond *tc, const ork_backend *be, size_t bu
     if (n == 0) return ORK_OK;
     out->txt = malloc((size_t)n * tc->T * tc->ctx_dim * sizeof *out->txt);
     if (tc->vec_dim) out->vec = malloc((size_t)n * tc->vec_dim * sizeof *out->vec);
-    if (!out->txt || (tc->vec_dim && !out->vec)) {
+    if (tc->unmasked) out->len = malloc((size_t)n * sizeof *out->len);
+    if (!out->txt || (tc->vec_dim && !out->vec) || (tc->unmasked && !out->len)) {
         ork_text_embed_free(out);
         return ORK_FAIL(ORK_E_NOMEM, "text encode: no host memory for %d captions' embeddings (%.2f GiB)", n,
                         (double)n * tc->T * tc->ctx_dim * 4 / 1073741824.0);

@@ -170,12 +170,6 @@ static void resolve_slot(const ork_model_info *mi, const ork_text_slot *s, found
 static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     const ork_model_info *mi = tc->mi;
     const ork_text_slot *s = &t->s;
-    /* declared in the slot (ABI 1.3) but not run yet: refused, never ignored
-     * (all positions would be the wrong embeddings) */
-    if (s->flags & ORK_TEXT_SLOT_UNMASKED)
-        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s asks for the unmasked tokens only: the text conditioner "
-                        "does not implement it yet (it gives every position)", mi->variant ? mi->variant : "the model",
-                        slot_name(s));
     if (s->n_hidden_states < 0 || s->n_hidden_states > 4)
         return ORK_FAIL(ORK_E_INVALID, "%s's text slot %s: n_hidden_states %d (0 .. 4)",
                         mi->variant ? mi->variant : "the model", slot_name(s), s->n_hidden_states);
@@ -222,6 +216,12 @@ static ork_status open_slot(ork_textcond *tc, tc_slot *t, const found *f) {
     snprintf(what, sizeof what, "%s's text slot %s", mi->variant ? mi->variant : "the model", slot_name(s));
     ORK_TRY(ork_prompt_template_check(&tpl, t->L, what));
     t->use_mask = (t->feeds & ORK_TEXT_FEEDS_TXT) && (tc->o.attn_mask || chat);
+    /* the unmasked rows (cond_run.c keeps them, compacted to the front) are the
+     * caption's own only when the encoder attended under that mask */
+    if ((s->flags & ORK_TEXT_SLOT_UNMASKED) && !t->use_mask)
+        return ORK_FAIL(ORK_E_UNSUPPORTED, "%s's text slot %s asks for the unmasked tokens only, but its encoder gets "
+                        "no padding mask (no chat template, model.attn_masking off): its rows would see the padding",
+                        mi->variant ? mi->variant : "the model", slot_name(s));
     if (tc->o.quantize && (s->flags & ORK_TEXT_SLOT_QUANTIZE)) {
         ORK_TRY(ork_registry_require(tc->reg, ORK_KIND_QUANT, tc->qtype, "model.qtype_te", &t->qpc));
         /* the storage of a square weight, for the plan (the store asks per shape) */
@@ -327,6 +327,7 @@ ork_status ork_textcond_open(const ork_registry *reg, const ork_model_info *mi, 
         if (t->feeds & ORK_TEXT_FEEDS_TXT) {
             tc->T = t->L;
             tc->ctx_dim = t->info.hidden_dim;
+            tc->unmasked = (t->s.flags & ORK_TEXT_SLOT_UNMASKED) != 0;
         }
         if (t->feeds & ORK_TEXT_FEEDS_VEC) tc->vec_dim = t->info.pooled_dim;
     }
@@ -356,6 +357,8 @@ void ork_textcond_shape(const ork_textcond *tc, int *T, int *ctx_dim, int *vec_d
     if (ctx_dim) *ctx_dim = tc ? tc->ctx_dim : 0;
     if (vec_dim) *vec_dim = tc ? tc->vec_dim : 0;
 }
+
+int ork_textcond_unmasked(const ork_textcond *tc) { return tc && tc->unmasked; }
 
 void ork_textcond_last_stats(const ork_textcond *tc, ork_textcond_stats *out) {
     if (tc) *out = tc->last;
@@ -436,9 +439,10 @@ static ork_status build_identity(ork_textcond *tc) {
     sb_add(&b, "orakul-textcond/1");
     for (int i = 0; i < tc->n; i++) {
         const tc_slot *t = &tc->sl[i];
-        sb_add(&b, "|%s %s feeds=%s%s len=%d mask=%d q=%s weights=", t->pc->c->id, t->info.variant ? t->info.variant : "",
-               (t->feeds & ORK_TEXT_FEEDS_TXT) ? "txt" : "", (t->feeds & ORK_TEXT_FEEDS_VEC) ? "vec" : "", t->L,
-               t->use_mask, t->qpc ? t->qpc->c->id : "none");
+        sb_add(&b, "|%s %s feeds=%s%s len=%d mask=%d%s q=%s weights=", t->pc->c->id,
+               t->info.variant ? t->info.variant : "", (t->feeds & ORK_TEXT_FEEDS_TXT) ? "txt" : "",
+               (t->feeds & ORK_TEXT_FEEDS_VEC) ? "vec" : "", t->L, t->use_mask,
+               (t->s.flags & ORK_TEXT_SLOT_UNMASKED) ? " unmasked" : "", t->qpc ? t->qpc->c->id : "none");
         add_files(&b, t->weights, wsuf);
         sb_add(&b, " tokenizer=");
         add_files(&b, t->tokenizer, tsuf);

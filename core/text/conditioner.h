@@ -55,13 +55,18 @@ typedef struct ork_textcond ork_textcond; /* opaque */
 
 /* The embeddings of n captions (ownership: the caller's; free with
  * ork_text_embed_free). Caption i's txt is txt + i·T·ctx_dim, its vec
- * vec + i·vec_dim. Rows are F32 whatever the activation dtype was. */
+ * vec + i·vec_dim. Rows are F32 whatever the activation dtype was.
+ * A txt slot with ORK_TEXT_SLOT_UNMASKED (Z-Image: prompt_embeds[i][mask[i]])
+ * keeps only the rows its padding mask marks: caption i's first len[i] rows
+ * are those, in order (moved to the front when the padding is on the left),
+ * the rest are zero; len is NULL for any other slot (every row counts). */
 typedef struct ork_text_embed {
     int n;          /* captions */
     int T, ctx_dim; /* txt (n, T, ctx_dim): the hidden states of the txt slot's encoder */
     float *txt;
     int vec_dim;    /* vec (n, vec_dim): the pooled output of the vec slot, or 0 and NULL */
     float *vec;
+    int *len;       /* (n): each caption's unmasked rows (UNMASKED), or NULL */
 } ork_text_embed;
 
 /* What open needs besides the model (from the config; all may be 0/NULL). */
@@ -137,6 +142,16 @@ void ork_text_embed_free(ork_text_embed *e); /* frees the arrays, zeroes *e; NUL
 typedef ork_status (*ork_text_embed_fn)(void *user, int i, const float *txt, const float *vec);
 ork_status ork_textcond_encode_each(ork_textcond *tc, const ork_backend *be, size_t budget_bytes, int n,
                                     const char *const *captions, ork_text_embed_fn fn, void *user);
+
+/* Whether the txt slot keeps each caption's unmasked rows only
+ * (ORK_TEXT_SLOT_UNMASKED); 0 for NULL. */
+int ork_textcond_unmasked(const ork_textcond *tc);
+
+/* Each caption's valid txt rows in len[n]: the count of its padding mask's
+ * ones after the prompt template (what encode's len gives, without running
+ * the encoder: tokenizing only); T for every caption when the txt slot is not
+ * UNMASKED. encode_each's callback gets the compacted rows without it. */
+ork_status ork_textcond_lengths(const ork_textcond *tc, int n, const char *const *captions, int *len);
 
 /* What the last encode did (zeros before the first): for benches and logs. */
 typedef struct ork_textcond_stats {

@@ -199,6 +199,33 @@ static float *direct(const char *id, const char *dir, const char *tokdir, const 
     return h;
 }
 
+/* The conditioner of one txt slot of fam's folder, with the slot's flags ORK_TEXT_SLOT_QUANTIZE | extra. */
+static ork_status open_tc(const char *fam, const char *enc, const ork_prompt_template *tpl, uint32_t extra,
+                          ork_textcond **tc) {
+    static ork_text_slot slot;
+    static ork_model_info mi;
+    static char src[400];
+    snprintf(src, sizeof src, "%s/%s", tmp, fam);
+    slot = (ork_text_slot){.encoder = enc, .feeds = ORK_TEXT_FEEDS_TXT, .flags = ORK_TEXT_SLOT_QUANTIZE | extra,
+                           .subfolder = "text_encoder", .tokenizer_subfolder = "tokenizer", .max_length = TOK,
+                           .path_key = "text_encoder_path", .tokenizer_key = "text_encoder_tokenizer_path",
+                           .prompt_template = tpl->kind, .prompt_flags = tpl->flags,
+                           .system_message = tpl->system_message};
+    memset(&mi, 0, sizeof mi);
+    mi.abi = (ork_abi)ORK_ABI_INIT(ork_model_info);
+    mi.family = "zimage";
+    mi.variant = "tiny";
+    mi.context_dim = 3 * HID;
+    mi.context_len = TOK;
+    mi.n_text_slots = 1;
+    mi.text_slots = &slot;
+    mi.source_dir = src;
+    ork_textcond_opts o = {0};
+    *tc = NULL;
+    ork_status s = ork_textcond_open(tt_reg, &mi, &o, tc);
+    return s == ORK_OK && !*tc ? ORK_E_INTERNAL : s;
+}
+
 static ork_status encode(const char *fam, const char *enc, const ork_prompt_template *tpl, ork_text_embed *emb) {
     char src[400];
     snprintf(src, sizeof src, "%s/%s", tmp, fam);
@@ -339,10 +366,92 @@ static void test_fp8(void) {
     printf("\n  ");
 }
 
+/* ---- ORK_TEXT_SLOT_UNMASKED (Z-Image: prompt_embeds[i][prompt_masks[i]]) ---------------------- */
+
+typedef struct each_chk {
+    const ork_text_embed *u;
+    int calls, bad;
+} each_chk;
+static ork_status each_cb(void *user, int i, const float *txt, const float *vec) {
+    each_chk *c = user;
+    (void)vec;
+    c->calls++;
+    size_t row = (size_t)TOK * 3 * HID;
+    if (i < 0 || i >= NCAP || memcmp(txt, c->u->txt + (size_t)i * row, row * sizeof *txt)) c->bad++;
+    return ORK_OK;
+}
+
+/* Each caption keeps the rows its mask marks: len[i] = the mask's ones, the
+ * rows the padded encode's at those positions (bit-equal: the same run), the
+ * rest zero; lengths() agrees without encoding; encode_each (chunks of 3: a
+ * chunk's masks at an offset) gives the same rows. */
+static void case_unmasked(const char *fam, const char *enc, const ork_prompt_template *tpl) {
+    char tokdir[400];
+    snprintf(tokdir, sizeof tokdir, "%s/%s/tokenizer", tmp, fam);
+    ork_tokenizer *tok = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_tokenizer_load(tokdir, &tok), ORK_OK);
+    static int32_t ids[NCAP * TOK], mask[NCAP * TOK];
+    int want[NCAP];
+    for (int i = 0; i < NCAP; i++) {
+        int32_t got = 0;
+        CU_ASSERT_EQUAL_FATAL(ork_prompt_encode_template(tok, tpl, CAPS[i], strlen(CAPS[i]), TOK, ids + i * TOK,
+                                                         mask + i * TOK, TOK, &got), ORK_OK);
+        want[i] = 0;
+        for (int j = 0; j < TOK; j++) want[i] += mask[i * TOK + j] != 0;
+        CU_ASSERT(want[i] > 0 && want[i] < TOK); /* the padding is there to drop */
+    }
+    ork_tokenizer_free(tok);
+    CU_ASSERT(want[0] != want[1]); /* captions of other lengths */
+    ork_textcond *tp = NULL, *tu = NULL;
+    ork_text_embed a, u;
+    memset(&a, 0, sizeof a);
+    memset(&u, 0, sizeof u);
+    CU_ASSERT_EQUAL_FATAL(open_tc(fam, enc, tpl, 0, &tp), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(open_tc(fam, enc, tpl, ORK_TEXT_SLOT_UNMASKED, &tu), ORK_OK);
+    CU_ASSERT_FALSE(ork_textcond_unmasked(tp));
+    CU_ASSERT_TRUE(ork_textcond_unmasked(tu));
+    CU_ASSERT_STRING_NOT_EQUAL(ork_textcond_identity(tp), ork_textcond_identity(tu)); /* other cache entries */
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tp, ork_cpu_backend(), 0, NCAP, CAPS, &a), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ork_textcond_encode(tu, ork_cpu_backend(), 0, NCAP, CAPS, &u), ORK_OK);
+    CU_ASSERT_PTR_NULL(a.len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(u.len);
+    int D = 3 * HID, lens[NCAP] = {0}, bad_rows = 0, bad_zero = 0;
+    for (int i = 0; i < NCAP; i++) {
+        CU_ASSERT_EQUAL(u.len[i], want[i]);
+        const float *pa = a.txt + (size_t)i * TOK * D, *pu = u.txt + (size_t)i * TOK * D;
+        int k = 0;
+        for (int j = 0; j < TOK; j++)
+            if (mask[i * TOK + j]) bad_rows += memcmp(pu + (size_t)k++ * D, pa + (size_t)j * D, D * sizeof *pa) != 0;
+        for (size_t x = (size_t)k * D; x < (size_t)TOK * D; x++) bad_zero += pu[x] != 0.0f;
+    }
+    CU_ASSERT_EQUAL(bad_rows, 0);
+    CU_ASSERT_EQUAL(bad_zero, 0);
+    int first_same = memcmp(u.txt, a.txt, (size_t)want[0] * D * sizeof *a.txt) == 0;
+    CU_ASSERT_EQUAL(first_same, !(tpl->flags & ORK_TEMPLATE_PAD_LEFT)); /* right padding: the first T_i rows */
+    CU_ASSERT_EQUAL(ork_textcond_lengths(tu, NCAP, CAPS, lens), ORK_OK);
+    CU_ASSERT(!memcmp(lens, want, sizeof lens));
+    CU_ASSERT_EQUAL(ork_textcond_lengths(tp, NCAP, CAPS, lens), ORK_OK);
+    CU_ASSERT_EQUAL(lens[0], TOK); /* not UNMASKED: every row counts */
+    setenv("ORAKUL_TEXT_CHUNK", "3", 1);
+    each_chk c = {&u, 0, 0};
+    CU_ASSERT_EQUAL(ork_textcond_encode_each(tu, ork_cpu_backend(), 0, NCAP, CAPS, each_cb, &c), ORK_OK);
+    unsetenv("ORAKUL_TEXT_CHUNK");
+    CU_ASSERT_EQUAL(c.calls, NCAP);
+    CU_ASSERT_EQUAL(c.bad, 0);
+    ork_text_embed_free(&a);
+    ork_text_embed_free(&u);
+    ork_textcond_close(tp);
+    ork_textcond_close(tu);
+}
+static void test_unmasked_qwen3(void) { case_unmasked("qwen3", "qwen3", &QWEN_TPL); }
+static void test_unmasked_mistral(void) { case_unmasked("mistral", "mistral3", &MISTRAL_TPL); }
+
 static const ork_test_case cases[] = {
     {"FLUX.2-dev slot: Mistral3 through the conditioner (chat template, left padding, mask)", test_mistral},
     {"FLUX.2 klein slot: Qwen3 through the conditioner (chat template, right padding, mask)", test_qwen3},
     {"fp8 checkpoint (E4M3 + weight_scale) equals its dequantized copy", test_fp8},
+    {"UNMASKED slot, right padding (Z-Image's Qwen3): each caption's own rows", test_unmasked_qwen3},
+    {"UNMASKED slot, left padding: the masked rows moved to the front", test_unmasked_mistral},
     {NULL, NULL},
 };
 
