@@ -15,7 +15,7 @@
  *    bytes), F32 and BF16 weights (network.weight_dtype), and a state saved
  *    with the EMA refused by a config without it (one line);
  *  - streamed: the trainable state streamed per block (ORAKUL_STREAM_TRAINABLES=1,
- *    no clipping) gives the resident run's LoRA file and state, bytes;
+ *    no clipping) gives the resident run's LoRA file, state tensors and samples, bytes;
  *  - bad_keys: ema_decay outside [0, 1] or not a number, use_ema not a bool: refused;
  *  - samples: with decay 1 the shadow stays the initial LoRA (up = 0), so the
  *    samples at the last step are the samples before the first, bytes; the
@@ -262,12 +262,25 @@ static void resume_case(const char *wdt) {
 static void test_resume_f32(void) { resume_case("fp32"); }
 static void test_resume_bf16(void) { resume_case("bf16"); }
 
+/* The PNG files under <root>/<name>/quickstart/samples whose name holds tag. */
+static int find_sample(const char *root, const char *name, const char *tag, char *out, size_t n) {
+    char dir[1200];
+    tt_fmt(dir, sizeof dir, "%s/%s/quickstart/samples", root, name);
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, tag) && strstr(e->d_name, ".png") && !strstr(e->d_name, "grid") && !found++)
+            tt_fmt(out, n, "%s/%s", dir, e->d_name);
+    if (d) closedir(d);
+    return found;
+}
+
 static void test_streamed(void) {
     char root[1024], data[1100];
     CU_ASSERT_FATAL(tt_setup("ema_stream", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
-    CU_ASSERT_FATAL(run_one(root, data, "resident", 3, 3, "fp32", 0.8, "0", 0, 0) == 0);
-    CU_ASSERT_FATAL(run_one(root, data, "streamed", 3, 3, "fp32", 0.8, "0", 0, 1) == 0);
+    CU_ASSERT_FATAL(run_one(root, data, "resident", 3, 3, "fp32", 0.8, "0", 1, 0) == 0);
+    CU_ASSERT_FATAL(run_one(root, data, "streamed", 3, 3, "fp32", 0.8, "0", 1, 1) == 0);
     char a[1100], b[1100], log[1200];
     tt_fmt(a, sizeof a, "%s/resident", root);
     tt_fmt(b, sizeof b, "%s/streamed", root);
@@ -284,20 +297,12 @@ static void test_streamed(void) {
     }
     ork_st_close(sa);
     ork_st_close(sb);
+    /* the samples at step 3, drawn with the shadows swapped into the records */
+    char fa[1400], fb[1400];
+    CU_ASSERT_FATAL(find_sample(root, "resident", "000000003", fa, sizeof fa) == 1);
+    CU_ASSERT_FATAL(find_sample(root, "streamed", "000000003", fb, sizeof fb) == 1);
+    CU_ASSERT(tt_same_bytes(fa, fb));
     tt_rm_rf(root);
-}
-
-/* The PNG files under <root>/<name>/quickstart/samples whose name holds tag. */
-static int find_sample(const char *root, const char *name, const char *tag, char *out, size_t n) {
-    char dir[1200];
-    tt_fmt(dir, sizeof dir, "%s/%s/quickstart/samples", root, name);
-    DIR *d = opendir(dir);
-    int found = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strstr(e->d_name, tag) && strstr(e->d_name, ".png") && !strstr(e->d_name, "grid") && !found++)
-            tt_fmt(out, n, "%s/%s", dir, e->d_name);
-    if (d) closedir(d);
-    return found;
 }
 
 static void test_samples(void) {
