@@ -52,8 +52,9 @@ static ork_status meta_is(const char *path, const ork_st_file *f, const char *ke
     return ORK_FAIL(ORK_E_FORMAT, "%s: its %s is not this entry's (another caption or encoder)", path, key);
 }
 
-ork_status ork_text_cache_load(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
-                               const char *caption, float *txt, float *vec) {
+/* load with short 1: txt may hold 1 .. T rows (an UNMASKED slot's), *len says how many */
+static ork_status load_impl(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                            const char *caption, int short_ok, float *txt, float *vec, int *len) {
     if (!ork_path_exists(path)) return ORK_E_IO;
     ork_st_file *f = NULL;
     ORK_TRY(ork_st_open(path, &f));
@@ -67,28 +68,60 @@ ork_status ork_text_cache_load(const char *path, const char *identity, int T, in
     if (s == ORK_OK) s = meta_is(path, f, "max_length", t);
     if (s == ORK_OK) s = meta_is(path, f, "caption", caption ? caption : "");
     const ork_st_tensor *tt = NULL, *tv = NULL;
-    if (s == ORK_OK) s = check_tensor(path, f, "txt", 2, T, ctx_dim, &tt);
+    int64_t rows = T;
+    const ork_st_tensor *t0 = s == ORK_OK ? ork_st_find(f, "txt") : NULL;
+    if (short_ok && t0 && t0->ndim == 2 && t0->shape[0] >= 1 && t0->shape[0] <= T) rows = t0->shape[0];
+    if (s == ORK_OK) { /* the rows kept: the tensor's and the metadata's length agree */
+        const char *lm = ork_st_meta(f, "length");
+        char want[24];
+        snprintf(want, sizeof want, "%lld", (long long)rows);
+        if (rows < T && !(lm && !strcmp(lm, want)))
+            s = ORK_FAIL(ORK_E_FORMAT, "%s: txt has %lld of %d rows but its length says %s", path, (long long)rows, T,
+                         lm ? lm : "nothing");
+    }
+    if (s == ORK_OK) s = check_tensor(path, f, "txt", 2, rows, ctx_dim, &tt);
     if (s == ORK_OK && vec_dim > 0 && vec) s = check_tensor(path, f, "vec", 1, vec_dim, 0, &tv);
     if (s == ORK_OK) s = ork_st_read_f32(tt, txt);
+    if (s == ORK_OK && rows < T) memset(txt + (size_t)rows * ctx_dim, 0, (size_t)(T - rows) * ctx_dim * sizeof *txt);
+    if (s == ORK_OK && len) *len = (int)rows;
     if (s == ORK_OK && tv) s = ork_st_read_f32(tv, vec);
     ork_st_close(f);
     return s;
 }
 
+ork_status ork_text_cache_load(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                               const char *caption, float *txt, float *vec) {
+    return load_impl(path, identity, T, ctx_dim, vec_dim, caption, 0, txt, vec, NULL);
+}
+
+ork_status ork_text_cache_load_len(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                                   const char *caption, float *txt, float *vec, int *len) {
+    return load_impl(path, identity, T, ctx_dim, vec_dim, caption, 1, txt, vec, len);
+}
+
 ork_status ork_text_cache_write(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
                                 const char *caption, const float *txt, const float *vec) {
+    return ork_text_cache_write_len(path, identity, T, ctx_dim, vec_dim, caption, T, txt, vec);
+}
+
+ork_status ork_text_cache_write_len(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                                    const char *caption, int len, const float *txt, const float *vec) {
+    if (len < 1 || len > T)
+        return ORK_FAIL(ORK_E_INVALID, "%s: a text cache entry of %d rows (1 .. %d)", path, len, T);
     ork_st_writer *w;
     ORK_TRY(ork_st_writer_new(&w));
     ork_st_writer_checksum(w, 1);
-    int64_t st[2] = {T, ctx_dim}, sv[1] = {vec_dim};
-    char t[16];
+    int64_t st[2] = {len, ctx_dim}, sv[1] = {vec_dim};
+    char t[16], l[16];
     snprintf(t, sizeof t, "%d", T);
-    ork_status s = ork_st_writer_add(w, "txt", ORK_F32, 2, st, txt, (uint64_t)T * ctx_dim * sizeof(float));
+    snprintf(l, sizeof l, "%d", len);
+    ork_status s = ork_st_writer_add(w, "txt", ORK_F32, 2, st, txt, (uint64_t)len * ctx_dim * sizeof(float));
     if (s == ORK_OK && vec_dim > 0 && vec)
         s = ork_st_writer_add(w, "vec", ORK_F32, 1, sv, vec, (uint64_t)vec_dim * sizeof(float));
     if (s == ORK_OK) s = ork_st_writer_meta(w, "format", ORK_TEXT_CACHE_FORMAT);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "encoder", identity ? identity : "");
     if (s == ORK_OK) s = ork_st_writer_meta(w, "max_length", t);
+    if (s == ORK_OK && len < T) s = ork_st_writer_meta(w, "length", l);
     if (s == ORK_OK) s = ork_st_writer_meta(w, "caption", caption ? caption : "");
     if (s == ORK_OK) s = ork_st_writer_commit(w, path);
     ork_st_writer_free(w);

@@ -12,7 +12,9 @@
  * Format: the orakul-te/1 tensors of <image>.te.safetensors (txt F32 (T,
  * ctx_dim), vec F32 (vec_dim) when the model takes one) with __metadata__
  * format "orakul-te/1", encoder = the identity, max_length = T, caption = the
- * text, and the per-tensor CRC-32 checksums of io/st_check.h. Written
+ * text, and the per-tensor CRC-32 checksums of io/st_check.h. An UNMASKED
+ * slot's entry (conditioner.h) keeps only the caption's len rows: txt F32
+ * (len, ctx_dim) and __metadata__ length = len (when len < T). Written
  * atomically (temp + fsync + rename, ork_st_writer_commit).
  *
  * Load checks, in order: readable safetensors; checksums present and
@@ -51,6 +53,17 @@ ork_status ork_text_cache_load(const char *path, const char *identity, int T, in
  * (vec_dim) or NULL. Failure: one line (the writer's) and its status. */
 ork_status ork_text_cache_write(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
                                 const char *caption, const float *txt, const float *vec);
+
+/* The same for a caption of len valid rows (1 .. T; an UNMASKED slot): only
+ * txt's first len rows are written, with metadata length. load_len reads an
+ * entry of 1 .. T rows (a trimmed one's length metadata must match its rows)
+ * into txt (T, ctx_dim), the rows past *len zeroed; the plain load refuses a
+ * trimmed entry (a miss). */
+ork_status ork_text_cache_write_len(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                                    const char *caption, int len, const float *txt /* (len.., ctx_dim) */,
+                                    const float *vec);
+ork_status ork_text_cache_load_len(const char *path, const char *identity, int T, int ctx_dim, int vec_dim,
+                                   const char *caption, float *txt /* (T, ctx_dim) */, float *vec, int *len);
 
 /* ---- the run's side (train/text_glue.c) --------------------------------- */
 

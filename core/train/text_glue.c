@@ -394,6 +394,29 @@ static int preset_without_encoders(const job *j) {
     return 1;
 }
 
+/* A txt slot that keeps each caption's unmasked tokens only (Z-Image,
+ * ORK_TEXT_SLOT_UNMASKED): the conditioner gives each caption's rows and
+ * length (ork_text_embed.len, ork_textcond_lengths) and the text cache keeps
+ * them (ork_text_cache_write_len), but the micro-batch's txt (prefetch.c,
+ * train.c), DOP's class prompts and the sample prompts still go to the model
+ * at the full length T: refused here, for plan and run alike, never trained
+ * on padded rows. The line points at train.batch_size when it is above 1
+ * (captions of other lengths in one batch also need a key-masked attention). */
+static ork_status refuse_unmasked(const job *j, ork_textcond *tc) {
+    if (!ork_textcond_unmasked(tc)) return ORK_OK;
+    ork_textcond_close(tc);
+    const char *m = j->info.variant ? j->info.variant : "the model";
+    ork_loc at;
+    if (j->p->train.batch_size > 1 && ork_config_where(j->cfg, "train.batch_size", &at) && at.line > 0)
+        return ork_config_fail_at(&at, ORK_E_UNSUPPORTED, "train.batch_size %lld: %s takes each caption's unmasked "
+                                  "text tokens only, whose lengths differ: a batch of them needs a key-masked "
+                                  "attention (not yet), and training passes no per-caption length yet",
+                                  (long long)j->p->train.batch_size, m);
+    return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: %s takes each caption's unmasked text tokens only (txt (1, T_i, %d)): "
+                    "the text conditioner and cache give them, but training does not pass a caption's own length to "
+                    "the model yet", ork_config_file(j->cfg), m, j->info.context_dim);
+}
+
 ork_status ork_train_encode_text(job *j) {
     j->T = ork_train_text_len(j);
     /* the sample prompts are made here (preflight keeps them) so that their text is encoded with the captions */
@@ -405,6 +428,7 @@ ork_status ork_train_encode_text(job *j) {
     if (preset_without_encoders(j)) return ORK_OK;
     ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc));
     if (!tc) return ORK_OK; /* no text encoders: the conditioner said so; .te.safetensors files or zeros */
+    ORK_TRY(refuse_unmasked(j, tc));
     ork_train_text *t = calloc(1, sizeof *t);
     wants w = {0};
     int *samp = NULL, n_samp = 0, **img_want = NULL, *drop_want = NULL;
@@ -600,6 +624,7 @@ ork_status ork_train_plan_text(job *j, FILE *out) {
     ork_textcond *tc = NULL;
     if (!preset_without_encoders(j))
         ORK_TRY(ork_textcond_open(j->reg, &j->info, &o, &tc)); /* the pieces plan and run refuse alike */
+    if (tc) ORK_TRY(refuse_unmasked(j, tc));
     if (!tc) {
         ork_tc_encode_plan_print(NULL, NULL, out);
         return ORK_OK;
