@@ -15,7 +15,8 @@
  *    bytes), F32 and BF16 weights (network.weight_dtype), and a state saved
  *    with the EMA refused by a config without it (one line);
  *  - streamed: the trainable state streamed per block (ORAKUL_STREAM_TRAINABLES=1,
- *    no clipping) gives the resident run's LoRA file, state tensors and samples, bytes;
+ *    no clipping) gives the resident run's LoRA file, state tensors and samples, bytes,
+ *    with F32 and with BF16 weights;
  *  - bad_keys: ema_decay outside [0, 1] or not a number, use_ema not a bool: refused;
  *  - samples: with decay 1 the shadow stays the initial LoRA (up = 0), so the
  *    samples at the last step are the samples before the first, bytes; the
@@ -275,12 +276,12 @@ static int find_sample(const char *root, const char *name, const char *tag, char
     return found;
 }
 
-static void test_streamed(void) {
+static void streamed_case(const char *wdt) {
     char root[1024], data[1100];
     CU_ASSERT_FATAL(tt_setup("ema_stream", root, sizeof root) == 0);
     tt_fmt(data, sizeof data, "%s/data", root);
-    CU_ASSERT_FATAL(run_one(root, data, "resident", 3, 3, "fp32", 0.8, "0", 1, 0) == 0);
-    CU_ASSERT_FATAL(run_one(root, data, "streamed", 3, 3, "fp32", 0.8, "0", 1, 1) == 0);
+    CU_ASSERT_FATAL(run_one(root, data, "resident", 3, 3, wdt, 0.8, "0", 1, 0) == 0);
+    CU_ASSERT_FATAL(run_one(root, data, "streamed", 3, 3, wdt, 0.8, "0", 1, 1) == 0);
     char a[1100], b[1100], log[1200];
     tt_fmt(a, sizeof a, "%s/resident", root);
     tt_fmt(b, sizeof b, "%s/streamed", root);
@@ -304,6 +305,9 @@ static void test_streamed(void) {
     CU_ASSERT(tt_same_bytes(fa, fb));
     tt_rm_rf(root);
 }
+
+static void test_streamed(void) { streamed_case("fp32"); }
+static void test_streamed_bf16(void) { streamed_case("bf16"); }
 
 static void test_samples(void) {
     char root[1024], data[1100];
@@ -357,6 +361,7 @@ static const ork_test_case cases[] = {{"update_ref", test_update_ref},
                                       {"resume_f32", test_resume_f32},
                                       {"resume_bf16", test_resume_bf16},
                                       {"streamed", test_streamed},
+                                      {"streamed_bf16", test_streamed_bf16},
                                       {"samples", test_samples},
                                       {NULL, NULL}};
 ORK_TEST_MAIN("ema", NULL, NULL, cases)
@@ -366,6 +371,7 @@ ORK_TEST_MAIN("ema", NULL, NULL, cases)
 static const ork_test_case cases[] = {{"resume_f32", test_resume_f32},
                                       {"resume_bf16", test_resume_bf16},
                                       {"streamed", test_streamed},
+                                      {"streamed_bf16", test_streamed_bf16},
                                       {"samples", test_samples},
                                       {NULL, NULL}};
 #include "cuda/cuda_ctx.h" /* ork_cuda_device_count */
