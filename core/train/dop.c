@@ -51,20 +51,29 @@ ork_status ork_dop_caption(const char *caption, const char *trigger, const char 
 
 /* ---- the job -------------------------------------------------------------------- */
 
-ork_status ork_train_dop_setup(job *j) {
-    const ork_train_config *t = &j->p->train;
-    if (!t->diff_output_preservation) return ORK_OK;
+ork_status ork_train_dop_check(job *j) {
+    if (!j->p->train.diff_output_preservation) return ORK_OK;
     const char *f = ork_config_file(j->cfg);
     if (!j->p->trigger_word)
         return ORK_FAIL(ORK_E_CONFIG, "%s: train.diff_output_preservation needs trigger_word (the word each caption's "
                         "class prompt replaces with diff_output_preservation_class)", f);
-    if (!j->text)
-        return ORK_FAIL(ORK_E_CONFIG, "%s: train.diff_output_preservation needs the model's text encoders to encode the "
-                        "class prompts (this model has none)", f);
-    if (j->tstream)
+    if (j->plan && j->plan->trainable_streamed)
         return ORK_FAIL(ORK_E_CONFIG, "%s: train.diff_output_preservation is not implemented with the trainable state "
                         "streamed per block (its second backward would step each block twice): set "
                         "model.stream_trainable_state: never, or a larger model.vram_budget_gb", f);
+    return ORK_OK;
+}
+
+ork_status ork_train_dop_setup(job *j) {
+    const ork_train_config *t = &j->p->train;
+    if (!t->diff_output_preservation) return ORK_OK;
+    ORK_TRY(ork_train_dop_check(j)); /* preflight's, again: the trainable state as set up */
+    if (j->tstream)
+        return ORK_FAIL(ORK_E_CONFIG, "%s: train.diff_output_preservation is not implemented with the trainable state "
+                        "streamed per block", ork_config_file(j->cfg));
+    if (!j->text)
+        return ORK_FAIL(ORK_E_CONFIG, "%s: train.diff_output_preservation needs the model's text encoders to encode the "
+                        "class prompts (this model has none)", ork_config_file(j->cfg));
     int nm = ork_lora_count(j->lora);
     j->dop_w = calloc((size_t)nm + 1, sizeof *j->dop_w);
     j->dop_lo = calloc((size_t)nm + 1, sizeof *j->dop_lo);

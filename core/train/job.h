@@ -288,6 +288,7 @@ void ork_train_ema_lora_end(job *j);                    /* ... and the live valu
 ork_status ork_train_ema_swap(job *j, int in);          /* sampling: the shadows in the parameters' place (1) and out (0) */
 
 /* dop.c: differential output preservation (train/dop.h); each a no-op with dop_on 0 */
+ork_status ork_train_dop_check(job *j);                 /* preflight (plan and run): trigger_word, streamed state */
 ork_status ork_train_dop_setup(job *j);                 /* after the text, LoRA and trainable state: the refusals */
 void ork_train_dop_free(job *j);
 /* the prior prediction of micro-batch si with the LoRA off on its class prompts (in: the uploaded inputs) */

@@ -158,6 +158,7 @@ ork_status ork_train_preflight(job *j) {
     ORK_TRY(check_codec(j));
     ORK_TRY(check_streaming(j));
     ORK_TRY(check_components(j));
+    ORK_TRY(ork_train_dop_check(j)); /* DOP's refusals that need no weights (dop.c) */
     /* the sample prompts (text embeddings given as files are read and checked here) */
     j->T = ork_train_text_len(j);
     if (!j->samples) ORK_TRY(ork_samples_create(j->cfg, &j->info, j->T, j->out_dir, j->name, &j->samples));

@@ -15,8 +15,8 @@
  *  - zero: multiplier 0 gives the LoRA files and losses of the run without
  *    DOP, bytes and text;
  *  - resume: 4 steps straight == 2 + 2 resumed with DOP (LoRA bytes);
- *  - refused: DOP without trigger_word, and with a preset without text
- *    encoders, exit 2 with one line naming the key. */
+ *  - refused: DOP without trigger_word (run and plan), and with a preset
+ *    without text encoders, exit 2 with one line naming the key. */
 #include "../train/train_test_util.h"
 
 #include "train/dop.h"
@@ -218,6 +218,12 @@ static void refused(const char *name, int trigger, int preset, const char *want)
     CU_ASSERT(t && tt_lines_with(t, "error", first, sizeof first) == 1 && strstr(first, want));
     if (t && !strstr(t, want)) printf("\n  %s: %s", name, t);
     free(t);
+    if (trigger) return;
+    const char *args[] = {"plan", cfg, NULL}; /* plan refuses it as run does */
+    tt_fmt(log, sizeof log, "%s/%s.plan", root, name);
+    CU_ASSERT(tt_orakul(args, log, 120) == 2);
+    tt_fmt(e, sizeof e, "%s.err", log);
+    CU_ASSERT(tt_file_has(e, want));
 }
 
 static void test_refused(void) {
