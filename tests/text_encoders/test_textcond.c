@@ -479,17 +479,29 @@ static void test_quantize(void) {
     printf("\n  ");
 }
 
+/* The FLUX plugin's model (default keys) opened on name_or_path: *self and
+ * *vt for destroy, NULL when it failed. */
+static void *flux_open(const char *name_or_path, const ork_model_vtable **vt, ork_model_info *mi) {
+    const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
+    if (!pc) return NULL;
+    *vt = pc->c->vtable;
+    void *buf = calloc(1, pc->c->params_size), *self = NULL;
+    ork_status s = (*vt)->create(&pc->host, buf, &self);
+    free(buf);
+    if (s == ORK_OK && (*vt)->open(self, name_or_path, mi) != ORK_OK) {
+        (*vt)->destroy(self);
+        self = NULL;
+    }
+    return s == ORK_OK ? self : NULL;
+}
+
 /* The FLUX plugin: a diffusers folder (or a Hugging Face snapshot of one)
  * gives the slots and their folder; encoded as the T 8 reference. */
 static void flux_case(const char *name_or_path, const char *want_dir) {
-    const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
-    const ork_model_vtable *vt = pc->c->vtable;
-    void *buf = calloc(1, pc->c->params_size), *self = NULL;
-    CU_ASSERT_EQUAL_FATAL(vt->create(&pc->host, buf, &self), ORK_OK);
-    free(buf);
+    const ork_model_vtable *vt = NULL;
     ork_model_info mi;
-    CU_ASSERT_EQUAL_FATAL(vt->open(self, name_or_path, &mi), ORK_OK);
+    void *self = flux_open(name_or_path, &vt, &mi);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(self);
     CU_ASSERT(ork_model_info_has_text(&mi));
     CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 2);
     CU_ASSERT_STRING_EQUAL(mi.text_slots[0].encoder, "t5");
@@ -549,14 +561,10 @@ static void test_flux(void) {
 static void test_flux2_templates(void) {
     static const char *const presets[] = {"preset:flux2-dev", "preset:flux2-klein-4b"};
     for (int k = 0; k < 2; k++) {
-        const ork_plugin_component *pc = ork_registry_find(reg, ORK_KIND_MODEL, "flux");
-        CU_ASSERT_PTR_NOT_NULL_FATAL(pc);
-        const ork_model_vtable *vt = pc->c->vtable;
-        void *buf = calloc(1, pc->c->params_size), *self = NULL;
-        CU_ASSERT_EQUAL_FATAL(vt->create(&pc->host, buf, &self), ORK_OK);
-        free(buf);
+        const ork_model_vtable *vt = NULL;
         ork_model_info mi;
-        CU_ASSERT_EQUAL_FATAL(vt->open(self, presets[k], &mi), ORK_OK);
+        void *self = flux_open(presets[k], &vt, &mi);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(self);
         CU_ASSERT_EQUAL_FATAL(mi.n_text_slots, 1);
         const ork_text_slot *s = &mi.text_slots[0];
         CU_ASSERT_EQUAL(s->max_length, 512);
