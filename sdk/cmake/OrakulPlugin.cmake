@@ -65,7 +65,9 @@ function(orakul_add_plugin name)
       set_target_properties(${tgt} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${_dir}")
     endif()
     if(MINGW)
-      target_link_options(${tgt} PRIVATE "-static-libgcc") # no libgcc_s DLL to ship beside it
+      # static runtime and libraries: no libgcc_s or libwinpthread DLL to ship beside it
+      # (a static jansson built by the -posix toolchain calls winpthread's sched_yield)
+      target_link_options(${tgt} PRIVATE "-static")
     endif()
   else()
     target_link_options(${tgt} PRIVATE
