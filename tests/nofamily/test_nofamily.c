@@ -29,7 +29,8 @@
  * temp folder), and the exit status of plan (the FLUX configs without a
  * vae_path are refused after the plan for want of a codec: #30 point 2).
  * Meant differences, removed from both sides by meant(): the sampler names
- * the shift by rule, not family; FLUX.2 LoRA files fold alpha (db494c6).
+ * the shift by rule, not family; FLUX.2 LoRA files fold alpha (db494c6); the
+ * plan's added "recompute:" line (9175750).
  * DECISIONS.md "#30 point 1 shown" says the same.
  *
  * ORK_NOFAMILY_WRITE=1 makes it write the fixtures instead, with the orakul
@@ -148,7 +149,10 @@ static uint64_t fnv(const uint8_t *p, size_t n) {
  *    orakul_lora_scale (db494c6: diffusers' reader refuses .alpha in that
  *    format, alpha/rank is folded into lora_A and lora_B): with alpha = rank
  *    (16) the factor is exactly 1, so the lora_A / lora_B bytes must be the
- *    same; an .alpha line is dropped only when it holds 16.0f. */
+ *    same; an .alpha line is dropped only when it holds 16.0f;
+ *  - the plan's "recompute:" line, which 9175750 added (#31 point 3: the
+ *    estimate of keeping recorded forwards instead of recomputing them; a
+ *    line of its own, family-neutral, the other lines unchanged). */
 static char *meant(const char *text) {
     static const char *const words[][2] = {{"(FLUX.1 time shift)", "(resolution time shift)"},
                                            {"(FLUX.2 time shift)", "(resolution and steps time shift)"}};
@@ -162,6 +166,7 @@ static char *meant(const char *text) {
         if (next) *next++ = 0;
         if (!strncmp(l, "tensor ", 7) && strstr(l, alpha16) && !strcmp(strstr(l, alpha16), alpha16)) continue;
         if (!strncmp(l, "meta orakul_lora_scale ", 23) && strstr(l, "= 1 folded")) continue;
+        if (!strncmp(l, "  recompute: ", 13)) continue; /* added by 9175750 (#31), after the others */
         char line[2048];
         tt_fmt(line, sizeof line, "%s", l);
         for (size_t w = 0; w < 2; w++) {
