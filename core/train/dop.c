@@ -114,7 +114,8 @@ static void lora_active(job *j, int on) {
 ork_status ork_train_dop_prior(job *j, ork_model_inputs *in, const step_inputs *si) {
     if (!j->dop_on) return ORK_OK;
     const int ctx = j->info.context_dim, T = j->T, C = j->info.token_channels;
-    int64_t sht[3] = {si->nb, T, ctx}, shv[2] = {si->nb, j->info.vec_dim};
+    /* a micro-batch of one: the class prompt's own rows (an UNMASKED slot, prefetch.c) */
+    int64_t sht[3] = {si->nb, si->nb == 1 ? si->dlen[0] : T, ctx}, shv[2] = {si->nb, j->info.vec_dim};
     /* the class prompts, up for the prior and for the preservation step (the graph keeps them to its reset) */
     ORK_TRY(ork_train_upload_act(j, si->dtxt, 3, sht, &j->dop_txt));
     j->dop_vec = NULL;

@@ -51,6 +51,7 @@ typedef struct item {
     int h_tok, w_tok;
     float *tokens;  /* (N, C) clean latent tokens x0 */
     float *txt;     /* (T, ctx) text embedding, or NULL: zeros */
+    int txt_len;    /* txt's valid rows (an UNMASKED slot: the caption's own, the rest zero), 0: T */
     float *vec;     /* (vec_dim), or NULL: zeros */
     int ds;         /* its datasets[] entry (caption dropout) */
     int dop;        /* DOP: its class prompt's embedding in the text table (text_glue.c), -1: none */
@@ -64,6 +65,8 @@ typedef struct step_inputs {
     int nb, N, h_tok, w_tok;
     float *x0, *xt, *tg, *txt, *vec; /* [nb, N, C] x [3], [nb, T, ctx], [nb, vec_dim] */
     float *dtxt, *dvec;              /* DOP: the class prompts' [nb, T, ctx], [nb, vec_dim]; NULL without */
+    int tlen[256], dlen[256];        /* each slot's valid txt / dtxt rows (1 .. T; < T only for an UNMASKED
+                                      * slot's caption, text_glue.c): batch 1 uploads txt (1, tlen[0], ctx) */
     float ts[256], gd[256], wsum;
 } step_inputs;
 
@@ -222,14 +225,16 @@ ork_status ork_train_plan_text(job *j, FILE *out);
 void ork_train_text_free(job *j);
 /* item i of datasets[ds] gets its caption's embedding (copied) unless it has one */
 ork_status ork_train_text_item(job *j, int ds, size_t i, item *it);
-/* DOP: it's class prompt's embedding (dropped: its dataset's dropout caption's), held for the run;
- * 0 when there is none (*txt, *vec untouched) */
-int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec);
+/* DOP: it's class prompt's embedding (dropped: its dataset's dropout caption's), held for the run,
+ * and its valid rows *len (T but for an UNMASKED slot); 0 when there is none (*txt, *vec, *len untouched) */
+int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec, int *len);
 /* Does micro-batch k's slot drop its caption at rate? Pure in (seed, k, slot). */
 int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate);
 /* 1 when it's caption is dropped at micro-batch k, slot: *txt, *vec the dropout
- * caption's embedding (NULL: zeros); 0: unchanged. */
-int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec);
+ * caption's embedding (NULL: zeros), *len its valid rows (T but for an UNMASKED
+ * slot); 0: unchanged. */
+int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec,
+                        int *len);
 
 /* dist_glue.c: data parallelism (dist NULL: one process, each a no-op) */
 ork_status ork_train_dist_device(job *j, int *index);

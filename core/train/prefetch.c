@@ -82,21 +82,29 @@ ork_status ork_train_inputs_build(job *j, int64_t k, step_inputs *si) {
             si->tg[o] = e - x;
         }
         const float *txt = it->txt, *vec = it->vec;
-        int dropped = ork_train_text_drop(j, k, slot[b], it, &txt, &vec); /* caption dropout (text_glue.c): NULL is zeros */
+        /* valid txt rows: the caption's own for an UNMASKED slot (its rows past them are zero), else T */
+        int len = txt && it->txt_len > 0 ? it->txt_len : T, dlen = T;
+        int dropped = ork_train_text_drop(j, k, slot[b], it, &txt, &vec, &len); /* caption dropout (text_glue.c): NULL is zeros */
+        if (dropped && !txt) len = T;
+        si->tlen[b] = len;
         const float *dt = NULL, *dv = NULL; /* DOP: the class prompt of the caption trained on (text_glue.c) */
-        if (j->dop_on && ork_train_text_dop(j, it, dropped, &dt, &dv)) {
+        if (j->dop_on && ork_train_text_dop(j, it, dropped, &dt, &dv, &dlen)) {
             memcpy(si->dtxt + (size_t)b * T * ctx, dt, (size_t)T * ctx * sizeof *si->dtxt);
             if (si->dvec && dv) memcpy(si->dvec + (size_t)b * j->info.vec_dim, dv, (size_t)j->info.vec_dim * sizeof *si->dvec);
         }
+        si->dlen[b] = dlen;
         if (!dropped && !txt) { /* the caption's embedding, read from its text cache file (text_glue.c) */
             int got = 0;
             ork_status s = ork_train_text_read(j, it, si->txt + (size_t)b * T * ctx,
-                                               si->vec ? si->vec + (size_t)b * j->info.vec_dim : NULL, &got);
+                                               si->vec ? si->vec + (size_t)b * j->info.vec_dim : NULL, &got, &len);
             if (s != ORK_OK) {
                 ork_train_inputs_free(si);
                 return s;
             }
-            if (got) continue;
+            if (got) {
+                si->tlen[b] = len;
+                continue;
+            }
         }
         if (txt) memcpy(si->txt + (size_t)b * T * ctx, txt, (size_t)T * ctx * sizeof *si->txt);
         if (si->vec && vec) memcpy(si->vec + (size_t)b * j->info.vec_dim, vec, (size_t)j->info.vec_dim * sizeof *si->vec);

@@ -128,8 +128,8 @@ static ork_status upload(ork_graph *g, const float *host, int ndim, const int64_
     return ORK_OK;
 }
 
-/* One prediction v (N, C) of x at t, conditioned on (txt, vec), into v. */
-static ork_status predict(fwd *f, const ork_sample_params *sp, const float *x, float t, const float *txt,
+/* One prediction v (N, C) of x at t, conditioned on (txt (len, ctx), vec), into v. */
+static ork_status predict(fwd *f, const ork_sample_params *sp, const float *x, float t, const float *txt, int len,
                           const float *vec, float *v, float *zeros) {
     const ork_denoiser *d = f->d;
     const ork_model_info *info = d->info;
@@ -140,7 +140,8 @@ static ork_status predict(fwd *f, const ork_sample_params *sp, const float *x, f
     float th = t, gh = sp->guidance;
     in.timesteps_host = &th;
     in.guidance_host = info->has_guidance ? &gh : NULL;
-    int64_t sx[3] = {1, N, info->token_channels}, st[3] = {1, sp->T, info->context_dim}, sv[2] = {1, info->vec_dim},
+    if (!txt || len < 1 || len > sp->T) len = sp->T; /* an UNMASKED slot's prompt: its own rows, else T */
+    int64_t sx[3] = {1, N, info->token_channels}, st[3] = {1, len, info->context_dim}, sv[2] = {1, info->vec_dim},
             one = 1;
     ORK_TRY(upload(g, x, 3, sx, &in.tokens));
     ORK_TRY(upload(g, txt ? txt : zeros, 3, st, &in.txt));
@@ -205,9 +206,9 @@ ork_status ork_sample_latent(const ork_denoiser *d, const ork_sample_params *sp,
     d->g->dropout_seed = 0; /* inference: no LoRA dropout */
     for (int i = 0; s == ORK_OK && i < sp->steps; i++) {
         float tc = (float)ts[i], tp = (float)ts[i + 1];
-        s = predict(&f, sp, x, tc, sp->txt, sp->vec, v, zeros);
+        s = predict(&f, sp, x, tc, sp->txt, sp->txt_len, sp->vec, v, zeros);
         if (s == ORK_OK && vn) {
-            s = predict(&f, sp, x, tc, sp->neg_txt, sp->neg_vec, vn, zeros);
+            s = predict(&f, sp, x, tc, sp->neg_txt, sp->neg_len, sp->neg_vec, vn, zeros);
             for (size_t q = 0; s == ORK_OK && q < N * C; q++) v[q] = vn[q] + sp->cfg * (v[q] - vn[q]);
         }
         double dt = (double)tp - (double)tc;

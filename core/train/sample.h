@@ -75,6 +75,7 @@ typedef struct ork_sample_params {
     const float *txt;        /* (T, context_dim), or NULL: zeros (the empty-prompt stand-in) */
     const float *vec;        /* (vec_dim), or NULL: zeros */
     const float *neg_txt;    /* cfg only; NULL: zeros */
+    int txt_len, neg_len;    /* txt's / neg_txt's valid rows (an UNMASKED slot's prompt: txt (1, len, ctx)); 0: T */
     const float *neg_vec;
     const float *noise;      /* (N, C) x at t = 1, or NULL: drawn from seed */
     uint64_t seed;

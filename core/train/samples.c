@@ -17,6 +17,7 @@
 
 typedef struct cond {
     float *txt; /* (T, ctx) or NULL: zeros */
+    int len;    /* txt's valid rows (an UNMASKED slot's prompt), 0: T */
     float *vec; /* (vec_dim) or NULL */
     const char *text; /* text to encode (ork_samples_text_*), NULL: a file or empty */
 } cond;
@@ -224,8 +225,14 @@ const char *ork_samples_text_at(const ork_samples *s, int i) {
 }
 
 ork_status ork_samples_text_set(ork_samples *s, int i, const float *txt, const float *vec) {
+    return ork_samples_text_set_len(s, i, txt, vec, s ? s->T : 0);
+}
+
+ork_status ork_samples_text_set_len(ork_samples *s, int i, const float *txt, const float *vec, int len) {
     cond *c = text_cond(s, i);
     if (!c) return ORK_FAIL(ORK_E_INVALID, "sample: no text prompt %d", i);
+    if (len < 1 || len > s->T) return ORK_FAIL(ORK_E_INVALID, "sample: prompt %d of %d text rows (1 .. %d)", i, len, s->T);
+    c->len = len;
     size_t nt = (size_t)s->T * s->info->context_dim, nv = s->info->vec_dim > 0 && vec ? (size_t)s->info->vec_dim : 0;
     free(c->txt), free(c->vec);
     c->txt = malloc(nt * sizeof *c->txt);
@@ -284,6 +291,7 @@ static ork_status run_all(ork_samples *s, const ork_denoiser *d, int64_t step, o
         ork_sample_params sp = {.h_tok = e->h_tok, .w_tok = e->w_tok, .steps = e->steps, .shift = s->shift,
                                 .guidance = e->guidance, .cfg = s->cfg_on && !same ? e->guidance : 1.0f, .T = s->T,
                                 .txt = e->pos.txt, .vec = e->pos.vec, .neg_txt = e->neg.txt, .neg_vec = e->neg.vec,
+                                .txt_len = e->pos.len, .neg_len = e->neg.len,
                                 .seed = e->seed};
         float *x = malloc((size_t)e->h_tok * e->w_tok * C * sizeof *x);
         if (!x) return ORK_E_NOMEM;

@@ -51,6 +51,9 @@ void ork_samples_destroy(ork_samples *s);
 int ork_samples_text_count(const ork_samples *s);
 const char *ork_samples_text_at(const ork_samples *s, int i);
 ork_status ork_samples_text_set(ork_samples *s, int i, const float *txt, const float *vec);
+/* The same for an UNMASKED slot's prompt: txt's first len rows (1 .. T) are
+ * its own (the rest zero), sampled as txt (1, len, context_dim). */
+ork_status ork_samples_text_set_len(ork_samples *s, int i, const float *txt, const float *vec, int len);
 
 /* Is a sample due after `step` (step == start: before the first step of a run
  * that starts at start)? */

@@ -74,7 +74,10 @@ struct item;
  * memory, see text_glue.c): read into txt (T, ctx_dim) and vec (vec_dim;
  * NULL: not wanted), checked as at the start; *got 1. *got 0 (nothing
  * written): the item's embedding is its own (it->txt, zeros when NULL).
- * A file that no longer reads back: one line naming it, ORK_E_IO. */
-ork_status ork_train_text_read(const struct job *j, const struct item *it, float *txt, float *vec, int *got);
+ * *len: the caption's valid rows (an UNMASKED slot's own length, the rows
+ * past it zero; T otherwise; with *got 1 only). A file that no longer reads
+ * back: one line naming it, ORK_E_IO. */
+ork_status ork_train_text_read(const struct job *j, const struct item *it, float *txt, float *vec, int *got,
+                               int *len);
 
 #endif

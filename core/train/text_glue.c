@@ -30,6 +30,11 @@
  * callback that writes its file (ork_textcond_encode_each: at most
  * ORAKUL_TEXT_GROUP_GIB of embeddings on the host at once).
  *
+ * A txt slot of each caption's unmasked tokens only (ORK_TEXT_SLOT_UNMASKED,
+ * Z-Image): each embedding keeps its length (the encode's count, or the
+ * cache entry's, which holds only those rows); prefetch.c gives the model
+ * txt (1, T_i, ctx) for a micro-batch of one; batch_size > 1 is refused.
+ *
  * The encode's plan (text/cond_plan.h) is printed by `orakul plan` and
  * checked by both: its host memory against MemAvailable before any weight is
  * read (the denoiser's pinned bytes are checked after the encode gave all of
@@ -63,6 +68,8 @@ struct ork_train_text {
     int T, ctx, vdim;
     int n, cap;           /* embeddings */
     float **txt, **vec;   /* [n]: (T, ctx) and (vdim) in host memory, or NULL */
+    int *len;             /* [n]: its valid txt rows: the caption's own (unmasked), else T */
+    int unmasked;         /* the txt slot keeps each caption's unmasked rows (ORK_TEXT_SLOT_UNMASKED) */
     char **file;          /* [n]: its text cache file (checked at the start), or NULL: held in memory */
     char **caption;       /* [n]: its caption (the cache entry's check), with file */
     char *identity;       /* the encoders' (the cache entries') */
@@ -84,7 +91,7 @@ void ork_train_text_free(job *j) {
     for (int i = 0; i < t->n; i++) free(t->txt[i]), free(t->vec[i]), free(t->file[i]), free(t->caption[i]);
     for (int d = 0; d < t->n_ds; d++) free(t->img[d]), free(t->dop_img ? t->dop_img[d] : NULL);
     free(t->dop_img), free(t->dop_drop);
-    free(t->txt), free(t->vec), free(t->file), free(t->caption), free(t->img), free(t->n_img), free(t->drop);
+    free(t->txt), free(t->vec), free(t->len), free(t->file), free(t->caption), free(t->img), free(t->n_img), free(t->drop);
     free(t->uses), free(t->identity), free(t->map);
     free(t);
     j->text = NULL;
@@ -244,9 +251,13 @@ static ork_status add_emb(ork_train_text *t, int *out) {
         char **c = realloc(t->caption, (size_t)cap * sizeof *c);
         if (!c) return nomem();
         t->caption = c;
+        int *l = realloc(t->len, (size_t)cap * sizeof *l);
+        if (!l) return nomem();
+        t->len = l;
         t->cap = cap;
     }
     t->txt[t->n] = t->vec[t->n] = NULL;
+    t->len[t->n] = t->T;
     t->file[t->n] = t->caption[t->n] = NULL;
     *out = t->n++;
     return ORK_OK;
@@ -274,6 +285,7 @@ typedef struct fill_ctx {
     const int *miss;      /* want index of each caption encoded */
     const char *keep;     /* [w->n]: held in memory too (dropout captions, sample prompts) */
     const char *identity;
+    const int *len;       /* each caption's valid rows (ork_textcond_lengths) */
     int warned;
 } fill_ctx;
 
@@ -283,12 +295,16 @@ static ork_status put_encoded(void *user, int m, const float *txt, const float *
     wants *w = c->w;
     const want *x = &w->v[c->miss[m]];
     int written = 0;
+    t->len[x->emb] = c->len[m];
     if (w->dir_ok[x->dir]) {
         char path[1300];
         ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
         ork_log_demote(1); /* the writer's line says why; a warning */
-        ork_status ws = ork_text_cache_write(path, c->identity, t->T, t->ctx, t->vdim, x->caption, txt,
-                                             t->vdim ? vec : NULL);
+        /* an UNMASKED caption's entry keeps its own rows (the rest are zero) */
+        ork_status ws = t->unmasked ? ork_text_cache_write_len(path, c->identity, t->T, t->ctx, t->vdim, x->caption,
+                                                               c->len[m], txt, t->vdim ? vec : NULL)
+                                    : ork_text_cache_write(path, c->identity, t->T, t->ctx, t->vdim, x->caption, txt,
+                                                           t->vdim ? vec : NULL);
         ork_log_demote(-1);
         if (ws == ORK_OK) {
             ORK_TRY(file_emb(t, x->emb, path, x->caption));
@@ -317,7 +333,9 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
         char path[1300], why[1024];
         ork_text_cache_path(w->dirs[x->dir], x->key, path, sizeof path);
         ork_log_hold_begin(); /* a cache entry that does not load is encoded again: a warning, not an error */
-        ork_status ls = ork_text_cache_load(path, identity, t->T, t->ctx, t->vdim, x->caption, sx, sv);
+        ork_status ls = t->unmasked ? ork_text_cache_load_len(path, identity, t->T, t->ctx, t->vdim, x->caption, sx,
+                                                              sv, &t->len[x->emb])
+                                    : ork_text_cache_load(path, identity, t->T, t->ctx, t->vdim, x->caption, sx, sv);
         ork_log_hold_end(why, sizeof why);
         if (ls == ORK_E_NOMEM) {
             s = nomem();
@@ -337,10 +355,13 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
     double secs = 0;
     if (s == ORK_OK && n_miss > 0) {
         const char **caps = malloc((size_t)n_miss * sizeof *caps);
-        if (!caps) s = nomem();
+        int *mlen = malloc((size_t)n_miss * sizeof *mlen);
+        if (!caps || !mlen) s = nomem();
         for (int m = 0; s == ORK_OK && m < n_miss; m++) caps[m] = w->v[miss[m]].caption;
+        /* each caption's own length (UNMASKED; T otherwise): encode_each hands over the compacted rows only */
+        if (s == ORK_OK) s = ork_textcond_lengths(tc, n_miss, caps, mlen);
         size_t budget = j->p->model.vram_budget_gb > 0 ? (size_t)(j->p->model.vram_budget_gb * 1073741824.0) : 0;
-        fill_ctx c = {t, w, miss, keep, identity, 0};
+        fill_ctx c = {t, w, miss, keep, identity, mlen, 0};
         /* the encode's plan: its host memory checked before any weight is read (the device's is the
          * plan's own refusal), and its predicted time beside the measured one */
         ork_tc_encode_plan ep;
@@ -351,7 +372,7 @@ static ork_status fill(job *j, ork_textcond *tc, const char *identity, wants *w,
                      ep.n && ep.s[0].layer_major ? "streamed layer-major" : "resident",
                      ep.n > 1 ? " (first encoder)" : "", ep.link_bytes / 1e9, ep.t_pred);
         if (s == ORK_OK) s = ork_textcond_encode_each(tc, j->be, budget, n_miss, caps, put_encoded, &c);
-        free(caps);
+        free(caps), free(mlen);
         if (s == ORK_OK) {
             ork_textcond_stats st;
             ork_textcond_last_stats(tc, &st);
@@ -395,26 +416,25 @@ static int preset_without_encoders(const job *j) {
 }
 
 /* A txt slot that keeps each caption's unmasked tokens only (Z-Image,
- * ORK_TEXT_SLOT_UNMASKED): the conditioner gives each caption's rows and
- * length (ork_text_embed.len, ork_textcond_lengths) and the text cache keeps
- * them (ork_text_cache_write_len), but the micro-batch's txt (prefetch.c,
- * train.c), DOP's class prompts and the sample prompts still go to the model
- * at the full length T: refused here, for plan and run alike, never trained
- * on padded rows. The line points at train.batch_size when it is above 1
- * (captions of other lengths in one batch also need a key-masked attention). */
+ * ORK_TEXT_SLOT_UNMASKED): each caption's embedding keeps its own length
+ * (ork_text_embed.len, ork_textcond_lengths, the text cache's trimmed
+ * entries) and a micro-batch of one goes to the model as txt (1, T_i, ctx)
+ * (prefetch.c, train.c; DOP's class prompts and the sample prompts alike).
+ * A batch above 1 would put captions of other lengths side by side, which
+ * needs a key-masked attention: refused here, for plan and run alike, at
+ * train.batch_size, never trained on padded rows. */
 static ork_status refuse_unmasked(const job *j, ork_textcond *tc) {
-    if (!ork_textcond_unmasked(tc)) return ORK_OK;
+    if (!ork_textcond_unmasked(tc) || j->p->train.batch_size <= 1) return ORK_OK;
     ork_textcond_close(tc);
     const char *m = j->info.variant ? j->info.variant : "the model";
+    const char *why = "takes each caption's unmasked text tokens only, whose lengths differ: a batch of them needs "
+                      "a key-masked attention (not yet); use batch_size 1";
     ork_loc at;
-    if (j->p->train.batch_size > 1 && ork_config_where(j->cfg, "train.batch_size", &at) && at.line > 0)
-        return ork_config_fail_at(&at, ORK_E_UNSUPPORTED, "train.batch_size %lld: %s takes each caption's unmasked "
-                                  "text tokens only, whose lengths differ: a batch of them needs a key-masked "
-                                  "attention (not yet), and training passes no per-caption length yet",
-                                  (long long)j->p->train.batch_size, m);
-    return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: %s takes each caption's unmasked text tokens only (txt (1, T_i, %d)): "
-                    "the text conditioner and cache give them, but training does not pass a caption's own length to "
-                    "the model yet", ork_config_file(j->cfg), m, j->info.context_dim);
+    if (ork_config_where(j->cfg, "train.batch_size", &at) && at.line > 0)
+        return ork_config_fail_at(&at, ORK_E_UNSUPPORTED, "train.batch_size %lld: %s %s",
+                                  (long long)j->p->train.batch_size, m, why);
+    return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: train.batch_size %lld: %s %s", ork_config_file(j->cfg),
+                    (long long)j->p->train.batch_size, m, why);
 }
 
 ork_status ork_train_encode_text(job *j) {
@@ -439,6 +459,7 @@ ork_status ork_train_encode_text(job *j) {
         j->text = t;
         if (!(t->identity = strdup(identity))) s = nomem();
         ork_textcond_shape(tc, &t->T, &t->ctx, &t->vdim);
+        t->unmasked = ork_textcond_unmasked(tc);
         if (t->T != j->T || t->ctx != j->info.context_dim || (j->info.vec_dim > 0 && t->vdim != j->info.vec_dim))
             s = ORK_FAIL(ORK_E_CONFIG, "%s: the text encoders give txt (%d, %d) and vec (%d); the model takes (%d, %d) "
                          "and (%d)", ork_config_file(j->cfg), t->T, t->ctx, t->vdim, j->T, j->info.context_dim,
@@ -492,7 +513,7 @@ ork_status ork_train_encode_text(job *j) {
     }
     for (int i = 0; s == ORK_OK && i < n_samp; i++) {
         int e = w.v[samp[i]].emb;
-        s = ork_samples_text_set(j->samples, i, t->txt[e], t->vdim ? t->vec[e] : NULL);
+        s = ork_samples_text_set_len(j->samples, i, t->txt[e], t->vdim ? t->vec[e] : NULL, t->len[e]);
     }
     for (int e = 0; s == ORK_OK && e < t->n; e++) /* the prompts' rows: copied into the samples */
         if (!t->uses[e]) free(t->txt[e]), free(t->vec[e]), t->txt[e] = t->vec[e] = NULL;
@@ -546,15 +567,18 @@ static int map_find(const ork_train_text *t, int ds, const char *path) {
     return -1;
 }
 
-ork_status ork_train_text_read(const job *j, const item *it, float *txt, float *vec, int *got) {
+ork_status ork_train_text_read(const job *j, const item *it, float *txt, float *vec, int *got, int *len) {
     *got = 0;
+    *len = j->T;
     const ork_train_text *t = j->text;
     int e = t && it->path ? map_find(t, it->ds, it->path) : -1;
     if (e < 0) return ORK_OK;
     char why[1024];
     ork_log_hold_begin();
-    ork_status s = ork_text_cache_load(t->file[e], t->identity, t->T, t->ctx, t->vdim, t->caption[e], txt,
-                                       t->vdim ? vec : NULL);
+    ork_status s = t->unmasked ? ork_text_cache_load_len(t->file[e], t->identity, t->T, t->ctx, t->vdim, t->caption[e],
+                                                         txt, t->vdim ? vec : NULL, len)
+                               : ork_text_cache_load(t->file[e], t->identity, t->T, t->ctx, t->vdim, t->caption[e],
+                                                     txt, t->vdim ? vec : NULL);
     ork_log_hold_end(why, sizeof why);
     if (s != ORK_OK)
         return ORK_FAIL(s == ORK_E_NOMEM ? s : ORK_E_IO, "%s: the text embedding of %s cannot be read back (%s): "
@@ -571,6 +595,7 @@ ork_status ork_train_text_item(job *j, int ds, size_t i, item *it) {
     int e = t->img[ds][i];
     if (!t->txt[e] && !t->file[e]) return ORK_OK;
     j->have_enc++;
+    it->txt_len = t->len[e];
     if (t->file[e]) return map_add(t, ds, it->path, e); /* read when a micro-batch takes it */
     if (--t->uses[e] == 0) { /* the last image of this caption takes the arrays */
         it->txt = t->txt[e], it->vec = t->vec[e];
@@ -594,23 +619,26 @@ int ork_train_caption_dropped(uint64_t seed, int64_t k, int slot, double rate) {
     return ork_rng_uniform(&r) < rate;
 }
 
-int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec) {
+int ork_train_text_dop(const job *j, const item *it, int dropped, const float **txt, const float **vec, int *len) {
     const ork_train_text *t = j->text;
     if (!t || !t->dop_img || it->ds < 0 || it->ds >= t->n_ds) return 0;
     int e = dropped ? t->dop_drop[it->ds] : it->dop;
     if (e < 0 || !t->txt[e]) return 0;
     *txt = t->txt[e];
     *vec = t->vdim ? t->vec[e] : NULL;
+    *len = t->len[e];
     return 1;
 }
 
-int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec) {
+int ork_train_text_drop(const job *j, int64_t k, int slot, const item *it, const float **txt, const float **vec,
+                        int *len) {
     double rate = it->ds >= 0 && (size_t)it->ds < j->p->datasets.n ? j->p->datasets.v[it->ds].caption_dropout_rate : 0;
     if (!ork_train_caption_dropped(j->seed, k, slot, rate)) return 0;
     const ork_train_text *t = j->text;
     int e = t && it->ds < t->n_ds ? t->drop[it->ds] : -1;
     *txt = e >= 0 ? t->txt[e] : NULL;
     *vec = e >= 0 && t->vdim ? t->vec[e] : NULL;
+    *len = e >= 0 ? t->len[e] : j->T;
     return 1;
 }
 

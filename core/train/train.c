@@ -162,7 +162,8 @@ static ork_status micro_step(job *j, int64_t k, float inv_accum, float *loss_out
      * recompute and a resumed run draw the same ones */
     j->g->dropout_seed = j->p->network.dropout > 0 ? (j->seed * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)k + 1) : 0;
     if (j->g->dropout_seed == 0 && j->p->network.dropout > 0) j->g->dropout_seed = 1;
-    int64_t sh3[3] = {nb, N, C}, sht[3] = {nb, T, ctx}, shv[2] = {nb, j->info.vec_dim}, shb = nb;
+    /* txt (1, T_i, ctx): a micro-batch of one takes its caption's own rows (an UNMASKED slot, prefetch.c) */
+    int64_t sh3[3] = {nb, N, C}, sht[3] = {nb, nb == 1 ? si->tlen[0] : T, ctx}, shv[2] = {nb, j->info.vec_dim}, shb = nb;
     ORK_TRY(ork_train_upload_act(j, si->xt, 3, sh3, &in.tokens));
     ORK_TRY(ork_train_upload_act(j, si->tg, 3, sh3, &lc.target));
     ORK_TRY(ork_train_upload_act(j, si->x0, 3, sh3, &lc.x0));

@@ -23,6 +23,8 @@
 #include "io/safetensors.h"
 #include "train/text_cache.h"
 
+#include <fcntl.h> /* AT_FDCWD */
+
 #define FX ORK_SOURCE_DIR "/tests/fixtures"
 
 static char root[512], data[700], model[700];
