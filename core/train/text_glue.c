@@ -422,7 +422,8 @@ static int preset_without_encoders(const job *j) {
  * (prefetch.c, train.c; DOP's class prompts and the sample prompts alike).
  * A batch above 1 would put captions of other lengths side by side, which
  * needs a key-masked attention: refused here, for plan and run alike, at
- * train.batch_size, never trained on padded rows. */
+ * train.batch_size (a config refusal: run and plan exit 2), never trained on
+ * padded rows. */
 static ork_status refuse_unmasked(const job *j, ork_textcond *tc) {
     if (!ork_textcond_unmasked(tc) || j->p->train.batch_size <= 1) return ORK_OK;
     ork_textcond_close(tc);
@@ -431,9 +432,9 @@ static ork_status refuse_unmasked(const job *j, ork_textcond *tc) {
                       "a key-masked attention (not yet); use batch_size 1";
     ork_loc at;
     if (ork_config_where(j->cfg, "train.batch_size", &at) && at.line > 0)
-        return ork_config_fail_at(&at, ORK_E_UNSUPPORTED, "train.batch_size %lld: %s %s",
+        return ork_config_fail_at(&at, ORK_E_CONFIG, "train.batch_size %lld: %s %s",
                                   (long long)j->p->train.batch_size, m, why);
-    return ORK_FAIL(ORK_E_UNSUPPORTED, "%s: train.batch_size %lld: %s %s", ork_config_file(j->cfg),
+    return ORK_FAIL(ORK_E_CONFIG, "%s: train.batch_size %lld: %s %s", ork_config_file(j->cfg),
                     (long long)j->p->train.batch_size, m, why);
 }
 

@@ -15,7 +15,8 @@
  *  - the losses are finite and the samples are written;
  *  - with DOP (trigger ohwx, class person) likewise: the class prompts reach
  *    the prior and the preservation step at their own lengths;
- *  - batch_size 2 is refused at the config's train.batch_size line. */
+ *  - batch_size 2 is refused at the config's train.batch_size line, by
+ *    `orakul run` and `orakul plan` alike. */
 #include "train_test_util.h"
 
 #include "io/safetensors.h"
@@ -278,12 +279,23 @@ static void test_dop(void) {
 static void test_batch_refused(void) {
     char lg[900], e[1000], cfg[900];
     int rc = run_one("c", 160, 2, 0, NULL, lg, sizeof lg);
-    CU_ASSERT_EQUAL(rc, 1);
+    CU_ASSERT_EQUAL(rc, 2);
     tt_fmt(e, sizeof e, "%s.err", lg);
     tt_fmt(cfg, sizeof cfg, "%s/c.yaml", root);
     char *se = tt_read_all(e, NULL);
     CU_ASSERT(se && strstr(se, "train.batch_size 2") && strstr(se, "unmasked"));
     CU_ASSERT(se && tt_located(se, cfg, tt_line_of(cfg, "batch_size:")));
+    /* `orakul plan` refuses it with the same line */
+    char pl[1000], pe[1100];
+    tt_fmt(pl, sizeof pl, "%s/c_plan", root);
+    const char *args[] = {"plan", cfg, NULL};
+    int prc = tt_orakul(args, pl, 120);
+    tt_fmt(pe, sizeof pe, "%s.err", pl);
+    char *pse = tt_read_all(pe, NULL);
+    const char *line = se ? strstr(se, "train.batch_size 2") : NULL;
+    CU_ASSERT_EQUAL(prc, rc);
+    CU_ASSERT(line && pse && strstr(pse, "train.batch_size 2") && tt_located(pse, cfg, tt_line_of(cfg, "batch_size:")));
+    free(pse);
     free(se);
 }
 
