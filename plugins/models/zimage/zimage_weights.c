@@ -13,17 +13,18 @@
  *    attention.out for to_out.0, q_norm / k_norm for norm_q / norm_k, and a
  *    norm_final.weight nobody reads (diffusers'
  *    convert_z_image_transformer_checkpoint_to_diffusers, the same map).
+ * Files and folders through the host service orakul.platform/1 (no OS header).
  * Owns the declaration arrays of a zi_model (freed in zimage_plugin.c). */
 #include "zimage.h"
 
+#include <orakul/platform.h>
+
 #include <ctype.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define TRY ORK_TRY
 
@@ -162,9 +163,9 @@ ork_status zi_declare(zi_model *z) {
 }
 
 /* ---- source -------------------------------------------------------------------- */
-static int is_dir(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+static int is_dir(const ork_platform_api *pl, const char *p) {
+    ork_file_info fi;
+    return pl->path_info(p, &fi) == ORK_OK && fi.kind == ORK_KIND_DIR;
 }
 
 static int ends_with(const char *s, const char *suf) {
@@ -173,17 +174,16 @@ static int ends_with(const char *s, const char *suf) {
 }
 
 /* the one *.safetensors of dir (not ae* / vae*), into out; 0 when none or several */
-static int single_file(const char *dir, char *out, size_t n) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
+static int single_file(const ork_platform_api *pl, const char *dir, char *out, size_t n) {
+    ork_dir *d = NULL;
+    if (pl->dir_open(dir, &d) != ORK_OK) return 0;
     int count = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        const char *nm = de->d_name;
+    const char *nm;
+    while ((nm = pl->dir_next(d))) {
         if (!ends_with(nm, ".safetensors") || !strncmp(nm, "ae", 2) || !strncmp(nm, "vae", 3)) continue;
         if (count++ == 0) snprintf(out, n, "%s/%s", dir, nm);
     }
-    closedir(d);
+    pl->dir_close(d);
     return count == 1;
 }
 
@@ -199,7 +199,7 @@ static int is_repo_id(const char *s) {
 /* A Hugging Face repo id in the local cache ($HF_HUB_CACHE, else $HF_HOME/hub,
  * else ~/.cache/huggingface/hub): models--org--name/snapshots/<refs/main>, or
  * the only snapshot. Nothing is downloaded. 1 with out set, 0 when absent. */
-static int hub_snapshot(const char *id, char *out, size_t n) {
+static int hub_snapshot(const ork_platform_api *pl, const char *id, char *out, size_t n) {
     char root[1024], repo[1400], ref[1500];
     const char *e = getenv("HF_HUB_CACHE");
     if (e && e[0]) snprintf(root, sizeof root, "%s", e);
@@ -217,18 +217,18 @@ static int hub_snapshot(const char *id, char *out, size_t n) {
     }
     if (rev[0] && !strchr(rev, '/')) {
         snprintf(out, n, "%s/snapshots/%s", repo, rev);
-        return is_dir(out);
+        return is_dir(pl, out);
     }
     char sd[1520];
     snprintf(sd, sizeof sd, "%s/snapshots", repo);
-    DIR *d = opendir(sd);
-    if (!d) return 0;
+    ork_dir *d = NULL;
+    if (pl->dir_open(sd, &d) != ORK_OK) return 0;
     int k = 0;
-    struct dirent *de;
-    while ((de = readdir(d)))
-        if (de->d_name[0] != '.' && k++ == 0) snprintf(out, n, "%s/%s", sd, de->d_name);
-    closedir(d);
-    return k == 1 && is_dir(out);
+    const char *nm;
+    while ((nm = pl->dir_next(d)))
+        if (nm[0] != '.' && k++ == 0) snprintf(out, n, "%s/%s", sd, nm);
+    pl->dir_close(d);
+    return k == 1 && is_dir(pl, out);
 }
 
 ork_status zi_open_source(zi_model *z, const char *name_or_path) {
@@ -237,9 +237,17 @@ ork_status zi_open_source(zi_model *z, const char *name_or_path) {
         ZI_LOG(z, ORK_LEVEL_ERROR, "model.name_or_path is empty (a .safetensors file, a diffusers folder or preset:<name>)");
         return ORK_E_CONFIG;
     }
-    struct stat sb;
-    if (stat(name_or_path, &sb) != 0) {
-        if (is_repo_id(name_or_path) && hub_snapshot(name_or_path, snap, sizeof snap) && stat(snap, &sb) == 0) {
+    const ork_platform_api *pl =
+        z->host->get_service ? (const ork_platform_api *)z->host->get_service(z->host, ORK_SERVICE_PLATFORM) : NULL;
+    if (!pl) {
+        ZI_LOG(z, ORK_LEVEL_ERROR, "zimage: the host offers no %s service (a core older than the plugin)",
+               ORK_SERVICE_PLATFORM);
+        return ORK_E_ABI;
+    }
+    ork_file_info sb;
+    if (pl->path_info(name_or_path, &sb) != ORK_OK) {
+        if (is_repo_id(name_or_path) && hub_snapshot(pl, name_or_path, snap, sizeof snap) &&
+            pl->path_info(snap, &sb) == ORK_OK) {
             name_or_path = snap;
         } else {
             ZI_LOG(z, ORK_LEVEL_ERROR, "%s: no such file or folder, nor a Hugging Face repo id in the local cache "
@@ -250,13 +258,13 @@ ork_status zi_open_source(zi_model *z, const char *name_or_path) {
         }
     }
     snprintf(path, sizeof path, "%s", name_or_path);
-    if (S_ISDIR(sb.st_mode)) {
+    if (sb.kind == ORK_KIND_DIR) {
         char sub[1900];
         snprintf(sub, sizeof sub, "%s/transformer", name_or_path);
-        if (is_dir(sub)) {
+        if (is_dir(pl, sub)) {
             snprintf(path, sizeof path, "%s", sub);
             snprintf(z->src_dir, sizeof z->src_dir, "%s", name_or_path);
-        } else if (single_file(name_or_path, sub, sizeof sub)) {
+        } else if (single_file(pl, name_or_path, sub, sizeof sub)) {
             snprintf(path, sizeof path, "%s", sub);
         } /* else: a folder of shards (the safetensors service reads it) */
     }
