@@ -7,6 +7,15 @@
 
 #include <math.h>
 
+/* the hot helpers inline into the lane loop on every compiler (MSVC: __forceinline) */
+#if defined(__GNUC__)
+#define ORK_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define ORK_ALWAYS_INLINE __forceinline
+#else
+#define ORK_ALWAYS_INLINE inline
+#endif
+
 void ork_rng_init(ork_rng *r, uint64_t seed, uint32_t stream) {
     r->seed = seed;
     r->stream = stream;
@@ -62,7 +71,7 @@ void ork_rng_restore(ork_rng *r, uint64_t counter, int avail) {
  * scalar path's (double)(hi·2^26 + lo) bit for bit. */
 enum { LANES = 8 };
 
-static inline __attribute__((always_inline)) void philox_lanes(uint64_t ctr0, uint32_t stream, uint64_t seed, uint32_t w[4][LANES]) {
+static ORK_ALWAYS_INLINE void philox_lanes(uint64_t ctr0, uint32_t stream, uint64_t seed, uint32_t w[4][LANES]) {
     uint32_t c0[LANES], c1[LANES], c2[LANES], c3[LANES];
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     for (int l = 0; l < LANES; l++) {
@@ -81,9 +90,9 @@ static inline __attribute__((always_inline)) void philox_lanes(uint64_t ctr0, ui
 }
 
 /* A uniform u in [0, 1) mapped to [-bound, bound), as every path here maps it. */
-static inline __attribute__((always_inline)) float sym(double u, double bound) { return (float)((2.0 * u - 1.0) * bound); }
+static ORK_ALWAYS_INLINE float sym(double u, double bound) { return (float)((2.0 * u - 1.0) * bound); }
 
-static inline __attribute__((always_inline)) float sym_of(uint32_t a, uint32_t b, double bound) {
+static ORK_ALWAYS_INLINE float sym_of(uint32_t a, uint32_t b, double bound) {
     return sym(((double)(int32_t)(a >> 5) * 67108864.0 + (double)(int32_t)(b >> 6)) * (1.0 / 9007199254740992.0), bound);
 }
 

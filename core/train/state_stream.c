@@ -112,12 +112,12 @@ void ork_train_streamed_reader(job *j) { ork_lora_set_reader(j->lora, state_read
 static ork_status state_init_cb(void *ctx, int i, ork_tensor *t, const float *host) {
     job *j = ctx;
     const ork_tstream_param *p = &ork_tstream_get_layout(j->tstream)->params[i];
-    char *dst = ork_tstream_host(j->tstream, p->block) + p->data_offset;
+    char *dst = (char *)ork_tstream_host(j->tstream, p->block) + p->data_offset;
     size_t n = (size_t)ork_tensor_numel(t);
     if (t->dtype == ORK_F32) memcpy(dst, host, n * sizeof *host);
     else ork_bf16_from_f32(host, n, (uint16_t *)dst);
     /* the EMA's shadow starts as the parameter (as rounded to its dtype) */
-    ork_train_ema_init_record(j, i, ork_tstream_host(j->tstream, p->block) + p->state_offset, t->dtype, dst);
+    ork_train_ema_init_record(j, i, (char *)ork_tstream_host(j->tstream, p->block) + p->state_offset, t->dtype, dst);
     return ORK_OK;
 }
 

@@ -12,6 +12,24 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#endif
+
+/* index of the lowest set bit of x != 0 (MSVC has no __builtin_ctz) */
+static inline unsigned ctz32(uint32_t x) {
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(x);
+#elif defined(_MSC_VER)
+    unsigned long i;
+    _BitScanForward(&i, x);
+    return (unsigned)i;
+#else
+    unsigned i = 0;
+    while (!(x & 1u)) x >>= 1, i++;
+    return i;
+#endif
+}
 
 #define W2_ALIGN ORK_TRANSIT_ALIGN
 #define W2_TILE_VALUES ((uint64_t)ORK_TRANSIT_GROUP * ORK_TRANSIT_TILE)
@@ -293,14 +311,14 @@ static void w2_code_range(void *ctx, int64_t clo, int64_t chi) {
                 /* the escapes' L2 codes (and L3 classes), in value order */
                 if (word == 1) {
                     for (; esc; esc &= esc - 1) {
-                        unsigned byte = raw[i0 + (unsigned)__builtin_ctz(esc)], v2 = l2b[byte];
+                        unsigned byte = raw[i0 + ctz32(esc)], v2 = l2b[byte];
                         w2_put3(&b, v2);
                         n2++;
                         if (v2 == ORK_TRANSIT_L2_ESC) l3[k3++] = (uint8_t)((byte >> 2) & 31u);
                     }
                 } else {
                     for (; esc; esc &= esc - 1) {
-                        unsigned cls = w2_class_of(raw, i0 + (unsigned)__builtin_ctz(esc), word), v2 = l2t[cls];
+                        unsigned cls = w2_class_of(raw, i0 + ctz32(esc), word), v2 = l2t[cls];
                         w2_put3(&b, v2);
                         n2++;
                         if (v2 == ORK_TRANSIT_L2_ESC) l3[k3++] = (uint8_t)cls;

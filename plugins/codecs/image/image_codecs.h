@@ -9,6 +9,7 @@
 #define ORK_IMAGE_CODECS_H
 
 #include <orakul/orakul.h>
+#include <orakul/platform.h> /* ORK_PRINTF */
 
 typedef enum { IC_PIXEL, IC_TAEF1, IC_VAE1, IC_VAE2 } ic_kind;
 
@@ -41,7 +42,7 @@ typedef struct ic_codec {
 /* codec_plugin.c */
 ork_status ic_decl(ic_codec *f, const char *name, int block, uint32_t flags, int ndim, ...);
 ork_status ic_w(ic_codec *f, ork_graph *g, ork_tensor **out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    ORK_PRINTF(4, 5);
 /* The codec is done with t: with the tape off its graph memory goes back now
  * (ta->drop; a no-op on a core without it, with the tape on, or for tensors
  * drop leaves alone). A 1024² encode otherwise holds every intermediate. */

@@ -6,6 +6,7 @@
 #define ORK_FLUX_H
 
 #include <orakul/orakul.h>
+#include <orakul/platform.h> /* ORK_PRINTF */
 
 /* Carry slots (ork_carry.t[]). */
 enum {
@@ -125,7 +126,7 @@ ork_status flux_load(flux_model *f, const ork_weight_sink *sink);
 ork_status flux_begin(flux_model *f, ork_graph *g, const ork_model_inputs *in, ork_carry *c);
 ork_status flux_block(flux_model *f, ork_graph *g, int i, ork_carry *c);
 ork_status flux_w(flux_model *f, ork_graph *g, ork_tensor **out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    ORK_PRINTF(4, 5);
 /* Declaration helper (flux_weights.c). */
 ork_status flux_decl(flux_model *f, const char *name, int block, uint32_t flags, int ndim, ...);
 

@@ -5,6 +5,8 @@
  * (zimage_plugin.c) and patchifies its latents. Owns nothing beyond the call. */
 #include "zimage.h"
 
+#include <orakul/platform.h> /* ORK_PRINTF */
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@
 #define TRY ORK_TRY
 
 static ork_status w(zi_model *z, ork_graph *g, ork_tensor **out, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    ORK_PRINTF(4, 5);
 static ork_status w(zi_model *z, ork_graph *g, ork_tensor **out, const char *fmt, ...) {
     char name[256];
     va_list ap;
