@@ -71,7 +71,9 @@ static void pack_b(const ork_gemm_desc *d, const void *B, int64_t p0, int64_t kc
 
 /* acc (MR, NR) = Σ_p a[p] (MR) ⊗ b[p] (NR). Four-float vectors (GCC/Clang
  * vector extension: SSE on x86-64, NEON on arm64); 12 accumulators stay in
- * registers. */
+ * registers. MSVC has no vector extension: the scalar loop below does the
+ * same per-lane multiply then add, in the same order, so the same bits. */
+#if defined(__GNUC__)
 typedef float v4f __attribute__((vector_size(16)));
 
 static void micro(int64_t kc, const float *restrict a, const float *restrict b, float acc[MR][NR]) {
@@ -91,6 +93,16 @@ static void micro(int64_t kc, const float *restrict a, const float *restrict b, 
     }
     memcpy(acc, c, sizeof c);
 }
+#else
+static void micro(int64_t kc, const float *restrict a, const float *restrict b, float acc[MR][NR]) {
+    float c[MR][NR];
+    memset(c, 0, sizeof c);
+    for (int64_t p = 0; p < kc; p++)
+        for (int r = 0; r < MR; r++)
+            for (int q = 0; q < NR; q++) c[r][q] += a[p * MR + r] * b[p * NR + q];
+    memcpy(acc, c, sizeof c);
+}
+#endif
 
 static void gemm_range(void *ctx, int64_t lo, int64_t hi) {
     gemm_job *job = ctx;
