@@ -7,9 +7,11 @@
  * What the test changes in each file is what a user's machine supplies: the
  * dataset folder (a copy of assets/photos) and the model, whose Hugging Face
  * repo id resolves in a local hub cache built here (HF_HUB_CACHE) holding the
- * small FLUX.1 / FLUX.2 checkpoints of tests/fixtures: the plan checks the
- * config and the shapes, not the real weights. Runs the built orakul
- * (ORK_ORAKUL_EXE) with the built plugins. */
+ * small FLUX.1 / FLUX.2 checkpoints of tests/fixtures and, for Z-Image, the
+ * tiny transformer of tests/fixtures/zimage as a diffusers folder's transformer/
+ * (its caption width has no text encoder; its tokens fit the pixel codec): the
+ * plan checks the config and the shapes, not the real weights. Runs the built
+ * orakul (ORK_ORAKUL_EXE) with the built plugins (flux, zimage, ...). */
 #include "ork_test.h"
 
 #include <stdarg.h>
@@ -41,6 +43,9 @@ static const struct { const char *repo, *bfl, *ae; } g_repos[] = {
     {"FLUX.2-klein-base-9B", "flux2_small_bfl", "vae2_small"},
 };
 
+/* Z-Image repos (models--<org>--<name>): a diffusers folder whose transformer/ is the tiny checkpoint */
+static const char *const g_zimage[] = {"Tongyi-MAI--Z-Image-Turbo", "Tongyi-MAI--Z-Image", "ostris--Z-Image-De-Turbo"};
+
 static int setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-aitk-ui-XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -53,6 +58,13 @@ static int setup(void) {
         if (sh("mkdir -p '%s' && ln -s '%s/tests/fixtures/%s.safetensors' '%s/model.safetensors' && "
                "ln -s '%s/tests/fixtures/%s.safetensors' '%s/ae.safetensors'",
                snap, ORK_SOURCE_DIR, g_repos[i].bfl, snap, ORK_SOURCE_DIR, g_repos[i].ae, snap))
+            return 1;
+    }
+    for (size_t i = 0; i < sizeof g_zimage / sizeof g_zimage[0]; i++) {
+        char snap[512];
+        snprintf(snap, sizeof snap, "%s/hub/models--%s/snapshots/0123abcd/transformer", g_tmp, g_zimage[i]);
+        if (sh("mkdir -p '%s' && ln -s '%s/tests/fixtures/zimage/zimage_tiny_diffusers.safetensors' "
+               "'%s/diffusion_pytorch_model.safetensors'", snap, ORK_SOURCE_DIR, snap))
             return 1;
     }
     return 0;
@@ -143,6 +155,28 @@ static void test_flux2_dev_options(void) {
     plan_fixture("flux2_dev_options", want);
 }
 
+/* Z-Image (options.tsx zimage:turbo, zimage, zimage:deturbo): the UI's keys as
+ * FLUX.2's, less model_kwargs; Turbo's training adapter (model.assistant_lora_path,
+ * which the UI sets for zimage:turbo) is not applied by orakul, nor De-Turbo's
+ * model.extras_name_or_path (the repo ai-toolkit takes the text encoder, tokenizer
+ * and VAE from: orakul reads them from name_or_path's folder or model_kwargs'
+ * text_encoder_path / vae_path). */
+static void test_zimage_turbo(void) {
+    static const char *const want[] = {"sqlite_db_path", "performance_log_every", "model.assistant_lora_path",
+                                       "logging.use_ui_logger", NULL};
+    plan_fixture("zimage_turbo", want);
+}
+static void test_zimage(void) {
+    static const char *const want[] = {"sqlite_db_path", "performance_log_every", "logging.use_ui_logger", NULL};
+    plan_fixture("zimage", want);
+}
+
+static void test_zimage_deturbo(void) {
+    static const char *const want[] = {"sqlite_db_path", "performance_log_every", "model.extras_name_or_path",
+                                       "logging.use_ui_logger", NULL};
+    plan_fixture("zimage_deturbo", want);
+}
+
 static const ork_test_case cases[] = {
     {"UI job FLUX.1-dev", test_flux1_dev},
     {"UI job FLUX.1-schnell", test_flux1_schnell},
@@ -150,5 +184,8 @@ static const ork_test_case cases[] = {
     {"UI job FLUX.2-klein-base-4B", test_flux2_klein_4b},
     {"UI job FLUX.2-klein-base-9B", test_flux2_klein_9b},
     {"UI job FLUX.2-dev, options on", test_flux2_dev_options},
+    {"UI job Z-Image Turbo", test_zimage_turbo},
+    {"UI job Z-Image", test_zimage},
+    {"UI job Z-Image De-Turbo", test_zimage_deturbo},
     {NULL, NULL}};
 ORK_TEST_MAIN("aitk_ui", setup, teardown, cases)

@@ -14,7 +14,9 @@ What the UI saves, as read from ostris/ai-toolkit (commit 27a03a91, 2026-08-21):
     the datasets' controls / control paths / num_frames, each sample's ctrl_img,
     then the previous arch's defaults reverted ([1]) and the new one's set ([0]);
   - ui/src/app/jobs/new/options.tsx: modelArchs[].defaults and additionalSections
-    of flex1 (the starting arch), flux, flux2, flux2_klein_4b, flux2_klein_9b;
+    of flex1 (the starting arch), flux, flux2, flux2_klein_4b, flux2_klein_9b,
+    zimage:turbo (with its training adapter, model.assistant_lora_path), zimage and
+    zimage:deturbo (text encoder and VAE from model.extras_name_or_path);
   - ui/cron/actions/startJob.ts: the file the job runs from is
     <training folder>/<name>/.job_config.json, JSON.stringify(jobConfig, null, 2),
     with process[0].sqlite_db_path set to <toolkit root>/aitk_db.db.
@@ -181,6 +183,27 @@ def flux2_like(repo):
     }
 
 
+def zimage_like(repo, extra, sections=()):
+    """options.tsx zimage:turbo / zimage / zimage:deturbo, read at ostris/ai-toolkit 127d6f62 (newer
+    than the commit above; its flex1, flux, flux2 and flux2_klein_4b entries are the
+    ones here): the FLUX.2 defaults less model_kwargs, plus the arch's own. None
+    stands for the UI's undefined, only in an unselected value ([1]), which no job
+    here applies (each starts from flex1)."""
+    d = {
+        P + "model.name_or_path": [repo, ""],
+        P + "model.quantize": [True, False],
+        P + "model.quantize_te": [True, False],
+        P + "model.low_vram": [True, False],
+        P + "train.unload_text_encoder": [False, False],
+        P + "sample.sampler": ["flowmatch", "flowmatch"],
+        P + "train.noise_scheduler": ["flowmatch", "flowmatch"],
+        P + "train.timestep_type": ["weighted", "sigmoid"],
+        P + "model.qtype": ["qfloat8", "qfloat8"],
+    }
+    d.update(extra)
+    return {"defaults": d, "sections": ["model.low_vram", "model.layer_offloading"] + list(sections)}
+
+
 ARCHS = {
     "flex1": {
         "defaults": {
@@ -206,6 +229,18 @@ ARCHS = {
     "flux2": flux2_like("black-forest-labs/FLUX.2-dev"),
     "flux2_klein_4b": flux2_like("black-forest-labs/FLUX.2-klein-base-4B"),
     "flux2_klein_9b": flux2_like("black-forest-labs/FLUX.2-klein-base-9B"),
+    "zimage:turbo": zimage_like("Tongyi-MAI/Z-Image-Turbo", {
+        P + "model.assistant_lora_path": [
+            "ostris/zimage_turbo_training_adapter/zimage_turbo_training_adapter_v2.safetensors", None],
+        P + "sample.guidance_scale": [1, 4],
+        P + "sample.sample_steps": [9, 25],
+    }, ["model.assistant_lora_path"]),
+    "zimage": zimage_like("Tongyi-MAI/Z-Image", {P + "sample.sample_steps": [30, 25]}),
+    "zimage:deturbo": zimage_like("ostris/Z-Image-De-Turbo", {
+        P + "model.extras_name_or_path": ["Tongyi-MAI/Z-Image-Turbo", None],
+        P + "sample.guidance_scale": [3, 4],
+        P + "sample.sample_steps": [25, 25],
+    }),
 }
 
 
@@ -289,6 +324,9 @@ def main():
         "flux2_dev": ui_job("flux2", "flux2_dev_lora"),
         "flux2_klein_4b": ui_job("flux2_klein_4b", "flux2_klein_4b_lora"),
         "flux2_klein_9b": ui_job("flux2_klein_9b", "flux2_klein_9b_lora"),
+        "zimage_turbo": ui_job("zimage:turbo", "zimage_turbo_lora"),
+        "zimage": ui_job("zimage", "zimage_lora"),
+        "zimage_deturbo": ui_job("zimage:deturbo", "zimage_deturbo_lora"),
     }
     # FLUX.1-schnell: the FLUX.1 arch with the schnell repo and the example's settings
     s = ui_job("flux", "flux1_schnell_lora")
