@@ -102,12 +102,12 @@ ork_status tok_spm_to_json(const char *data, size_t n, int extra_ids, json_t **o
         if (f == 1 && w == 2) st = piece(&s, vocab, added, id++, &unk_id);
         else if (f == 2 && w == 2) { /* trainer_spec: model_type (3), byte_fallback (35) */
             pb t = s, u;
-            int q;
-            while ((q = pb_next(&t, &f, &w, &v, &u)) > 0) {
+            int q = 0;
+            while (st == ORK_OK && (q = pb_next(&t, &f, &w, &v, &u)) > 0) { /* one line: the first refusal */
                 if (f == 3 && w == 0 && v != 1)
                     st = tok_fail(ORK_E_UNSUPPORTED, "model type %llu (only Unigram, 1, is read; "
                                   "use the model's tokenizer.json)", (unsigned long long)v);
-                if (f == 35 && w == 0 && v)
+                else if (f == 35 && w == 0 && v)
                     st = tok_fail(ORK_E_UNSUPPORTED, "byte_fallback (use the model's tokenizer.json)");
             }
             if (q < 0 && st == ORK_OK) st = bad("a malformed trainer_spec");
