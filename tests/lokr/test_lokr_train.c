@@ -56,21 +56,6 @@ static int write_lokr_cfg(const char *path, const tt_cfg *c, int factor, int ful
     return r;
 }
 
-static int same_losses(const char *la, int from, const char *lb, int n) {
-    static tt_losses A, B;
-    char p[1200];
-    tt_fmt(p, sizeof p, "%s.out", la);
-    tt_parse_losses(p, &A);
-    tt_fmt(p, sizeof p, "%s.out", lb);
-    if (tt_parse_losses(p, &B) != n) return 0;
-    for (int i = 0; i < n; i++)
-        if (from + i >= A.n || A.step[from + i] != B.step[i] || strcmp(A.text[from + i], B.text[i])) {
-            printf("  step %d: %s vs %s\n", B.step[i], from + i < A.n ? A.text[from + i] : "-", B.text[i]);
-            return 0;
-        }
-    return 1;
-}
-
 /* The saved file's keys: every module two tensors, shapes of qkv's checked. */
 static void check_file(const char *path, int64_t w1r, int64_t w1c, int64_t w2r, int64_t w2c) {
     ork_st_file *f = NULL;
@@ -139,8 +124,8 @@ static void test_resume_bitwise(void) {
     c.steps = 8;
     CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 1, 16, NULL, NULL) == 0);
     CU_ASSERT_FATAL(tt_run(q.cb, l2, 300) == 0);
-    CU_ASSERT(same_losses(q.oa, 0, l1, 4));
-    CU_ASSERT(same_losses(q.oa, 4, l2, 4));
+    CU_ASSERT(tt_same_losses(q.oa, 0, l1, 4));
+    CU_ASSERT(tt_same_losses(q.oa, 4, l2, 4));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "000000008"));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "state"));
     tt_rm_rf(q.root);
@@ -169,7 +154,7 @@ static void test_streamed_equals_resident(void) {
     CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 1, 16, "0", NULL) == 0);
     CU_ASSERT_FATAL(run_streamed(q.ca, q.oa, 0) == 0);
     CU_ASSERT_FATAL(run_streamed(q.cb, q.ob, 1) == 0);
-    CU_ASSERT(same_losses(q.oa, 0, q.ob, 4));
+    CU_ASSERT(tt_same_losses(q.oa, 0, q.ob, 4));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "000000002"));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "000000004"));
     tt_rm_rf(q.root);
@@ -233,7 +218,7 @@ static void test_lowrank(void) {
     c.steps = 4;
     CU_ASSERT_FATAL(write_lokr_cfg(q.cb, &c, -1, 0, 4, NULL, NULL) == 0);
     CU_ASSERT_FATAL(tt_run(q.cb, l2, 300) == 0);
-    CU_ASSERT(same_losses(q.oa, 2, l2, 2));
+    CU_ASSERT(tt_same_losses(q.oa, 2, l2, 2));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "000000004"));
     CU_ASSERT(tt_same_output(q.oa, q.ob, "state"));
     tt_rm_rf(q.root);

@@ -86,21 +86,6 @@ static int run_w(const char *cfg, const char *log, int streamed, int bf16_params
 }
 static int run(const char *cfg, const char *log, int streamed) { return run_w(cfg, log, streamed, 0); }
 
-static int same_losses(const char *la, int from, const char *lb, int n) {
-    static tt_losses A, B;
-    char p[1200];
-    tt_fmt(p, sizeof p, "%s.out", la);
-    tt_parse_losses(p, &A);
-    tt_fmt(p, sizeof p, "%s.out", lb);
-    if (tt_parse_losses(p, &B) != n) return 0;
-    for (int i = 0; i < n; i++)
-        if (from + i >= A.n || A.step[from + i] != B.step[i] || strcmp(A.text[from + i], B.text[i])) {
-            printf("  step %d: %s vs %s\n", B.step[i], from + i < A.n ? A.text[from + i] : "-", B.text[i]);
-            return 0;
-        }
-    return 1;
-}
-
 /* Streamed == resident, 4 steps, no clipping; `wdt`: network.weight_dtype (NULL: F32). */
 static void equals_resident_case(const char *wdt) {
     tt_ab q;
@@ -114,7 +99,7 @@ static void equals_resident_case(const char *wdt) {
     int bf16 = wdt != NULL && strstr(wdt, "bf") != NULL;
     CU_ASSERT_FATAL(run_w(ca, oa, 0, bf16) == 0);
     CU_ASSERT_FATAL(run_w(cb, ob, 1, bf16) == 0);
-    CU_ASSERT(same_losses(oa, 0, ob, 4));
+    CU_ASSERT(tt_same_losses(oa, 0, ob, 4));
     CU_ASSERT(tt_same_output(oa, ob, "000000002"));
     CU_ASSERT(tt_same_output(oa, ob, "000000004"));
     tt_rm_rf(q.root);
@@ -143,7 +128,7 @@ static void test_stream_trainable_state_key(void) {
     CU_ASSERT_FATAL(write_cfg_m(cc, &c, "0", 1, "stream_trainable_state: always\n") == 0);
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0); /* never: resident, as the plan fits */
     CU_ASSERT_FATAL(run_c(cb, ob, 1, 0, 1) == 0); /* always: streamed without ORAKUL_STREAM_TRAINABLES */
-    CU_ASSERT(same_losses(oa, 0, ob, 3));
+    CU_ASSERT(tt_same_losses(oa, 0, ob, 3));
     CU_ASSERT(tt_same_output(oa, ob, "000000003"));
     int rc = tt_run_q(cc, oc, 60, 1);
     CU_ASSERT_EQUAL(rc, 2);
@@ -173,7 +158,7 @@ static void test_stream_compression_key(void) {
                                 "stream_compression: always\n") == 0);
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
     CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
-    CU_ASSERT(same_losses(oa, 0, ob, 3));
+    CU_ASSERT(tt_same_losses(oa, 0, ob, 3));
     CU_ASSERT(tt_same_output(oa, ob, "000000003"));
     tt_fmt(p, sizeof p, "%s.err", ob);
     CU_ASSERT(tt_file_has(p, "streaming "));
@@ -211,7 +196,7 @@ static void lent_case(int accum) {
     }
     CU_ASSERT_FATAL(run(ca, oa, 0) == 0);
     CU_ASSERT_FATAL(run(cb, ob, 0) == 0);
-    CU_ASSERT(same_losses(oa, 0, ob, 4));
+    CU_ASSERT(tt_same_losses(oa, 0, ob, 4));
     CU_ASSERT(tt_same_output(oa, ob, "000000002"));
     CU_ASSERT(tt_same_output(oa, ob, "000000004"));
     CU_ASSERT(tt_same_output(oa, ob, "state"));
@@ -261,8 +246,8 @@ static void resume_case(const char *max_norm) {
     int clipping = strcmp(max_norm, "0") != 0;
     CU_ASSERT_EQUAL(tt_file_has(p, "clipped it with the previous step's norm") != 0, clipping);
     CU_ASSERT_EQUAL(tt_file_has(p, "steps run clipped with the previous step's norm") != 0, clipping);
-    CU_ASSERT(same_losses(oa, 0, lb2, 2));
-    CU_ASSERT(same_losses(oa, 2, lb4, 2));
+    CU_ASSERT(tt_same_losses(oa, 0, lb2, 2));
+    CU_ASSERT(tt_same_losses(oa, 2, lb4, 2));
     CU_ASSERT(tt_same_output(oa, ob, "000000002"));
     CU_ASSERT(tt_same_output(oa, ob, "000000004"));
     CU_ASSERT(tt_same_output(oa, ob, "state"));

@@ -266,6 +266,24 @@ static inline int tt_parse_losses(const char *log_path, tt_losses *L) {
     return L->n;
 }
 
+/* The n loss lines of run lb's log (<lb>.out) equal, as printed, those of run
+ * la's from its from-th line on (a resumed or streamed run against the
+ * reference); the first difference is printed. */
+static inline int tt_same_losses(const char *la, int from, const char *lb, int n) {
+    static tt_losses A, B;
+    char p[1200];
+    tt_fmt(p, sizeof p, "%s.out", la);
+    tt_parse_losses(p, &A);
+    tt_fmt(p, sizeof p, "%s.out", lb);
+    if (tt_parse_losses(p, &B) != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (from + i >= A.n || A.step[from + i] != B.step[i] || strcmp(A.text[from + i], B.text[i])) {
+            printf("  step %d: %s vs %s\n", B.step[i], from + i < A.n ? A.text[from + i] : "-", B.text[i]);
+            return 0;
+        }
+    return 1;
+}
+
 /* Does the file contain the substring? */
 static inline int tt_file_has(const char *path, const char *needle) {
     char *t = tt_read_all(path, NULL);
