@@ -131,6 +131,22 @@ typedef enum ork_reduce_op {
     ORK_REDUCE_SUMSQ = 1, /* Σ x² */
 } ork_reduce_op;
 
+/* The fused q/k RMS norm + RoPE (ops qkv_rope): n streams, qkv[i] (B, len[i],
+ * 3·H·D) dt holding q | k | v each H heads of D; the outputs q, k, v are
+ * (B, H, L, D), L = Σ len[i], stream i at rows len[0] + ... + len[i-1]. qw[i],
+ * kw[i]: the q and k norm weights (D) of qwdt[i], kwdt[i], or NULL (= 1). */
+#define ORK_QKV_MAX 4     /* streams */
+#define ORK_QKV_MAX_D 256 /* head dim of the fused kernel (larger: the op composes) */
+typedef struct ork_qkv_desc {
+    int64_t B, H, D, L;
+    int n;
+    float eps;
+    int64_t len[ORK_QKV_MAX];
+    const void *qkv[ORK_QKV_MAX];
+    const void *qw[ORK_QKV_MAX], *kw[ORK_QKV_MAX];
+    ork_dtype qwdt[ORK_QKV_MAX], kwdt[ORK_QKV_MAX];
+} ork_qkv_desc;
+
 /* ---- the table ----------------------------------------------------------- */
 
 typedef struct ork_backend {
@@ -323,6 +339,21 @@ typedef struct ork_backend {
      * partly written); CUDA a row of NaN (no sync to report it). */
     ork_status (*embedding)(const ork_kctx *k, int64_t n, int64_t V, int64_t D, const int32_t *ids, const void *w,
                             ork_dtype wdt, void *y, ork_dtype dt);
+
+    /* ---- appended: the attention side of a block fused (ops qkv_rope; cuda/cuda_qkv.cu).
+     * NULL where the backend has none (CPU): the op composes split, permute,
+     * rmsnorm, concat and rope. pe F32 (L, D/2, 2) as for rope (pairs 2k, 2k+1). */
+    /* q, k = rope(rmsnorm(.) · w), v moved; q, k, v (B, H, L, D) dt; rstd F32
+     * (2, B, H, L): the q rows' then the k rows' 1/sqrt(mean(x²) + eps). The
+     * normed value is rounded to dt before the rotation, as the composition does. */
+    ork_status (*qkv_rope)(const ork_kctx *k, const ork_qkv_desc *d, const float *pe, void *q, void *kk, void *v,
+                           float *rstd, ork_dtype dt);
+    /* From dq, dk, dv (B, H, L, D) dt (any NULL: zero): dqkv[i] (B, len[i], 3·H·D)
+     * dt and dqw[i], dkw[i] F32 (D) = Σ_rows of the norm's input gradient·x̂
+     * (all overwritten; a NULL entry: skip). d->eps is not read. */
+    ork_status (*qkv_rope_bwd)(const ork_kctx *k, const ork_qkv_desc *d, const float *pe, const float *rstd,
+                               const void *dq, const void *dk, const void *dv, void *const *dqkv,
+                               float *const *dqw, float *const *dkw, ork_dtype dt);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */
