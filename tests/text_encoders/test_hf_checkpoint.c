@@ -5,7 +5,11 @@
  * index; and malformed input, each refused with one line and the
  * checkpoint left closed: a bad index json, an index naming a missing shard
  * or a shard outside the folder, a config.json that is not JSON or not an
- * object, a missing path, no path; a core lacking a service. */
+ * object, a missing path, no path; a core lacking a service. And the one
+ * repo-id resolution in the local Hugging Face cache (ork_hf_hub_snapshot):
+ * HF_HUB_CACHE over HF_HOME/hub over ~/.cache/huggingface/hub, refs/main over
+ * the other snapshots, the only snapshot without refs/main, and one line
+ * naming the folder and the variable when the snapshot is not there. */
 #include "ork_test.h"
 
 #include "plugin/host.h"
@@ -235,6 +239,123 @@ static void test_malformed(void) {
     refused("junk.safetensors", NULL, ORK_E_FORMAT, NULL);
 }
 
+/* ---- the repo id in the local Hugging Face cache ---------------------------------- */
+
+/* <root>/models--org--name/snapshots/<rev>/, refs/main = ref unless NULL */
+static void hub_repo(const char *root_rel, const char *rev, const char *ref) {
+    char rel[160];
+    snprintf(rel, sizeof rel, "%s/models--org--name/snapshots/%s", root_rel, rev);
+    char p[256], cmd[400];
+    path_of(p, sizeof p, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", p);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    if (ref) {
+        snprintf(rel, sizeof rel, "%s/models--org--name/refs", root_rel);
+        path_of(p, sizeof p, rel);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", p);
+        CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+        snprintf(rel, sizeof rel, "%s/models--org--name/refs/main", root_rel);
+        write_text(rel, ref);
+    }
+}
+
+/* resolve "org/name": want_rel NULL expects a refusal with one line holding needle */
+static void hub_expect(const char *id, const char *want_rel, const char *needle) {
+    char out[2048], want[256];
+    g_errors = 0;
+    g_last[0] = 0;
+    ork_status s = ork_hf_hub_snapshot(&g_host, g_sv.pf, "model.name_or_path", id, out, sizeof out);
+    if (want_rel) {
+        path_of(want, sizeof want, want_rel);
+        if (s != ORK_OK) printf("\n  %s: %s", id, g_last);
+        CU_ASSERT_EQUAL(s, ORK_OK);
+        CU_ASSERT_EQUAL(g_errors, 0);
+        if (s == ORK_OK && strcmp(out, want)) printf("\n  %s -> %s, want %s", id, out, want);
+        CU_ASSERT(s == ORK_OK && !strcmp(out, want));
+    } else {
+        CU_ASSERT_NOT_EQUAL(s, ORK_OK);
+        CU_ASSERT_EQUAL(g_errors, 1);
+        CU_ASSERT_STRING_EQUAL(out, "");
+        if (needle && !strstr(g_last, needle)) printf("\n  %s: last line [%s], wanted [%s]", id, g_last, needle);
+        if (needle) CU_ASSERT(strstr(g_last, needle) != NULL);
+    }
+}
+
+static void set_or_unset(const char *var, const char *rel) {
+    char p[256];
+    if (!rel) {
+        unsetenv(var);
+        return;
+    }
+    path_of(p, sizeof p, rel);
+    setenv(var, p, 1);
+}
+
+static void test_hub(void) {
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    /* three caches, each holding org/name at its own revision */
+    hub_repo("hubA", "aaaa1111", "aaaa1111\n");
+    hub_repo("hfhome/hub", "bbbb2222", "bbbb2222");
+    hub_repo("home/.cache/huggingface/hub", "cccc3333", "cccc3333  \r\n");
+    set_or_unset("HOME", "home");
+    set_or_unset("HF_HOME", "hfhome");
+    set_or_unset("HF_HUB_CACHE", "hubA");
+    hub_expect("org/name", "hubA/models--org--name/snapshots/aaaa1111", NULL);
+    setenv("HF_HUB_CACHE", "", 1); /* empty counts as unset */
+    hub_expect("org/name", "hfhome/hub/models--org--name/snapshots/bbbb2222", NULL);
+    unsetenv("HF_HUB_CACHE");
+    hub_expect("org/name", "hfhome/hub/models--org--name/snapshots/bbbb2222", NULL);
+    unsetenv("HF_HOME");
+    hub_expect("org/name", "home/.cache/huggingface/hub/models--org--name/snapshots/cccc3333", NULL);
+
+    /* refs/main wins over a stale snapshot; without refs/main the only one */
+    set_or_unset("HF_HUB_CACHE", "hubB");
+    hub_repo("hubB", "0000old0", NULL);
+    hub_repo("hubB", "1111new1", "1111new1\n");
+    hub_expect("org/name", "hubB/models--org--name/snapshots/1111new1", NULL);
+    set_or_unset("HF_HUB_CACHE", "hubC");
+    hub_repo("hubC", "only0001", NULL);
+    hub_expect("org/name", "hubC/models--org--name/snapshots/only0001", NULL);
+    /* two snapshots and no refs/main: no guess */
+    hub_repo("hubC", "only0002", NULL);
+    hub_expect("org/name", NULL, "snapshots/<refs/main>");
+
+    /* refs/main naming an absent snapshot; a climbing revision; no repo at all:
+     * one line naming the folder looked in and the variable that chose it */
+    set_or_unset("HF_HUB_CACHE", "hubD");
+    hub_repo("hubD", "dddd4444", "eeee5555\n");
+    char want[400];
+    snprintf(want, sizeof want, "%s/hubD/models--org--name/snapshots/eeee5555, cache from HF_HUB_CACHE", g_dir);
+    hub_expect("org/name", NULL, want);
+    hub_expect("org/name", NULL, "nothing is downloaded");
+    write_text("hubD/models--org--name/refs/main", "../../x\n");
+    hub_expect("org/name", NULL, "not in the Hugging Face cache");
+    hub_expect("org/other", NULL, "models--org--other/snapshots/<refs/main>");
+    set_or_unset("HF_HOME", "hfhome");
+    unsetenv("HF_HUB_CACHE");
+    hub_expect("org/other", NULL, "cache from HF_HOME/hub");
+    /* refs/main that is a folder: not a regular file, refused */
+    mkd("hfhome/hub/models--org--name/refs/main.d");
+    char a[256], b[256];
+    path_of(a, sizeof a, "hfhome/hub/models--org--name/refs/main");
+    path_of(b, sizeof b, "hfhome/hub/models--org--name/refs/main.d");
+    CU_ASSERT_EQUAL_FATAL(unlink(a), 0);
+    CU_ASSERT_EQUAL_FATAL(rename(b, a), 0);
+    hub_expect("org/name", NULL, "not a regular file");
+    /* not a repo id: refused, not looked up */
+    hub_expect("org/name/extra", NULL, "not a Hugging Face repo id");
+    hub_expect("w.safetensors", NULL, "not a Hugging Face repo id");
+    CU_ASSERT(ork_hf_is_repo_id("black-forest-labs/FLUX.1-dev"));
+    CU_ASSERT(!ork_hf_is_repo_id("org/w.safetensors"));
+    CU_ASSERT(!ork_hf_is_repo_id("./name"));
+    CU_ASSERT(!ork_hf_is_repo_id("org/..") && !ork_hf_is_repo_id("/abs") && !ork_hf_is_repo_id("org/"));
+    CU_ASSERT(!ork_hf_is_repo_id("org/na me") && !ork_hf_is_repo_id(NULL));
+    unsetenv("HF_HOME");
+    if (saved_home) setenv("HOME", saved_home, 1);
+    else unsetenv("HOME");
+    free(saved_home);
+}
+
 static void test_services(void) {
     ork_hf_services sv;
     g_errors = 0;
@@ -252,6 +373,7 @@ static const ork_test_case cases[] = {
     {"a file, a save_pretrained folder, a diffusers subfolder, a sharded set", test_layouts},
     {"malformed: bad index, missing shard, shard outside, bad config, no path", test_malformed},
     {"the services, and a core lacking one", test_services},
+    {"a repo id in the cache: env precedence, refs/main, one line when absent", test_hub},
     {NULL, NULL},
 };
 

@@ -459,7 +459,8 @@ static void test_malformed(void) {
     expect_refused("/nonexistent/zimage", "/nonexistent/zimage", "no such file");
     expect_refused("preset:zimage-xl", "unknown Z-Image preset 'zimage-xl'", NULL);
     setenv("HF_HUB_CACHE", g_tmp, 1);
-    expect_refused("Tongyi-MAI/Z-Image-Nowhere", "Tongyi-MAI/Z-Image-Nowhere: no such file", "nothing is downloaded");
+    expect_refused("Tongyi-MAI/Z-Image-Nowhere", "'Tongyi-MAI/Z-Image-Nowhere': not a file or folder, and not in the "
+                   "Hugging Face cache", "nothing is downloaded");
     unsetenv("HF_HUB_CACHE");
     printf("\n  ");
 }

@@ -13,6 +13,8 @@
 #include "flux.h"
 
 #include <orakul/platform.h>
+#define ORK_HF_HUB_ONLY /* the repo-id resolution alone: no jansson */
+#include <orakul/hf_checkpoint.h>
 
 #include <ctype.h>
 #include <stdio.h>
@@ -92,76 +94,12 @@ static ork_status resolve_dir(flux_model *f, const ork_platform_api *pl, const c
     return ORK_OK;
 }
 
-/* "org/name" with [A-Za-z0-9._-] parts */
-static int is_repo_id(const char *s) {
-    const char *slash = strchr(s, '/');
-    if (!slash || slash == s || !slash[1] || strchr(slash + 1, '/') || s[0] == '.') return 0;
-    for (const char *p = s; *p; p++)
-        if (p != slash && !isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') return 0;
-    return !ends_with(s, ".safetensors") && !ends_with(s, ".json");
-}
-
+/* A repo id in the local Hugging Face cache (sdk/include/orakul/hf_checkpoint.h
+ * finds the snapshot and logs the one line when it is absent), then as a folder. */
 static ork_status resolve_hub(flux_model *f, const ork_platform_api *pl, const char *id, char *out, size_t n) {
-    char root[1024], repo[1400], snap[2048], ref[1500];
-    const char *from;
-    const char *e = getenv("HF_HUB_CACHE");
-    if (e && e[0]) {
-        snprintf(root, sizeof root, "%s", e);
-        from = "HF_HUB_CACHE";
-    } else if ((e = getenv("HF_HOME")) && e[0]) {
-        snprintf(root, sizeof root, "%s/hub", e);
-        from = "HF_HOME/hub";
-    } else {
-        e = getenv("HOME");
-        if (!e || !e[0]) e = getenv("USERPROFILE"); /* Windows: %USERPROFILE%\.cache\huggingface\hub */
-        snprintf(root, sizeof root, "%s/.cache/huggingface/hub", e && e[0] ? e : ".");
-        from = "the default cache";
-    }
-    const char *slash = strchr(id, '/');
-    snprintf(repo, sizeof repo, "%s/models--%.*s--%s", root, (int)(slash - id), id, slash + 1);
-    snap[0] = 0;
-    snprintf(ref, sizeof ref, "%s/refs/main", repo);
-    /* ORK_F_NONBLOCK + fd_info: a FIFO or device there is refused before reading */
-    int fd = -1;
-    ork_file_info rs;
-    if (pl->fd_open(ref, ORK_F_READ | ORK_F_NONBLOCK, &fd) != ORK_OK) fd = -1;
-    if (fd >= 0 && (pl->fd_info(fd, &rs) != ORK_OK || rs.kind != ORK_KIND_FILE)) {
-        pl->fd_close(fd);
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: not a regular file (the Hugging Face cache's revision of %s)", ref, id);
-        return ORK_E_IO;
-    }
-    if (fd >= 0) {
-        char rev[128] = ""; /* a commit hash: the first line, at most 127 bytes */
-        size_t got = 0;
-        if (pl->fd_pread(fd, rev, sizeof rev - 1, 0, &got) != ORK_OK) got = 0;
-        pl->fd_close(fd);
-        size_t l = got;
-        rev[l] = 0;
-        l = strcspn(rev, "\n");
-        rev[l] = 0;
-        while (l && isspace((unsigned char)rev[l - 1])) rev[--l] = 0;
-        if (l) snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, rev);
-    } else {
-        /* no refs/main: accept the only snapshot */
-        char sd[1500];
-        snprintf(sd, sizeof sd, "%s/snapshots", repo);
-        ork_dir *d = NULL;
-        if (pl->dir_open(sd, &d) != ORK_OK) d = NULL;
-        int k = 0;
-        for (const char *nm; d && (nm = pl->dir_next(d));) {
-            if (nm[0] == '.') continue;
-            if (k++ == 0) snprintf(snap, sizeof snap, "%s/%s", sd, nm);
-        }
-        if (d) pl->dir_close(d);
-        if (k != 1) snap[0] = 0;
-    }
-    if (!snap[0] || !is_dir(pl, snap)) {
-        FLUX_LOG(f, ORK_LEVEL_ERROR, "model.name_or_path '%s': not a file or folder, and not in the Hugging Face cache "
-                 "(looked for %s/snapshots/<refs/main>, cache from %s); nothing is downloaded: download it first or "
-                 "give a path", id, repo, from);
-        return ORK_E_IO;
-    }
-    char shown[3600];
+    char snap[2048], shown[2200];
+    ork_status s = ork_hf_hub_snapshot(f->host, pl, "model.name_or_path", id, snap, sizeof snap);
+    if (s != ORK_OK) return s;
     snprintf(shown, sizeof shown, "%s (%s)", id, snap);
     return resolve_dir(f, pl, snap, shown, out, n);
 }
@@ -184,7 +122,7 @@ ork_status flux_resolve_source(flux_model *f, const char *name_or_path, char *ou
         snprintf(out, n, "%s", name_or_path);
         return ORK_OK;
     }
-    if (is_repo_id(name_or_path)) return resolve_hub(f, pl, name_or_path, out, n);
+    if (ork_hf_is_repo_id(name_or_path)) return resolve_hub(f, pl, name_or_path, out, n);
     FLUX_LOG(f, ORK_LEVEL_ERROR, "%s: no such file or folder (model.name_or_path: a .safetensors file, a diffusers "
              "folder, a Hugging Face repo id org/name in the local cache, or preset:<name>)", name_or_path);
     return ORK_E_IO;

@@ -18,6 +18,8 @@
 #include "zimage.h"
 
 #include <orakul/platform.h>
+#define ORK_HF_HUB_ONLY /* the repo-id resolution alone: no jansson */
+#include <orakul/hf_checkpoint.h>
 
 #include <ctype.h>
 #include <math.h>
@@ -187,50 +189,6 @@ static int single_file(const ork_platform_api *pl, const char *dir, char *out, s
     return count == 1;
 }
 
-/* "org/name" of [A-Za-z0-9._-], not a file name */
-static int is_repo_id(const char *s) {
-    const char *slash = strchr(s, '/');
-    if (!slash || slash == s || !slash[1] || strchr(slash + 1, '/') || s[0] == '.') return 0;
-    for (const char *p = s; *p; p++)
-        if (p != slash && !isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') return 0;
-    return !ends_with(s, ".safetensors") && !ends_with(s, ".json");
-}
-
-/* A Hugging Face repo id in the local cache ($HF_HUB_CACHE, else $HF_HOME/hub,
- * else ~/.cache/huggingface/hub): models--org--name/snapshots/<refs/main>, or
- * the only snapshot. Nothing is downloaded. 1 with out set, 0 when absent. */
-static int hub_snapshot(const ork_platform_api *pl, const char *id, char *out, size_t n) {
-    char root[1024], repo[1400], ref[1500];
-    const char *e = getenv("HF_HUB_CACHE");
-    if (e && e[0]) snprintf(root, sizeof root, "%s", e);
-    else if ((e = getenv("HF_HOME")) && e[0]) snprintf(root, sizeof root, "%s/hub", e);
-    else snprintf(root, sizeof root, "%s/.cache/huggingface/hub", (e = getenv("HOME")) && e[0] ? e : ".");
-    const char *slash = strchr(id, '/');
-    snprintf(repo, sizeof repo, "%s/models--%.*s--%s", root, (int)(slash - id), id, slash + 1);
-    snprintf(ref, sizeof ref, "%s/refs/main", repo);
-    char rev[128] = "";
-    FILE *f = fopen(ref, "r");
-    if (f) {
-        if (!fgets(rev, sizeof rev, f)) rev[0] = 0;
-        fclose(f);
-        rev[strcspn(rev, " \t\r\n")] = 0;
-    }
-    if (rev[0] && !strchr(rev, '/')) {
-        snprintf(out, n, "%s/snapshots/%s", repo, rev);
-        return is_dir(pl, out);
-    }
-    char sd[1520];
-    snprintf(sd, sizeof sd, "%s/snapshots", repo);
-    ork_dir *d = NULL;
-    if (pl->dir_open(sd, &d) != ORK_OK) return 0;
-    int k = 0;
-    const char *nm;
-    while ((nm = pl->dir_next(d)))
-        if (nm[0] != '.' && k++ == 0) snprintf(out, n, "%s/%s", sd, nm);
-    pl->dir_close(d);
-    return k == 1 && is_dir(pl, out);
-}
-
 ork_status zi_open_source(zi_model *z, const char *name_or_path) {
     char path[2000], snap[1800];
     if (!name_or_path || !name_or_path[0]) {
@@ -246,16 +204,20 @@ ork_status zi_open_source(zi_model *z, const char *name_or_path) {
     }
     ork_file_info sb;
     if (pl->path_info(name_or_path, &sb) != ORK_OK) {
-        if (is_repo_id(name_or_path) && hub_snapshot(pl, name_or_path, snap, sizeof snap) &&
-            pl->path_info(snap, &sb) == ORK_OK) {
-            name_or_path = snap;
-        } else {
-            ZI_LOG(z, ORK_LEVEL_ERROR, "%s: no such file or folder, nor a Hugging Face repo id in the local cache "
-                   "(model.name_or_path: a Z-Image .safetensors file or index, a diffusers folder holding "
-                   "transformer/, a repo id already downloaded, or preset:zimage-turbo|zimage|tiny; nothing is "
-                   "downloaded)", name_or_path);
+        if (!ork_hf_is_repo_id(name_or_path)) {
+            ZI_LOG(z, ORK_LEVEL_ERROR, "%s: no such file or folder (model.name_or_path: a Z-Image .safetensors file "
+                   "or index, a diffusers folder holding transformer/, a Hugging Face repo id already downloaded, or "
+                   "preset:zimage-turbo|zimage|tiny; nothing is downloaded)", name_or_path);
             return ORK_E_IO;
         }
+        /* a repo id in the local cache: the header logs the one line when absent */
+        ork_status s = ork_hf_hub_snapshot(z->host, pl, "model.name_or_path", name_or_path, snap, sizeof snap);
+        if (s != ORK_OK) return s;
+        if (pl->path_info(snap, &sb) != ORK_OK) {
+            ZI_LOG(z, ORK_LEVEL_ERROR, "%s (%s): cannot read the snapshot folder", name_or_path, snap);
+            return ORK_E_IO;
+        }
+        name_or_path = snap;
     }
     snprintf(path, sizeof path, "%s", name_or_path);
     if (sb.kind == ORK_KIND_DIR) {

@@ -26,7 +26,12 @@
  *   ...
  *   ork_hf_checkpoint_close(&sv, &ck);  // in destroy(); safe on a zeroed or failed one
  *
- * Every failure logs one line through host->log naming the path. [control-thread] */
+ * Every failure logs one line through host->log naming the path. [control-thread]
+ *
+ * It also holds the one resolution of a Hugging Face repo id to its folder
+ * in the local cache (ork_hf_is_repo_id, ork_hf_hub_snapshot), which the
+ * model plugins use: that part needs only orakul.platform/1. A plugin that
+ * wants it alone, without jansson, defines ORK_HF_HUB_ONLY before including. */
 #ifndef ORAKUL_HF_CHECKPOINT_H
 #define ORAKUL_HF_CHECKPOINT_H
 
@@ -37,13 +42,109 @@
 #include <orakul/safetensors.h>
 #include <orakul/tensor.h>
 
-#include <jansson.h>
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- a repo id in the local Hugging Face cache ---------------------------------- */
+
+/* "org/name" with [A-Za-z0-9._-] parts, neither starting with '.', and not a
+ * file name (*.safetensors, *.json): 1, else 0. */
+static inline int ork_hf_is_repo_id(const char *s) {
+    const char *slash = s ? strchr(s, '/') : NULL;
+    if (!slash || slash == s || !slash[1] || strchr(slash + 1, '/') || s[0] == '.' || slash[1] == '.') return 0;
+    for (const char *p = s; *p; p++)
+        if (p != slash && !isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') return 0;
+    size_t l = strlen(s);
+    return !(l >= 12 && !strcmp(s + l - 12, ".safetensors")) && !(l >= 5 && !strcmp(s + l - 5, ".json"));
+}
+
+/* The cache's root: $HF_HUB_CACHE, else $HF_HOME/hub, else
+ * $HOME/.cache/huggingface/hub (%USERPROFILE% where HOME is unset: Windows).
+ * *from (when not NULL) names which, for error lines. */
+static inline void ork_hf_hub_root(char *out, size_t n, const char **from) {
+    const char *e = getenv("HF_HUB_CACHE"), *src;
+    if (e && e[0]) {
+        snprintf(out, n, "%s", e);
+        src = "HF_HUB_CACHE";
+    } else if ((e = getenv("HF_HOME")) && e[0]) {
+        snprintf(out, n, "%s/hub", e);
+        src = "HF_HOME/hub";
+    } else {
+        e = getenv("HOME");
+        if (!e || !e[0]) e = getenv("USERPROFILE");
+        snprintf(out, n, "%s/.cache/huggingface/hub", e && e[0] ? e : ".");
+        src = "the default cache (~/.cache/huggingface/hub)";
+    }
+    if (from) *from = src;
+}
+
+/* The snapshot folder of repo id (ork_hf_is_repo_id) in the local cache:
+ * <root>/models--org--name/snapshots/<the first line of refs/main>, or, with
+ * no refs/main, the only snapshot there. Nothing is downloaded. A refs/main
+ * that is not a regular file (a FIFO is refused before reading), a revision
+ * holding a path separator or starting with '.', no such snapshot folder:
+ * ORK_E_IO and one line through h->log that names `field` (the config field
+ * that gave id, e.g. "model.name_or_path"), the folder looked in and which
+ * variable chose the cache. */
+static inline ork_status ork_hf_hub_snapshot(const ork_host *h, const ork_platform_api *pf, const char *field,
+                                             const char *id, char *out, size_t n) {
+    char root[1024], repo[1400], ref[1500], rev[128] = "";
+    const char *from, *slash = id ? strchr(id, '/') : NULL;
+    ork_file_info fi;
+    if (!slash || !ork_hf_is_repo_id(id)) {
+        h->log(h, ORK_LEVEL_ERROR, "%s '%s': not a Hugging Face repo id (org/name)", field, id ? id : "");
+        return ORK_E_CONFIG;
+    }
+    ork_hf_hub_root(root, sizeof root, &from);
+    snprintf(repo, sizeof repo, "%.1023s/models--%.*s--%s", root, (int)(slash - id), id, slash + 1);
+    snprintf(ref, sizeof ref, "%s/refs/main", repo);
+    out[0] = 0;
+    int fd = -1, have_ref = pf->fd_open(ref, ORK_F_READ | ORK_F_NONBLOCK, &fd) == ORK_OK;
+    if (have_ref) {
+        size_t got = 0;
+        ork_status s = pf->fd_info(fd, &fi);
+        if (s != ORK_OK || fi.kind != ORK_KIND_FILE) {
+            pf->fd_close(fd);
+            h->log(h, ORK_LEVEL_ERROR, "%s: not a regular file (the Hugging Face cache's revision of %s)", ref, id);
+            return ORK_E_IO;
+        }
+        if (pf->fd_pread(fd, rev, sizeof rev - 1, 0, &got) != ORK_OK) got = 0;
+        pf->fd_close(fd);
+        rev[got] = 0;
+        size_t l = strcspn(rev, "\r\n");
+        rev[l] = 0;
+        while (l && isspace((unsigned char)rev[l - 1])) rev[--l] = 0;
+        if (l && rev[0] != '.' && !strpbrk(rev, "/\\")) snprintf(out, n, "%s/snapshots/%s", repo, rev);
+    } else { /* no refs/main: the only snapshot */
+        char sd[1520];
+        snprintf(sd, sizeof sd, "%s/snapshots", repo);
+        ork_dir *d = NULL;
+        int k = 0;
+        if (pf->dir_open(sd, &d) == ORK_OK) {
+            for (const char *nm; (nm = pf->dir_next(d));)
+                if (nm[0] != '.' && k++ == 0) snprintf(out, n, "%s/%s", sd, nm);
+            pf->dir_close(d);
+        }
+        if (k != 1) out[0] = 0;
+    }
+    if (!out[0] || pf->path_info(out, &fi) != ORK_OK || fi.kind != ORK_KIND_DIR) {
+        h->log(h, ORK_LEVEL_ERROR, "%s '%s': not a file or folder, and not in the Hugging Face cache (looked for "
+               "%s/snapshots/%s, cache from %s); nothing is downloaded: download it first or give a path", field, id,
+               repo, have_ref && rev[0] ? rev : "<refs/main>", from);
+        out[0] = 0;
+        return ORK_E_IO;
+    }
+    return ORK_OK;
+}
+
+#ifndef ORK_HF_HUB_ONLY
+#include <jansson.h>
 
 /* The services a weight-reading component uses. */
 typedef struct ork_hf_services {
@@ -175,6 +276,8 @@ static inline const char *ork_hf_config_str(const json_t *obj, const char *key) 
     json_t *v = obj ? json_object_get(obj, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : "";
 }
+
+#endif /* ORK_HF_HUB_ONLY */
 
 #ifdef __cplusplus
 }
