@@ -21,12 +21,13 @@ extern "C" {
 #endif
 
 #define ORK_ABI_MAJOR 1
-#define ORK_ABI_MINOR 3 /* 1.1: ork_opt_step.param_ids; 1.2: ork_tensor_api.drop;
+#define ORK_ABI_MINOR 4 /* 1.1: ork_opt_step.param_ids; 1.2: ork_tensor_api.drop;
                           1.3: ORK_KIND_TEXT_ENCODER (orakul/text_encoder.h) and the ops
                           embedding, attention_bias, quick_gelu, layernorm_affine;
                           ork_optimizer_vtable.state_check (optional); ork_model_info's
                           text slots, then blocks, lora_targets, lora_prefix, schedule
-                          (ork_model_info_has_blocks) and ORK_WEIGHT_ATTN / _TOKENS */
+                          (ork_model_info_has_blocks) and ORK_WEIGHT_ATTN / _TOKENS;
+                          1.4: the ops gated_add, layernorm_modulate (ork_ops_has_fused) */
 
 /* Frozen forever: {struct_size, major, minor}. */
 typedef struct ork_abi {

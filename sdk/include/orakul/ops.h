@@ -140,12 +140,36 @@ typedef struct ork_ops {
      * w, b (C) any float dtype, either may be NULL; differentiable. */
     ork_status (*layernorm_affine)(ork_graph *g, ork_tensor *x, ork_tensor *w, ork_tensor *b, float eps,
                                    ork_tensor **y);
+
+    /* ---- ABI 1.4: fused block epilogues (issue #31). Check with
+     * ork_ops_has_fused() before calling: a 1.3 core does not have them. */
+
+    /* The gated residual add y = x + gate·h (FLUX's x + gate·attn(...) and
+     * x + gate·mlp(...)): x, h of one shape and dtype; gate broadcast to x (see
+     * above; e.g. (B, 1, C) onto (B, L, C)) in x's dtype. Differentiable in all
+     * three. The values of add(x, mul(h, gate)); on CUDA one kernel each way
+     * when gate is per (leading dims, channel) and shared by the tokens. */
+    ork_status (*gated_add)(ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_tensor *h, ork_tensor **y);
+    /* y = layernorm(x)·(1 + scale) + shift over the last dim, no affine (FLUX's
+     * pre-attention and pre-MLP norms): x (..., C); shift, scale broadcast to x
+     * as for modulate, x's dtype. Differentiable in all three. The values of
+     * modulate(layernorm(x, eps), shift, scale); on CUDA, where shift and scale
+     * are shared by the tokens, one kernel each way that keeps the normalised
+     * x in F32 (the composition rounds it to BF16 once more). */
+    ork_status (*layernorm_modulate)(ork_graph *g, ork_tensor *x, ork_tensor *shift, ork_tensor *scale, float eps,
+                                     ork_tensor **y);
 } ork_ops;
 
 /* Whether ops has the ABI 1.3 text-encoder ops (a 1.2 core does not). */
 static inline int ork_ops_has_text(const ork_ops *ops) {
     return ops->abi.struct_size >= offsetof(ork_ops, layernorm_affine) + sizeof ops->layernorm_affine &&
            ops->embedding && ops->attention_bias && ops->quick_gelu && ops->layernorm_affine;
+}
+
+/* Whether ops has the ABI 1.4 fused ops (gated_add, layernorm_modulate). */
+static inline int ork_ops_has_fused(const ork_ops *ops) {
+    return ops->abi.struct_size >= offsetof(ork_ops, layernorm_modulate) + sizeof ops->layernorm_modulate &&
+           ops->gated_add && ops->layernorm_modulate;
 }
 
 #ifdef __cplusplus
