@@ -354,6 +354,31 @@ typedef struct ork_backend {
     ork_status (*qkv_rope_bwd)(const ork_kctx *k, const ork_qkv_desc *d, const float *pe, const float *rstd,
                                const void *dq, const void *dk, const void *dv, void *const *dqkv,
                                float *const *dqw, float *const *dkw, ork_dtype dt);
+
+    /* ---- appended: fused block epilogues (ops gated_add, layernorm_modulate; tensor/ops_fused.c,
+     * cuda/cuda_fused.cu). NULL (the CPU): the op composes binary, modulate and layernorm.
+     * x, h, y, dy, dx, dh (B, L, C) dt as B·L rows of C; the per-row operands gate, shift,
+     * scale are (Bg, C) dt with Bg 1 (shared by every row) or B (row b·L + l reads row b).
+     * Reductions deterministic (fixed partition and order). ---- */
+    /* y = x + gate·h. */
+    ork_status (*gated_add)(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bg, const void *x,
+                            const void *gate, const void *h, void *y, ork_dtype dt);
+    /* dh = dy·gate (dt); dgate (Bg, C) of gdt = Σ over the rows reading it of dy·h; either may be
+     * NULL. (dx = dy: the op passes dy on.) */
+    ork_status (*gated_add_bwd)(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bg, const void *gate,
+                                const void *h, const void *dy, void *dh, void *dgate, ork_dtype gdt, ork_dtype dt);
+    /* y = (x − mean)·rstd·(1 + scale) + shift per row, rstd = 1/sqrt(var + eps) (biased);
+     * shift (Bsh, C), scale (Bsc, C); mean, rstd F32 (B·L). ORK_E_UNSUPPORTED, nothing
+     * logged, where the backward cannot run (C too large): the op composes instead. */
+    ork_status (*layernorm_modulate)(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bsh, int64_t Bsc,
+                                     float eps, const void *x, const void *shift, const void *scale, void *y,
+                                     float *mean, float *rstd, ork_dtype dt);
+    /* dx (dt) through the norm; dshift (Bsh, C) of shdt = Σ dy, dscale (Bsc, C) of scdt =
+     * Σ dy·(x − mean)·rstd over the rows reading them; any of the three may be NULL. */
+    ork_status (*layernorm_modulate_bwd)(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bsh,
+                                         int64_t Bsc, const void *x, const void *scale, const float *mean,
+                                         const float *rstd, const void *dy, void *dx, void *dshift, ork_dtype shdt,
+                                         void *dscale, ork_dtype scdt, ork_dtype dt);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */
