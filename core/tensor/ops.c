@@ -4,6 +4,7 @@
 #include "tensor/ops.h"
 
 #include "tensor/ops_impl.h"
+#include "tensor/ops_qkv.h"  /* qkv_rope, attn_merge (ABI 1.4) */
 #include "tensor/ops_text.h" /* embedding, attention_bias, quick_gelu, layernorm_affine (ABI 1.3) */
 
 static const ork_ops g_ops = {
@@ -41,6 +42,8 @@ static const ork_ops g_ops = {
     .attention_bias = ork_op_attention_bias,
     .quick_gelu = ork_op_quick_gelu,
     .layernorm_affine = ork_op_layernorm_affine,
+    .qkv_rope = ork_op_qkv_rope,
+    .attn_merge = ork_op_attn_merge,
 };
 
 const ork_ops *ork_ops_table(void) { return &g_ops; }

@@ -158,6 +158,32 @@ typedef struct ork_ops {
      * x in F32 (the composition rounds it to BF16 once more). */
     ork_status (*layernorm_modulate)(ork_graph *g, ork_tensor *x, ork_tensor *shift, ork_tensor *scale, float eps,
                                      ork_tensor **y);
+
+    /* ---- ABI 1.4: the attention side of a block, one pass each way (issue
+     * #31). Check with ork_ops_has_qkv() before calling. */
+
+    /* Joint attention's q, k, v from n qkv linear outputs (FLUX: n = 2, text
+     * then image, in the double blocks; n = 1 in the single blocks), 1 <= n <= 4:
+     * qkv[i] (B, L_i, 3·heads·D) holds q | k | v, each `heads` heads of D, D
+     * even (FLUX's "B L (K H D)"). Returns q, k, v (B, heads, L, D), L = Σ L_i,
+     * stream i at rows L_0 + ... + L_(i-1); q and k RMS-normed over D (eps;
+     * weights qw[i], kw[i] of D elements, F32/BF16/F16; a NULL array or entry:
+     * no weight) and then rotated by pe (L, D/2, 2) F32 as rope does; v moved
+     * only. The values of split + reshape + permute + rmsnorm + concat + rope
+     * (the CPU runs exactly that); on CUDA one kernel each way. Differentiable
+     * in qkv[i], qw[i], kw[i]. */
+    ork_status (*qkv_rope)(ork_graph *g, int n, ork_tensor *const *qkv, ork_tensor *const *qw,
+                           ork_tensor *const *kw, ork_tensor *pe, float eps, int heads, ork_tensor **q,
+                           ork_tensor **k, ork_tensor **v);
+    /* Attention's output back to token rows: a (B, H, L, D) -> ys[i] (B, L_i,
+     * H·D + C2) for i < n, the tokens cut along L into n parts of sizes[i]
+     * (Σ = L; sizes may be NULL when n = 1), each row followed by the matching
+     * row of extra (B, L, C2) in a's dtype when extra is not NULL (FLUX's single
+     * blocks: [attention | MLP activation] before linear2). The values of
+     * permute + reshape + split / concat, one copy of each element.
+     * Differentiable in a and extra. */
+    ork_status (*attn_merge)(ork_graph *g, ork_tensor *a, int n, const int64_t *sizes, ork_tensor *extra,
+                             ork_tensor **ys);
 } ork_ops;
 
 /* Whether ops has the ABI 1.3 text-encoder ops (a 1.2 core does not). */
@@ -170,6 +196,12 @@ static inline int ork_ops_has_text(const ork_ops *ops) {
 static inline int ork_ops_has_fused(const ork_ops *ops) {
     return ops->abi.struct_size >= offsetof(ork_ops, layernorm_modulate) + sizeof ops->layernorm_modulate &&
            ops->gated_add && ops->layernorm_modulate;
+}
+
+/* Whether ops has the ABI 1.4 attention-side ops (qkv_rope, attn_merge). */
+static inline int ork_ops_has_qkv(const ork_ops *ops) {
+    return ops->abi.struct_size >= offsetof(ork_ops, attn_merge) + sizeof ops->attn_merge && ops->qkv_rope &&
+           ops->attn_merge;
 }
 
 #ifdef __cplusplus
