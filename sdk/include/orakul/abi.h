@@ -27,7 +27,8 @@ extern "C" {
                           ork_optimizer_vtable.state_check (optional); ork_model_info's
                           text slots, then blocks, lora_targets, lora_prefix, schedule
                           (ork_model_info_has_blocks) and ORK_WEIGHT_ATTN / _TOKENS;
-                          1.4: the ops gated_add, layernorm_modulate (ork_ops_has_fused) */
+                          1.4: the ops gated_add, layernorm_modulate (ork_ops_has_fused);
+                          qkv_rope, attn_merge (ork_ops_has_qkv) */
 
 /* Frozen forever: {struct_size, major, minor}. */
 typedef struct ork_abi {
