@@ -236,6 +236,13 @@ static ork_status be_conv2d_wgrad(const ork_kctx *k, const ork_conv2d_desc *d, c
     return ORK_OK;
 }
 
+/* cuda_qkv.cu: the fused q/k RMS norm + RoPE (backend.h's qkv_rope entries) */
+ork_status ork_cuda_qkv_rope(const ork_kctx *k, const ork_qkv_desc *d, const float *pe, void *q, void *kk, void *v,
+                             float *rstd, ork_dtype dt);
+ork_status ork_cuda_qkv_rope_bwd(const ork_kctx *k, const ork_qkv_desc *d, const float *pe, const float *rstd,
+                                 const void *dq, const void *dk, const void *dv, void *const *dqkv,
+                                 float *const *dqw, float *const *dkw, ork_dtype dt);
+
 static const ork_backend g_cuda = {
     "cuda", ORK_DEV_CUDA,
     be_ctx_create, be_ctx_destroy, ork_cuda_kstream,
@@ -255,6 +262,7 @@ static const ork_backend g_cuda = {
     be_linear_fp8_ws, be_linear_fp8,
     ork_cuda_restore_if_nonfinite,
     ork_cuda_embedding,
+    ork_cuda_qkv_rope, ork_cuda_qkv_rope_bwd,
 };
 
 const ork_backend *ork_cuda_backend(void) { return &g_cuda; }
