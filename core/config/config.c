@@ -634,7 +634,10 @@ static ork_status resolve(ork_config *c) {
             d->caption_ext = e;
         }
     }
-    if (strchr(m->arch, ':')) *strchr((char *)m->arch, ':') = '\0'; /* the UI's "arch:tag" */
+    /* model.arch stays whole: ai-toolkit's UI writes "arch:variant" (zimage:turbo,
+     * zimage:deturbo) and a family plugin names its variants as aliases of its
+     * components, so the variant selects the component (org.orakul.zimage-turbo)
+     * rather than being cut here and guessed back from the weights' path. */
     if (!from_file(c, "model.arch") && m->is_flux) derive(c, "model.arch", "model.is_flux", "model.is_flux");
     char *bar = strchr(m->qtype, '|'); /* "uint3|adapter": accuracy recovery adapter */
     if (bar) {

@@ -226,6 +226,20 @@ static void t_couplings(void) {
     ork_config_free(cfg);
 }
 
+/* ai-toolkit's UI writes model.arch "family:variant" (zimage:turbo): the whole
+ * name reaches the component lookup, where the variant is an alias of its own
+ * component; it is not cut at the ':'. */
+static void t_arch_variant(void) {
+    ork_config *cfg = NULL;
+    CU_ASSERT_EQUAL_FATAL(load("arch_variant.yaml", &cfg), ORK_OK);
+    CU_ASSERT_EQUAL(g_n, 0);
+    ork_loc l;
+    CU_ASSERT_STRING_EQUAL(ork_config_process(cfg)->model.arch, "zimage:turbo");
+    CU_ASSERT_STRING_EQUAL(ork_config_component_name(cfg, ORK_KIND_MODEL, &l), "zimage:turbo");
+    CU_ASSERT_EQUAL(l.line, 10);
+    ork_config_free(cfg);
+}
+
 /* ---- component keys (pass 2) ---- */
 typedef struct {
     double betas[2];
@@ -496,6 +510,7 @@ static const ork_test_case cases[] = {
     {"defaults", t_defaults},
     {"explicit zero", t_explicit_zero},
     {"couplings", t_couplings},
+    {"model.arch family:variant stays whole", t_arch_variant},
     {"component params", t_component_params},
     {"known keys that act only with another", t_known_when},
     {"example flux", t_example_flux},

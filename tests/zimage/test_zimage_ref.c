@@ -374,8 +374,10 @@ static int mkdirs(const char *p) {
 
 /* models--Tongyi-MAI--Z-Image-Turbo/snapshots/<refs/main>/transformer/ holding the
  * fixture: the repo id resolves there, the snapshot becomes source_dir (where
- * the text encoder is looked for), and the base component "zimage" (what the
- * config's arch zimage:turbo becomes) takes Turbo's schedule from the name. */
+ * the text encoder is looked for), and the config's arch zimage:turbo (which
+ * reaches the registry whole) selects Turbo's component and schedule. Turbo
+ * comes from the arch (or model_kwargs.distilled), never the path: the same
+ * folder under arch zimage or zimage:deturbo is the undistilled model. */
 static void test_hub_cache(void) {
     char hub[256], d[512], f[600];
     snprintf(hub, sizeof hub, "%s/hub", g_tmp);
@@ -394,9 +396,10 @@ static void test_hub_cache(void) {
     char *keep = old ? strdup(old) : NULL;
     setenv("HF_HUB_CACHE", hub, 1);
     zt_model m;
-    ork_status s = zt_open("zimage", "Tongyi-MAI/Z-Image-Turbo", &m);
+    ork_status s = zt_open("zimage:turbo", "Tongyi-MAI/Z-Image-Turbo", &m);
     CU_ASSERT_EQUAL(s, ORK_OK);
     if (s == ORK_OK) {
+        CU_ASSERT_STRING_EQUAL(m.pc->c->id, "org.orakul.zimage-turbo");
         const char *sd = m.info.source_dir;
         printf("\n    source_dir %s", sd ? sd : "(null)");
         CU_ASSERT(sd && strstr(sd, "/snapshots/0123abcd") && !strstr(sd, "transformer"));
@@ -410,6 +413,18 @@ static void test_hub_cache(void) {
         if (s == ORK_OK) CU_ASSERT(cmp(&m, "ref.pred", pred, PRED_A, PRED_R));
     }
     zt_close(&m);
+    /* the path names Turbo, the arch does not: no guess from the path */
+    static const char *const base[] = {"zimage", "zimage:deturbo", NULL};
+    for (int i = 0; base[i]; i++) {
+        s = zt_open(base[i], "Tongyi-MAI/Z-Image-Turbo", &m);
+        CU_ASSERT_EQUAL(s, ORK_OK);
+        if (s == ORK_OK) {
+            CU_ASSERT_STRING_EQUAL(m.pc->c->id, "org.orakul.zimage");
+            CU_ASSERT_EQUAL(ork_distilled_steps(&m.info), 0);
+            CU_ASSERT_FALSE(m.info.schedule->sample_flags & ORK_SAMPLE_NO_CFG);
+        }
+        zt_close(&m);
+    }
     if (keep) setenv("HF_HUB_CACHE", keep, 1);
     else unsetenv("HF_HUB_CACHE");
     free(keep);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static const ork_host *g_host; /* set by init, valid until deinit */
 
@@ -27,7 +26,7 @@ static const ork_param zi_keys[] = {
     {"in_channels", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(in_channels), "preset:custom: latent channels (tokens carry 4x)"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "caption tokens when no text embeddings are given (0: 512, or 8 for presets tiny and custom)"},
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side (used when 3 x pixel_patch² equals the token channels)"},
-    {"distilled", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|true|false", P(distilled), "timestep-distilled (Turbo: 8 steps, no CFG): auto takes the component's (zimage-turbo), or for zimage a name_or_path naming Turbo (not De-Turbo): the config's arch zimage:turbo reaches the plugin as zimage"},
+    {"distilled", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|true|false", P(distilled), "timestep-distilled (Turbo: 8 steps, no CFG): auto takes the component's (model.arch zimage:turbo or zimage-turbo: yes; zimage, zimage:deturbo: no) or preset:zimage-turbo's"},
     {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|vae|taef1|pixel", P(codec), "image codec: vae (FLUX.1's autoencoder, needs vae_path), taef1 (needs taef1_path), pixel (space-to-depth), auto (the first with a path set, else pixel when it fits)"},
     {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "FLUX.1's 16-channel autoencoder Z-Image uses: BFL's ae.safetensors (ComfyUI's vae/ae.safetensors), read by the flux1-vae codec"},
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
@@ -184,23 +183,14 @@ static void zi_codec_slots(zi_model *z, ork_model_info *info) {
     info->patch_order = ORK_PATCH_CHANNEL_MINOR;
 }
 
-/* Whether s names Z-Image-Turbo: "turbo" in any case, not "de-turbo" / "deturbo". */
-static int names_turbo(const char *s) {
-    for (const char *p = s; *p; p++) {
-        if (strncasecmp(p, "turbo", 5)) continue;
-        int de = (p - s >= 3 && !strncasecmp(p - 3, "de-", 3)) || (p - s >= 2 && !strncasecmp(p - 2, "de", 2));
-        if (!de) return 1;
-    }
-    return 0;
-}
-
-/* Turbo or not: model_kwargs.distilled, else the component's, else (zimage)
- * the name (ai-toolkit's arch "zimage:turbo" arrives as "zimage": the core
- * keeps what is before the ':'). */
-static int want_turbo(const zi_model *z, const char *name_or_path) {
+/* Turbo or not: model_kwargs.distilled, else what open found: the preset's
+ * (preset:zimage-turbo / zimage), else the component's (model.arch
+ * zimage:turbo / zimage-turbo: Turbo; zimage, zimage:deturbo: not). The
+ * weights' path is never read for it: the arch's variant says it. */
+static int want_turbo(const zi_model *z) {
     if (!strcmp(z->distilled, "true")) return 1;
     if (!strcmp(z->distilled, "false")) return 0;
-    return z->default_turbo || names_turbo(name_or_path);
+    return z->cfg.turbo;
 }
 
 static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *info) {
@@ -216,7 +206,7 @@ static ork_status zi_open(void *self, const char *name_or_path, ork_model_info *
         ORK_TRY(zi_detect(z));
     }
     zi_cfg *c = &z->cfg;
-    c->turbo = want_turbo(z, name_or_path);
+    c->turbo = want_turbo(z);
     if (!strcmp(c->variant, "zimage") || !strcmp(c->variant, "zimage-turbo"))
         c->variant = c->turbo ? "zimage-turbo" : "zimage";
     int axes = c->axes[0] + c->axes[1] + c->axes[2];
