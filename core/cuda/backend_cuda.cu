@@ -9,6 +9,7 @@
 #include "cuda/cuda_gemm_fp8.h"
 #include "cuda/cuda_attn.h"
 #include "cuda/cuda_sdpa_cudnn.h"
+#include "cuda/cuda_fused.h"
 
 extern "C" {
 
@@ -73,8 +74,17 @@ static size_t be_linear_fp8_ws(int64_t M, int64_t K) { return ork_cuda_fp8_linea
 static ork_status be_linear_fp8(const ork_kctx *k, const ork_fp8_linear_desc *d) {
     if (d->M == 0) return ork_cuda_fp8_native_ok(ork_cuda_kctx(k), d->why, d->why_n);
     ork_cuda_fp8_linear_args a = {d->M, d->N, d->K, d->x, d->w, d->wdt, d->w_scale, d->bias, d->y, d->ws, 1,
-                                  d->why, d->why_n};
+                                  d->why, d->why_n, d->ws_bytes, 0};
     return ork_cuda_fp8_linear(ork_cuda_kctx(k), ork_cuda_kstream(k), &a);
+}
+static size_t be_fp8_ws(const ork_kctx *k, int dgrad, int64_t M, int64_t N, int64_t K) {
+    return ork_cuda_fp8_ws(ork_cuda_kctx(k), dgrad, 0, M, N, K);
+}
+/* Fast accumulation off: TransformerEngine's backward choice (NUMERICS.md §3). */
+static ork_status be_linear_fp8_dgrad(const ork_kctx *k, const ork_fp8_linear_desc *d) {
+    ork_cuda_fp8_dgrad_args a = {d->M, d->N, d->K, d->x, d->w, d->wdt, d->w_scale, d->y, d->ws, d->ws_bytes, 0, 0,
+                                 d->why, d->why_n};
+    return ork_cuda_fp8_dgrad(ork_cuda_kctx(k), ork_cuda_kstream(k), &a);
 }
 
 static ork_cuda_attn_args attn_args(const ork_attn_desc *d) {
@@ -263,6 +273,8 @@ static const ork_backend g_cuda = {
     ork_cuda_restore_if_nonfinite,
     ork_cuda_embedding,
     ork_cuda_qkv_rope, ork_cuda_qkv_rope_bwd,
+    ork_cuda_gated_add, ork_cuda_gated_add_bwd, ork_cuda_layernorm_modulate, ork_cuda_layernorm_modulate_bwd,
+    be_fp8_ws, be_linear_fp8_dgrad,
 };
 
 const ork_backend *ork_cuda_backend(void) { return &g_cuda; }

@@ -67,8 +67,10 @@ typedef struct ork_fp8_linear_desc {
     const void *w; ork_dtype wdt; const float *w_scale;
     const void *bias;   /* BF16 (N) or NULL */
     void *y;
-    void *ws;           /* linear_fp8_ws(M, K) bytes */
+    void *ws;           /* linear_fp8_ws(M, K) bytes, or ws_bytes */
     char *why; size_t why_n; /* ORK_E_UNSUPPORTED: why not (nothing is logged) */
+    size_t ws_bytes;    /* bytes at ws; 0: linear_fp8_ws(M, K). fp8_ws (when the backend has it) gives the
+                         * size this device needs (Ada's tensor-wide scheme needs more) */
 } ork_fp8_linear_desc;
 
 /* Broadcast of b (and y = result) against a: a has `shape` (ndim dims, n
@@ -379,6 +381,17 @@ typedef struct ork_backend {
                                          int64_t Bsc, const void *x, const void *scale, const float *mean,
                                          const float *rstd, const void *dy, void *dx, void *dshift, ork_dtype shdt,
                                          void *dscale, ork_dtype scdt, ork_dtype dt);
+
+    /* ---- appended: native FP8 input gradient (ops->linear backward, fp8 weights, fp8_gemm native) ---- */
+    /* Scratch bytes of the native FP8 forward (dgrad 0: y (M, N) = x (M, K) · wᵀ) or input
+     * gradient (dgrad 1) on this device. NULL: no native path (CPU). */
+    size_t (*fp8_ws)(const ork_kctx *k, int dgrad, int64_t M, int64_t N, int64_t K);
+    /* dx (M, K) BF16 = dy (M, N) BF16 · (w · w_scale) (N, K) from w's fp8 bytes and
+     * per-row scales (cuda_gemm_fp8.h: w_scale folded into dy's columns, w byte-
+     * transposed into ws): the desc's x is dy (M, N), its y is dx (M, K, overwritten),
+     * bias unused, ws/ws_bytes from fp8_ws(k, 1, M, N, K). ORK_E_UNSUPPORTED (nothing
+     * logged, d->why says it) as linear_fp8: the caller dequantizes instead. */
+    ork_status (*linear_fp8_dgrad)(const ork_kctx *k, const ork_fp8_linear_desc *d);
 } ork_backend;
 
 /* The CPU backend (core/cpu/). Always available. */

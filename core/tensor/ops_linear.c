@@ -1,5 +1,6 @@
 /* tensor/ops_linear.c — linear (x W^T + b, with its LoRA branch and dropout or
- * its LoKr delta, dequantized or native FP8 weights) and matmul, forward and backward.
+ * its LoKr delta, dequantized or native FP8 weights: the forward and the input
+ * gradient) and matmul, forward and backward.
  * Each op checks its arguments, allocates outputs from the graph's arena,
  * runs the backend's kernel and, when the tape wants it, records the node
  * whose backward is next to it. Owns nothing. [control-thread] */
@@ -263,10 +264,12 @@ static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_ten
         no = "the weight has block scales (block_size 128); native needs one scale per output row";
     if (!no) {
         void *ws;
-        ORK_TRY(ork_arena_get(g->arena, BE->linear_fp8_ws(M, K), &ws));
+        size_t wsb = BE->fp8_ws ? BE->fp8_ws(KX, 0, M, N, K) : BE->linear_fp8_ws(M, K);
+        ORK_TRY(ork_arena_get(g->arena, wsb, &ws));
         int ep = b && b->dtype == ORK_BF16;
         ork_fp8_linear_desc d = {.M = M, .N = N, .K = K, .x = D(x), .w = D(w), .wdt = w->dtype, .w_scale = w->q->scales,
-                                 .bias = ep ? D(b) : NULL, .y = D(y), .ws = ws, .why = why, .why_n = sizeof why};
+                                 .bias = ep ? D(b) : NULL, .y = D(y), .ws = ws, .why = why, .why_n = sizeof why,
+                                 .ws_bytes = wsb};
         ork_status s = BE->linear_fp8(KX, &d);
         ork_arena_put(g->arena, ws);
         if (s == ORK_OK) {
@@ -281,6 +284,46 @@ static ork_status linear_native(ork_graph *g, const ork_tensor *x, const ork_ten
         g->fp8_warned = 1;
         ORK_WARN("linear: native fp8 GEMM not used for %s (M=%lld N=%lld K=%lld): %s; dequantizing to bf16 for it "
                  "and any other such layer (logged once)", w->name, (long long)M, (long long)N, (long long)K, no);
+    }
+    return ORK_OK;
+}
+
+/* Path (b) of the input gradient, g->fp8_gemm native: dx (M, K) = dy (M, N) · w on
+ * the backend's FP8 GEMM (w's per-row scales folded into dy's columns, w's bytes
+ * transposed into a scratch: cuda_gemm_fp8.h). *done 0: not taken (as
+ * linear_native: one WARN per graph), the caller dequantizes w. */
+static ork_status linear_native_dgrad(ork_graph *g, const ork_tensor *dy, const ork_tensor *w, int64_t M, int64_t N,
+                                      int64_t K, ork_tensor *dx, int *done) {
+    *done = 0;
+    if (w->dtype != ORK_F8_E4M3 && w->dtype != ORK_F8_E5M2) return ORK_OK;
+    char why[256] = "";
+    const char *no = NULL;
+    if (!BE->linear_fp8_dgrad || !BE->fp8_ws) no = "the backend has no native FP8 input-gradient GEMM";
+    else if (dy->dtype != ORK_BF16 || dx->dtype != ORK_BF16) no = "the gradients are not bf16";
+    else if (w->q->block != 0 || w->q->n_scales != N || !w->q->scales)
+        no = "the weight has block scales (block_size 128); native needs one scale per output row";
+    if (!no) {
+        void *ws;
+        size_t wsb = BE->fp8_ws(KX, 1, M, N, K);
+        ORK_TRY(ork_arena_get(g->arena, wsb, &ws));
+        ork_fp8_linear_desc d = {.M = M, .N = N, .K = K, .x = D(dy), .w = D(w), .wdt = w->dtype,
+                                 .w_scale = w->q->scales, .y = D(dx), .ws = ws, .why = why, .why_n = sizeof why,
+                                 .ws_bytes = wsb};
+        ork_status s = BE->linear_fp8_dgrad(KX, &d);
+        ork_arena_put(g->arena, ws);
+        if (s == ORK_OK) {
+            *done = 1;
+            return ORK_OK;
+        }
+        if (s != ORK_E_UNSUPPORTED)
+            return ORK_FAIL(s, "linear: native fp8 input-gradient GEMM of weight %s failed", w->name);
+        no = why;
+    }
+    if (!g->fp8_warned) {
+        g->fp8_warned = 1;
+        ORK_WARN("linear: native fp8 GEMM not used for the input gradient of %s (M=%lld N=%lld K=%lld): %s; "
+                 "dequantizing to bf16 for it and any other such layer (logged once)", w->name, (long long)M,
+                 (long long)N, (long long)K, no);
     }
     return ORK_OK;
 }
@@ -319,22 +362,28 @@ static ork_status linear_bwd(ork_graph *g, ork_tape_node *n) {
         ork_tensor *dx;
         ORK_TRY(ork_grad_new(g, x, x->dtype, &dx));
         /* dx (M, K) = dy (M, N) · w (N, K) [+ dh (M, r) · down (r, K)]; a quantized
-         * w is dequantized again here (no scratch lives from forward to backward) */
-        const void *wp;
-        void *wq = NULL;
-        ork_dtype wdt = w->dtype;
-        if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
-        if (lokr) { /* dx through W + ΔW, rebuilt as in the forward */
-            ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = n->p.i[6]};
-            ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, x->dtype, &wp, &wq));
-        } else {
-            ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+         * w: path (b) when g->fp8_gemm is native and the backend takes it, else it is
+         * dequantized again here (no scratch lives from forward to backward) */
+        int native = 0;
+        if (w->q && !lokr && g->fp8_gemm == ORK_FP8_GEMM_NATIVE)
+            ORK_TRY(linear_native_dgrad(g, dy, w, M, N, K, dx, &native));
+        if (!native) {
+            const void *wp;
+            void *wq = NULL;
+            ork_dtype wdt = w->dtype;
+            if (w->q) ORK_TRY(qscratch_dt(x, w, &wdt));
+            if (lokr) { /* dx through W + ΔW, rebuilt as in the forward */
+                ork_lora lk = {.down = n->in[3], .up = n->in[4], .scale = scale, .kind = n->p.i[6]};
+                ORK_TRY(lokr_weight_operand(g, w, &lk, wdt, x->dtype, &wp, &wq));
+            } else {
+                ORK_TRY(weight_operand(g, w, wdt, &wp, &wq));
+            }
+            ork_gemm_desc d = {.M = M, .N = K, .K = N, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
+                               .lda = N, .B = wp, .bdt = wdt, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
+            ork_status gs = BE->gemm(KX, &d);
+            if (wq) ork_arena_put(g->arena, wq);
+            ORK_TRY(gs);
         }
-        ork_gemm_desc d = {.M = M, .N = K, .K = N, .batch = 1, .alpha = 1.0f, .A = D(dy), .adt = dy->dtype,
-                           .lda = N, .B = wp, .bdt = wdt, .ldb = K, .C = D(dx), .cdt = dx->dtype, .ldc = K};
-        ork_status gs = BE->gemm(KX, &d);
-        if (wq) ork_arena_put(g->arena, wq);
-        ORK_TRY(gs);
         if (dh) {
             ork_gemm_desc e = {.M = M, .N = K, .K = r, .batch = 1, .alpha = 1.0f, .beta = 1.0f, .A = D(dh),
                                .adt = dh->dtype, .lda = r, .B = downp, .bdt = ldt, .ldb = K, .C = D(dx),
