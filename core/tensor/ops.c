@@ -3,6 +3,7 @@
  * holds which). Owns the static table. [control-thread] */
 #include "tensor/ops.h"
 
+#include "tensor/ops_fused.h" /* gated_add, layernorm_modulate (ABI 1.4) */
 #include "tensor/ops_impl.h"
 #include "tensor/ops_qkv.h"  /* qkv_rope, attn_merge (ABI 1.4) */
 #include "tensor/ops_text.h" /* embedding, attention_bias, quick_gelu, layernorm_affine (ABI 1.3) */
@@ -44,6 +45,8 @@ static const ork_ops g_ops = {
     .layernorm_affine = ork_op_layernorm_affine,
     .qkv_rope = ork_op_qkv_rope,
     .attn_merge = ork_op_attn_merge,
+    .gated_add = ork_op_gated_add,
+    .layernorm_modulate = ork_op_layernorm_modulate,
 };
 
 const ork_ops *ork_ops_table(void) { return &g_ops; }
