@@ -273,10 +273,19 @@ static ork_status attend(flux_model *f, ork_graph *g, ork_tensor *q, ork_tensor 
     return from_heads(f, g, a, y);
 }
 
-/* x + gate·y */
+/* x + gate·y: one fused op where the core has it (ABI 1.4), else mul + add (the same values) */
 static ork_status gated_add(flux_model *f, ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_tensor *y, ork_tensor **out) {
+    if (ork_ops_has_fused(f->ops)) return f->ops->gated_add(g, x, gate, y, out);
     TRY(f->ops->mul(g, y, gate, &y));
     return f->ops->add(g, x, y, out);
+}
+
+/* (1 + scale)·LN(x) + shift: one fused op where the core has it (ABI 1.4), else layernorm + modulate */
+static ork_status ln_mod(flux_model *f, ork_graph *g, ork_tensor *x, ork_tensor *shift, ork_tensor *scale,
+                         ork_tensor **out) {
+    if (ork_ops_has_fused(f->ops)) return f->ops->layernorm_modulate(g, x, shift, scale, 1e-6f, out);
+    TRY(f->ops->layernorm(g, x, 1e-6f, out));
+    return f->ops->modulate(g, *out, shift, scale, out);
 }
 
 static ork_status mlp(flux_model *f, ork_graph *g, ork_tensor *x, const char *pre, ork_tensor **y) {
@@ -306,15 +315,13 @@ static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c)
     ork_tensor *img = c->t[FC_IMG], *txt = c->t[FC_TXT];
     ork_tensor *x, *qkv, *qi, *ki, *vi, *qt, *kt, *vt;
     /* image stream: (1 + scale1)·LN(img) + shift1 -> qkv */
-    TRY(o->layernorm(g, img, 1e-6f, &x));
-    TRY(o->modulate(g, x, mi[0], mi[1], &x));
+    TRY(ln_mod(f, g, img, mi[0], mi[1], &x));
     snprintf(n, sizeof n, "double_blocks.%d.img_attn.qkv", i);
     TRY(lin(f, g, x, n, &qkv));
     snprintf(n, sizeof n, "double_blocks.%d.img_attn.norm", i);
     TRY(qkv_heads(f, g, qkv, n, &qi, &ki, &vi));
     /* text stream */
-    TRY(o->layernorm(g, txt, 1e-6f, &x));
-    TRY(o->modulate(g, x, mt[0], mt[1], &x));
+    TRY(ln_mod(f, g, txt, mt[0], mt[1], &x));
     snprintf(n, sizeof n, "double_blocks.%d.txt_attn.qkv", i);
     TRY(lin(f, g, x, n, &qkv));
     snprintf(n, sizeof n, "double_blocks.%d.txt_attn.norm", i);
@@ -331,8 +338,7 @@ static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c)
     snprintf(n, sizeof n, "double_blocks.%d.img_attn.proj", i);
     TRY(lin(f, g, parts[1], n, &x));
     TRY(gated_add(f, g, img, mi[2], x, &img));
-    TRY(o->layernorm(g, img, 1e-6f, &x));
-    TRY(o->modulate(g, x, mi[3], mi[4], &x));
+    TRY(ln_mod(f, g, img, mi[3], mi[4], &x));
     snprintf(n2, sizeof n2, "double_blocks.%d.img_mlp", i);
     TRY(mlp(f, g, x, n2, &x));
     TRY(gated_add(f, g, img, mi[5], x, &img));
@@ -340,8 +346,7 @@ static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c)
     snprintf(n, sizeof n, "double_blocks.%d.txt_attn.proj", i);
     TRY(lin(f, g, parts[0], n, &x));
     TRY(gated_add(f, g, txt, mt[2], x, &txt));
-    TRY(o->layernorm(g, txt, 1e-6f, &x));
-    TRY(o->modulate(g, x, mt[3], mt[4], &x));
+    TRY(ln_mod(f, g, txt, mt[3], mt[4], &x));
     snprintf(n2, sizeof n2, "double_blocks.%d.txt_mlp", i);
     TRY(mlp(f, g, x, n2, &x));
     TRY(gated_add(f, g, txt, mt[5], x, &txt));
@@ -366,8 +371,7 @@ static ork_status block_single(flux_model *f, ork_graph *g, int i, ork_carry *c)
     } else {
         TRY(mod_chunks(f, g, c->t[FC_MOD_SINGLE], 3, m));
     }
-    TRY(o->layernorm(g, x, 1e-6f, &h));
-    TRY(o->modulate(g, h, m[0], m[1], &h));
+    TRY(ln_mod(f, g, x, m[0], m[1], &h));
     snprintf(n, sizeof n, "single_blocks.%d.linear1", i);
     TRY(lin(f, g, h, n, &l1));
     int64_t d = cf->hidden, sizes[2] = {3 * d, cf->version == 2 ? 2 * (int64_t)cf->mlp_hidden : cf->mlp_hidden};
@@ -399,8 +403,7 @@ static ork_status block_final(flux_model *f, ork_graph *g, ork_carry *c) {
     TRY(o->silu(g, c->t[FC_VEC], &sv));
     TRY(lin(f, g, sv, "final_layer.adaLN_modulation.1", &mod));
     TRY(mod_chunks(f, g, mod, 2, m)); /* (shift, scale) */
-    TRY(o->layernorm(g, x, 1e-6f, &h));
-    TRY(o->modulate(g, h, m[0], m[1], &h));
+    TRY(ln_mod(f, g, x, m[0], m[1], &h));
     TRY(lin(f, g, h, "final_layer.linear", &h));
     memset(c->t, 0, sizeof c->t);
     c->t[FC_IMG] = h;
