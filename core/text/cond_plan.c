@@ -2,7 +2,9 @@
  * the placement ork_tc_plan chooses within the budget (resident, or streamed
  * layer-major with its chunk and its carries' place, ork_tc_lm_group), and
  * from it the weight passes, the bytes over the link, the host memory, the
- * device peak and the predicted time; its printed lines; the host-memory
+ * device peak and the predicted time (a layer-major encode through the block
+ * streamer, ork_tc_lm_streamer: the larger of link and compute, overlapped);
+ * its printed lines; the host-memory
  * check; the check that an encoder gave every device byte back.
  * Owns nothing. [control-thread] */
 #include "text/cond_plan.h"
@@ -58,6 +60,19 @@ ork_status ork_tc_release_check(size_t held, const char *encoder) {
                     encoder ? encoder : "?", held);
 }
 
+size_t ork_tc_lm_slot_extra(const tc_plan *p) {
+    return p->w_block_max + ((size_t)2 << 20); /* a slot's records are ORK_STREAM_ALIGN-aligned: slack */
+}
+
+int ork_tc_lm_streamer(const tc_plan *p, size_t budget, int on_device, int group) {
+    const char *e = getenv("ORAKUL_TEXT_STREAM");
+    if (!p->layer_major || (e && *e && !strcmp(e, "0"))) return 0;
+    if (p->w_total > ork_tc_wcache_limit()) return 0; /* the host cannot hold them all: per-block loads */
+    if (!budget) return 1;
+    size_t need = p->peak + ork_tc_lm_slot_extra(p) + (on_device ? (size_t)group * p->carry_per_caption : 0);
+    return budget >= need;
+}
+
 /* Bytes a weight of the checkpoint takes on the host as the plugin puts it:
  * a bf16 checkpoint's (FLUX.2's encoders ship bf16), 1 a byte when quantized in the file. */
 static size_t put_bytes(const ork_weight_decl *d) {
@@ -110,24 +125,29 @@ ork_status ork_tc_encode_plan_make(const ork_textcond *tc, const ork_backend *be
         s->group = n > 0 ? n : 1;
         if (p.layer_major) ork_tc_lm_group(&p, out->budget, n, &s->on_device, &s->group);
         if (s->group < 1) s->group = 1;
+        s->streamer = ork_tc_lm_streamer(&p, out->budget, s->on_device, s->group);
         s->passes = n > 0 ? (n + s->group - 1) / s->group : 1;
         if (!p.layer_major) s->passes = 1;
         s->w_total = p.w_total;
         s->w_block_max = p.w_block_max;
-        s->device_peak = p.peak;
+        s->device_peak = p.peak + (s->streamer ? ork_tc_lm_slot_extra(&p) : 0);
         s->link_bytes = (size_t)s->passes * p.w_total;
         if (p.layer_major && !s->on_device) { /* each caption's carry down and up at every block */
             s->link_bytes += 2 * (size_t)n * (size_t)s->blocks * p.carry_per_caption;
             s->host_carries = (size_t)s->group * p.carry_per_caption;
         }
-        if (p.layer_major && s->blocks > 1)
+        if (s->streamer) /* every stored weight in pinned host memory (quantized ones as stored) */
+            s->host_cache = p.w_total;
+        else if (p.layer_major && s->blocks > 1)
             for (int w = 0; w < t->info.n_weights; w++)
                 if (t->info.weights[w].block > 0 && t->info.weights[w].block < s->blocks)
                     s->host_cache += put_bytes(&t->info.weights[w]);
         double rate = dk.tflops * 1e12 * out->mfu;
         s->t_compute = rate > 0 ? p.flops_per_caption * n / rate : 0;
         s->t_link = cuda && dk.h2d_gbs > 0 ? (double)s->link_bytes / (dk.h2d_gbs * 1e9) : 0;
-        s->t_pred = s->t_compute + s->t_link;
+        /* the streamer: block k+1 crosses the link while block k runs (the first block's alone) */
+        s->t_pred = s->streamer ? (s->t_link > s->t_compute ? s->t_link : s->t_compute) + s->t_link / s->blocks
+                                : s->t_compute + s->t_link;
         if (s->host_carries > host_max) host_max = s->host_carries;
         if (s->host_cache > out->host_cache) out->host_cache = s->host_cache;
         size_t tok = (size_t)(n > 0 ? n : 1) * (size_t)t->L * 2 * sizeof(int32_t);
@@ -157,7 +177,15 @@ void ork_tc_encode_plan_print(const ork_textcond *tc, const ork_tc_encode_plan *
                 t->pc->c->id, t->info.variant ? t->info.variant : "?", t->weights, s->blocks, t->L, s->w_total / GIB,
                 t->qpc ? t->qpc->c->id : ork_dtype_name(p->act),
                 t->qpc ? " (model.quantize_te)" : "");
-        if (s->layer_major)
+        if (s->layer_major && s->streamer)
+            fprintf(out, "        streamed (layer-major through the block streamer: every weight put once into "
+                    "pinned host memory, two device slots, block k+1 over the link while block k runs; carries on "
+                    "the %s): %d caption%s per chunk, %d weight pass%s of up to %d captions, %.2f GB over the link, "
+                    "device peak %.2f GiB (two slots of %.2f GiB); host: carries %.2f GiB, pinned weights %.2f GiB\n",
+                    s->on_device ? "device" : "host", s->chunk, s->chunk == 1 ? "" : "s", s->passes,
+                    s->passes == 1 ? "" : "es", s->group, s->link_bytes / 1e9, s->device_peak / GIB,
+                    s->w_block_max / GIB, s->host_carries / GIB, s->host_cache / GIB);
+        else if (s->layer_major)
             fprintf(out, "        streamed (layer-major: each block over the link once per weight pass, every caption "
                     "through it; carries on the %s): %d caption%s per chunk, %d weight pass%s of up to %d captions, "
                     "%.2f GB over the link, device peak %.2f GiB (largest block %.2f GiB); host: carries %.2f GiB, "

@@ -24,6 +24,8 @@
 typedef struct ork_tc_slot_plan {
     const char *encoder;   /* the slot's encoder name (borrowed from the conditioner) */
     int layer_major;       /* 1: streamed block by block */
+    int streamer;          /* layer-major through the core's block streamer: every weight put once into
+                            * pinned host memory, two device slots, block k+1 over the link while k computes */
     int on_device;         /* layer-major: the carries wait on the device between blocks */
     int chunk;             /* captions per chunk (the batch through a block) */
     int group;             /* captions per weight pass */
@@ -76,6 +78,18 @@ size_t ork_tc_budget_fit(const ork_backend *be, size_t budget, int device_index,
 /* The layer-major weight cache's limit in bytes (cond_run.c):
  * ORAKUL_TEXT_WCACHE_GIB, else 3/4 of the available host memory above 8 GiB. */
 size_t ork_tc_wcache_limit(void);
+/* Whether a layer-major encode of plan p (`struct tc_plan`, text/cond_internal.h)
+ * within budget (0: none), its carries on the device or not for groups of
+ * `group` captions, runs through the core's block streamer (cond_run.c): its
+ * stored weights fit the host allowance (ork_tc_wcache_limit: the same bytes
+ * the weight cache would keep, pinned instead) and the budget holds a second
+ * block beside the plan's peak and the group's carries. ORAKUL_TEXT_STREAM=0:
+ * never (the per-block store, the A/B). */
+struct tc_plan;
+int ork_tc_lm_streamer(const struct tc_plan *p, size_t budget, int on_device, int group);
+/* The device bytes a second streamer slot takes beyond the plan's one block. */
+size_t ork_tc_lm_slot_extra(const struct tc_plan *p);
+
 /* An encoder's allocator that still held bytes once its weights, graph and
  * quantizer were freed: ORK_E_INTERNAL and one line; 0 held: ORK_OK. */
 ork_status ork_tc_release_check(size_t held, const char *encoder);

@@ -10,6 +10,16 @@
  *                them, filled through a sink that passes only their puts),
  *                push every chunk's carry (kept between blocks) through
  *                block k, free the weights; then block k+1.
+ *   LAYER-MAJOR THROUGH THE STREAMER (ork_tc_lm_streamer: the weights fit the
+ *                host allowance and a second block the budget): one store of
+ *                every block streamed (train/wstore.h, stream/streamer.h, as
+ *                the denoiser's streamed blocks): the plugin's load puts each
+ *                weight once, straight into its block's pinned host region
+ *                (quantize_te: quantized there on all cores, fp8 on the
+ *                link), then one streamer pass per weight pass over two
+ *                device slots — block k+1 crosses the link while every chunk
+ *                runs block k. The store lives until the runner closes (each
+ *                group of captions is one more pass, no more reads).
  * and free all of it before the next encoder. Both paths run the same ops on
  * the same chunks: their embeddings are bit-identical.
  * Layer-major keeps every caption's carry on the device when they fit (the
@@ -37,6 +47,7 @@
 #include "text/cond_internal.h"
 
 #include "platform/platform.h"
+#include "stream/copy_engine.h"
 #include "text/cond_plan.h"
 #include "tensor/graph.h"
 #include "tensor/ops.h"
@@ -230,6 +241,9 @@ typedef struct runner {
     float *etxt, *evec;       /* ... through these (one chunk's rows) */
     int emit_g0;              /* ... the group's first caption */
     const int32_t *cmask;     /* the group's padding masks (n, L): an UNMASKED slot keeps their rows */
+    int streamer;             /* layer-major through the block streamer (ork_tc_lm_streamer) */
+    ork_copy_engine *ce;      /* ... its copy engine (made with the store) */
+    uint8_t *streamed;        /* ... [n_blocks] all 1 */
 } runner;
 
 /* encode_each's callback for a conditioner of one encoder (run_slot's emit). */
@@ -243,7 +257,10 @@ static void store_free(runner *r) {
     r->ws = NULL;
 }
 
-/* A store of the encoder's weights of block `block` (-1: all), loaded. */
+/* A store of the encoder's weights of block `block` (-1: all; STORE_STREAMED:
+ * all, every block streamed through two device slots from its pinned host
+ * region, where the plugin's load puts each weight once), loaded. */
+#define STORE_STREAMED (-2)
 static ork_status store_load_(runner *r, int block);
 static ork_status store_load(runner *r, int block) {
     double t0 = now_s();
@@ -269,7 +286,17 @@ static ork_status store_load_(runner *r, int block) {
         r->mi.n_weights = k;
         r->mi.weights = r->decls;
     }
-    ORK_TRY(ork_wstore_create_quant(r->a, r->be, &r->g->k, &r->mi, r->act, NULL, r->q ? &r->wq : NULL, &r->ws));
+    const int slots = 2;
+    ork_wstore_stream so = {NULL, NULL, slots, 0, 0};
+    if (block == STORE_STREAMED) {
+        if (!r->streamed && !(r->streamed = malloc((size_t)in->n_blocks))) return ORK_E_NOMEM;
+        memset(r->streamed, 1, (size_t)in->n_blocks);
+        if (!r->ce) ORK_TRY(ork_copy_engine_create(r->be, &r->g->k, ork_streamer_n_events(slots), &r->ce));
+        so.ce = r->ce;
+        so.streamed = r->streamed;
+    }
+    ORK_TRY(ork_wstore_create_quant(r->a, r->be, &r->g->k, &r->mi, r->act, so.ce ? &so : NULL, r->q ? &r->wq : NULL,
+                                    &r->ws));
     const ork_weight_sink *sink = ork_wstore_sink(r->ws);
     if (block >= 0 && wc_has(r->wc, in, block)) { /* kept while an earlier block's load passed */
         ORK_TRY(wc_replay(r->wc, in, block, sink));
@@ -281,6 +308,7 @@ static ork_status store_load_(runner *r, int block) {
         ORK_TRY(r->t->vt->load(r->t->self, block < 0 ? sink : &f.s));
     }
     ORK_TRY(ork_wstore_check_complete(r->ws));
+    if (ork_wstore_streamer(r->ws)) ORK_TRY(ork_streamer_seal(ork_wstore_streamer(r->ws)));
     ork_wstore_attach(r->ws, r->g);
     return ORK_OK;
 }
@@ -590,17 +618,30 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
     ls.on_device = on_device;
     ls.pool.be = r->be->device == ORK_DEV_CUDA ? r->be : NULL;
     ork_status st = old && nw ? ORK_OK : ORK_E_NOMEM;
-    /* later blocks' weights kept on the host while a block's load passes: one read of the checkpoint */
+    /* the streamer: every weight on the host once, one pass over the blocks per group */
+    ork_block_hooks hk;
+    memset(&hk, 0, sizeof hk);
+    int *order = r->streamer ? malloc((size_t)nb * sizeof *order) : NULL;
+    if (st == ORK_OK && r->streamer) {
+        if (!order) st = ORK_E_NOMEM;
+        for (int k = 0; order && k < nb; k++) order[k] = k;
+        if (st == ORK_OK && !r->ws) st = store_load(r, STORE_STREAMED);
+        if (st == ORK_OK) {
+            ork_wstore_hooks(r->ws, &hk);
+            st = hk.pass_begin(hk.ctx, order, nb);
+        }
+    }
+    /* else later blocks' weights kept on the host while a block's load passes: one read of the checkpoint */
     wcache wc;
     memset(&wc, 0, sizeof wc);
-    wc.limit = ork_tc_wcache_limit();
+    wc.limit = r->streamer ? 0 : ork_tc_wcache_limit();
     if (st == ORK_OK && wc.limit && nb > 1) {
         if (!(wc.e = calloc((size_t)(t->info.n_weights > 0 ? t->info.n_weights : 1), sizeof *wc.e))) st = ORK_E_NOMEM;
         r->wc = &wc;
     }
     for (int k = 0; k < nb && st == ORK_OK; k++) {
         for (int i = 0; i < ORK_CARRY_MAX; i++) ls.share[i] = -1;
-        st = store_load(r, k);
+        st = r->streamer ? hk.enter(hk.ctx, k) : store_load(r, k);
         /* host carries every chunk shares: one persistent upload for this block */
         for (int i = 0; i < ORK_CARRY_MAX && st == ORK_OK && k > 0 && !on_device; i++) {
             int any = 0;
@@ -619,13 +660,16 @@ static ork_status run_layer_major(runner *r, int on_device, const int32_t *ids, 
             if (shared[i]) r->ta->release(shared[i]);
             shared[i] = NULL;
         }
-        store_free(r);
+        if (!r->streamer) store_free(r);
+        else if (st == ORK_OK) st = hk.leave(hk.ctx, k);
         /* the new carries become the old ones */
         for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], &ls.pool);
         hcarry *tmp = old;
         old = nw;
         nw = tmp;
     }
+    if (st == ORK_OK && r->streamer) st = hk.pass_end(hk.ctx);
+    free(order);
     r->wc = NULL;
     wc_close(&wc, &t->info);
     for (int ci = 0; ci < nch && old; ci++) hcarry_free(&old[ci], &ls.pool);
@@ -767,6 +811,8 @@ static size_t tc_arena_bytes(const tc_plan *p) { return ork_tc_chunk_bytes(p, p-
  * graph and the quantizer were gone (0: everything was given back). */
 static size_t runner_close(runner *r) {
     store_free(r);
+    if (r->ce) ork_copy_engine_destroy(r->ce); /* after the store: its pinned arenas are the engine's */
+    free(r->streamed);
     if (r->g) ork_graph_destroy(r->g);
     if (r->q) r->qvt->destroy(r->q);
     size_t held = r->a ? ork_alloc_in_use(r->a, NULL) : 0;
@@ -873,6 +919,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
         }
         int group = n;
         if (p.layer_major) ork_tc_lm_group(&p, budget, n, &on_device, &group);
+        r->streamer = ork_tc_lm_streamer(&p, budget, on_device, group);
         if (budget && p.chunk > 1) ork_log_demote(1);
         for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
             int gn = n - g0 < group ? n - g0 : group;
@@ -892,7 +939,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     size_t peak = r->a ? ork_alloc_peak(r->a) : 0;
     size_t act_peak = r->g ? ork_arena_peak(r->g->arena) : 0, act_cap = r->g ? ork_arena_capacity(r->g->arena) : 0;
     double t_load = r->load_s - load0;
-    int file_loads = loads_before + r->file_loads - loads0;
+    int file_loads = loads_before + r->file_loads - loads0, streamed = r->streamer;
     if (!kept) {
         size_t held = runner_close(r);
         if (st == ORK_OK) st = ork_tc_release_check(held, t->s.encoder);
@@ -921,6 +968,8 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
              t->info.variant ? t->info.variant : "?", n, n == 1 ? "" : "s", dt, dt > 0 ? n / dt : 0.0, t_load, t_tok,
              t_enc, t_enc > 0 ? n / t_enc : 0.0,
              !p.layer_major ? (kept ? "resident (weights kept for the next group)" : "resident")
+             : streamed ? (on_device ? "layer-major through the streamer (carries on the device)"
+                                     : "layer-major through the streamer (carries on the host)")
              : on_device ? "layer-major (carries on the device)"
                          : "layer-major (carries on the host)", p.chunk, peak / 1073741824.0,
              act_peak / 1048576.0, tc_arena_bytes(&p) / 1048576.0,

@@ -25,7 +25,8 @@
  * when every row sees a key; LLM_H0 .. the chosen hidden states. After the
  * last block LLM_X is NULL: the carry is then the outputs' n·D wide (what
  * the conditioner counts a caption's carry as: hidden_dim).
- * Owns (per instance): the source set, config, names and declarations. */
+ * Owns (per instance): the source set, config, names and declarations, and
+ * during a load the join buffer. */
 #ifndef ORK_LLM_H
 #define ORK_LLM_H
 
@@ -73,6 +74,9 @@ typedef struct llm_model {
     const char **block_names;    /* into names */
     ork_weight_decl *weights;    /* names into names */
     char *names;                 /* every weight's and block's name, fixed width */
+    char *join;                  /* load: the buffer joined weights are assembled in, reused from weight to
+                                  * weight (one allocation's pages faulted once, not one per weight) */
+    size_t join_size;
 } llm_model;
 
 #define LLM_LOG(m, lvl, ...) (m)->host->log((m)->host, (lvl), __VA_ARGS__)

@@ -47,6 +47,7 @@ static void destroy(void *self) {
     if (!m) return;
     ork_hf_checkpoint_close(&m->sv, &m->ck);
     free(m->names);
+    free(m->join);
     free(m->weights);
     free((void *)m->block_names);
     free(m);

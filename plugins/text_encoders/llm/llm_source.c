@@ -7,7 +7,10 @@
  * are found under any of the prefixes transformers writes (Mistral3:
  * "language_model.model." in 4, "model.language_model." in 5; Qwen3 / Mistral
  * causal LMs: "model."); the vision tower, projector and lm_head are never
- * read. Loading joins q|k|v and gate|up and permutes q / k rows (llm.h).
+ * read. Loading joins q|k|v and gate|up and permutes q / k rows (llm.h) in
+ * one buffer reused from weight to weight; every other weight is put straight
+ * from the file's mapping (the core's store copies it where it lives: the
+ * device, or a streamed block's pinned host region).
  * Owns nothing beyond the llm_model fields it fills. */
 #include "llm.h"
 
@@ -379,7 +382,13 @@ static ork_status put_parts(llm_model *m, const ork_weight_sink *sink, const ork
     /* same dtype (or fp8): rows copied as bytes; else every part as F32 */
     ork_dtype dt = same ? t[0].dtype : ORK_F32;
     size_t es = dt == ORK_F32 ? 4 : dt == ORK_F8_E4M3 || dt == ORK_F8_E5M2 ? 1 : 2, rb = (size_t)cols * es;
-    char *buf = malloc((size_t)rows * rb);
+    size_t need = (size_t)rows * rb;
+    if (need > m->join_size) {
+        free(m->join);
+        m->join_size = 0;
+        if ((m->join = malloc(need))) m->join_size = need;
+    }
+    char *buf = m->join;
     float *scales = fp8 ? malloc((size_t)rows * sizeof *scales) : NULL, *tmp = NULL;
     ork_status s = buf && (!fp8 || scales) ? ORK_OK : ORK_E_NOMEM;
     int64_t r0 = 0;
@@ -406,11 +415,19 @@ static ork_status put_parts(llm_model *m, const ork_weight_sink *sink, const ork
     if (s == ORK_OK) s = fp8 ? sink->put_quantized(sink, d->name, dt, buf, scales, 0) : sink->put(sink, d->name, dt, buf);
     free(tmp);
     free(scales);
-    free(buf);
     return s;
 }
 
+static ork_status load_all(llm_model *m, const ork_weight_sink *sink);
 ork_status llm_load(llm_model *m, const ork_weight_sink *sink) {
+    ork_status s = load_all(m, sink);
+    free(m->join); /* the largest joined weight (Mistral-Small's gate|up: 671 MB in bf16) */
+    m->join = NULL;
+    m->join_size = 0;
+    return s;
+}
+
+static ork_status load_all(llm_model *m, const ork_weight_sink *sink) {
     const int hd = m->c.d_head;
     for (int i = 0; i < m->n_weights; i++) {
         const ork_weight_decl *d = &m->weights[i];
