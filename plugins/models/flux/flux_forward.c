@@ -273,6 +273,44 @@ static ork_status attend(flux_model *f, ork_graph *g, ork_tensor *q, ork_tensor 
     return from_heads(f, g, a, y);
 }
 
+/* Joint attention over n streams' qkv linear outputs qkv[i] (B, L_i, 3d), text
+ * first, with the norm modules norm[i]: ys[i] (B, L_i, d), or with extra
+ * (B, L, C2) and n = 1 one ys[0] (B, L, d + C2) = [attention | extra] (the
+ * single blocks' linear2 input). ABI 1.4 cores: qkv_rope + attention +
+ * attn_merge, one pass each way around the attention on CUDA (issue #31); an
+ * older core: split, permute, rmsnorm, concat, rope, permute, split/concat. */
+static ork_status joint_attention(flux_model *f, ork_graph *g, int n, ork_tensor *const *qkv, const char *const *norm,
+                                  ork_tensor *pe, ork_tensor *extra, ork_tensor **ys) {
+    const ork_ops *o = f->ops;
+    int64_t sizes[2];
+    for (int i = 0; i < n; i++) sizes[i] = f->ta->dim(qkv[i], 1);
+    if (ork_ops_has_qkv(o)) {
+        ork_tensor *qw[2], *kw[2], *q, *k, *v, *a;
+        for (int i = 0; i < n; i++) {
+            TRY(flux_w(f, g, &qw[i], "%s.query_norm.scale", norm[i]));
+            TRY(flux_w(f, g, &kw[i], "%s.key_norm.scale", norm[i]));
+        }
+        TRY(o->qkv_rope(g, n, qkv, qw, kw, pe, 1e-6f, f->cfg.heads, &q, &k, &v));
+        TRY(o->attention(g, q, k, v, NULL, &a));
+        return o->attn_merge(g, a, n, sizes, extra, ys);
+    }
+    ork_tensor *qs[2], *ks[2], *vs[2], *q, *k, *v, *a;
+    for (int i = 0; i < n; i++) TRY(qkv_heads(f, g, qkv[i], norm[i], &qs[i], &ks[i], &vs[i]));
+    q = qs[0], k = ks[0], v = vs[0];
+    if (n > 1) {
+        TRY(o->concat(g, n, qs, 2, &q));
+        TRY(o->concat(g, n, ks, 2, &k));
+        TRY(o->concat(g, n, vs, 2, &v));
+    }
+    TRY(attend(f, g, q, k, v, pe, &a));
+    if (extra) {
+        ork_tensor *cat[2] = {a, extra};
+        return o->concat(g, 2, cat, -1, &ys[0]);
+    }
+    if (n == 1) { ys[0] = a; return ORK_OK; }
+    return o->split(g, a, 1, n, sizes, ys);
+}
+
 /* x + gate·y: one fused op where the core has it (ABI 1.4), else mul + add (the same values) */
 static ork_status gated_add(flux_model *f, ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_tensor *y, ork_tensor **out) {
     if (ork_ops_has_fused(f->ops)) return f->ops->gated_add(g, x, gate, y, out);
@@ -313,27 +351,21 @@ static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c)
         TRY(mod_chunks(f, g, c->t[FC_MOD_TXT], 6, mt));
     }
     ork_tensor *img = c->t[FC_IMG], *txt = c->t[FC_TXT];
-    ork_tensor *x, *qkv, *qi, *ki, *vi, *qt, *kt, *vt;
+    ork_tensor *x, *qkv[2], *parts[2]; /* qkv: text, image */
     /* image stream: (1 + scale1)·LN(img) + shift1 -> qkv */
     TRY(ln_mod(f, g, img, mi[0], mi[1], &x));
     snprintf(n, sizeof n, "double_blocks.%d.img_attn.qkv", i);
-    TRY(lin(f, g, x, n, &qkv));
-    snprintf(n, sizeof n, "double_blocks.%d.img_attn.norm", i);
-    TRY(qkv_heads(f, g, qkv, n, &qi, &ki, &vi));
+    TRY(lin(f, g, x, n, &qkv[1]));
     /* text stream */
     TRY(ln_mod(f, g, txt, mt[0], mt[1], &x));
     snprintf(n, sizeof n, "double_blocks.%d.txt_attn.qkv", i);
-    TRY(lin(f, g, x, n, &qkv));
-    snprintf(n, sizeof n, "double_blocks.%d.txt_attn.norm", i);
-    TRY(qkv_heads(f, g, qkv, n, &qt, &kt, &vt));
+    TRY(lin(f, g, x, n, &qkv[0]));
     /* joint attention, text first */
-    ork_tensor *qq[2] = {qt, qi}, *kk[2] = {kt, ki}, *vv[2] = {vt, vi}, *q, *k, *v, *a, *parts[2];
-    TRY(o->concat(g, 2, qq, 2, &q));
-    TRY(o->concat(g, 2, kk, 2, &k));
-    TRY(o->concat(g, 2, vv, 2, &v));
-    TRY(attend(f, g, q, k, v, c->t[FC_PE], &a));
-    int64_t sizes[2] = {f->T, f->N};
-    TRY(o->split(g, a, 1, 2, sizes, parts));
+    char nt[128], ni[128];
+    snprintf(nt, sizeof nt, "double_blocks.%d.txt_attn.norm", i);
+    snprintf(ni, sizeof ni, "double_blocks.%d.img_attn.norm", i);
+    const char *norms[2] = {nt, ni};
+    TRY(joint_attention(f, g, 2, qkv, norms, c->t[FC_PE], NULL, parts));
     /* image: attention projection and MLP */
     snprintf(n, sizeof n, "double_blocks.%d.img_attn.proj", i);
     TRY(lin(f, g, parts[1], n, &x));
@@ -358,7 +390,7 @@ static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c)
 static ork_status block_single(flux_model *f, ork_graph *g, int i, ork_carry *c) {
     const ork_ops *o = f->ops;
     const flux_cfg *cf = &f->cfg;
-    ork_tensor *m[3], *x = c->t[FC_IMG], *h, *l1, *parts[2], *q, *k, *v, *a, *act;
+    ork_tensor *m[3], *x = c->t[FC_IMG], *h, *l1, *parts[2], *act;
     char n[128];
     if (c->t[FC_TXT]) { /* first single block: join the streams, text first */
         ork_tensor *xs[2] = {c->t[FC_TXT], c->t[FC_IMG]};
@@ -376,13 +408,11 @@ static ork_status block_single(flux_model *f, ork_graph *g, int i, ork_carry *c)
     TRY(lin(f, g, h, n, &l1));
     int64_t d = cf->hidden, sizes[2] = {3 * d, cf->version == 2 ? 2 * (int64_t)cf->mlp_hidden : cf->mlp_hidden};
     TRY(o->split(g, l1, -1, 2, sizes, parts));
-    snprintf(n, sizeof n, "single_blocks.%d.norm", i);
-    TRY(qkv_heads(f, g, parts[0], n, &q, &k, &v));
-    TRY(attend(f, g, q, k, v, c->t[FC_PE], &a));
     if (cf->version == 2) TRY(o->swiglu(g, parts[1], &act));
     else TRY(o->gelu_tanh(g, parts[1], &act));
-    ork_tensor *cat[2] = {a, act};
-    TRY(o->concat(g, 2, cat, -1, &h));
+    snprintf(n, sizeof n, "single_blocks.%d.norm", i);
+    const char *norm = n;
+    TRY(joint_attention(f, g, 1, &parts[0], &norm, c->t[FC_PE], act, &h)); /* [attention | act] */
     snprintf(n, sizeof n, "single_blocks.%d.linear2", i);
     TRY(lin(f, g, h, n, &h));
     TRY(gated_add(f, g, x, m[2], h, &x));
