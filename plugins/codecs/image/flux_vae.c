@@ -1,7 +1,16 @@
 /* flux_vae.c — the FLUX autoencoders as the codecs "flux1-vae" and
  * "flux2-vae": BFL's FLUX.1 AE (src/flux/modules/autoencoder.py) and FLUX.2
  * AE (src/flux2/autoencoder.py), FLUX.md §7, read from an ae.safetensors in
- * BFL's key layout (encoder.down.{i}.block.{j}.norm1 ..., decoder.up.{i}...).
+ * BFL's key layout (encoder.down.{i}.block.{j}.norm1 ..., decoder.up.{i}...)
+ * or, for FLUX.1, from a diffusers AutoencoderKL (a vae/ folder, the pipeline
+ * folder holding it, or its diffusion_pytorch_model.safetensors): its names
+ * are looked up through the mapping of diffusers' own converter
+ * (loaders/single_file_utils.py convert_ldm_vae_checkpoint, read backwards:
+ * down_blocks.{i}.resnets.{j} = down.{i}.block.{j}, up_blocks.{i} = up.{n-1-i},
+ * mid_block.resnets.{0,1} = mid.block_{1,2}, mid_block.attentions.0.to_q ... =
+ * mid.attn_1.q ... stored as (C, C) linears where BFL has (C, C, 1, 1) convs,
+ * conv_norm_out = norm_out, conv_shortcut = nin_shortcut); the declared names
+ * stay BFL's.
  * Pixels (B, 3, H, W) in [0, 1] <-> latents (B, z, H/s, W/s), s = 2^(levels-1):
  *  - FLUX.1 (z 16): mean of the encoder's moments (no sampling),
  *    0.3611·(mean − 0.1159); the model packs 2×2 to 64 channels;
@@ -38,8 +47,50 @@
 
 /* ---- the checkpoint: geometry, BatchNorm statistics ------------------------------ */
 
+/* s with the first `from` replaced by `to`, in place (n bytes); 0 when absent */
+static int subst(char *s, size_t n, const char *from, const char *to) {
+    char *at = strstr(s, from), tmp[192];
+    if (!at) return 0;
+    snprintf(tmp, sizeof tmp, "%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    snprintf(s, n, "%s", tmp);
+    return 1;
+}
+
+/* The file's name of BFL's tensor `bfl` (encoder.down.0.block.1.conv1.weight):
+ * itself, or in a diffusers AutoencoderKL the converter's name for it. */
+static void vae_key(const ic_codec *f, const char *bfl, char *out, size_t n) {
+    snprintf(out, n, "%.150s", bfl);
+    if (!f->vae.diffusers) return;
+    int i, j, k = 0;
+    char rest[160];
+    if (sscanf(bfl, "encoder.down.%d.block.%d.%159s", &i, &j, rest) == 3)
+        snprintf(out, n, "encoder.down_blocks.%d.resnets.%d.%.100s", i, j, rest);
+    else if (sscanf(bfl, "encoder.down.%d.downsample.%159s", &i, rest) == 2)
+        snprintf(out, n, "encoder.down_blocks.%d.downsamplers.0.%.100s", i, rest);
+    else if (sscanf(bfl, "decoder.up.%d.block.%d.%159s", &i, &j, rest) == 3)
+        snprintf(out, n, "decoder.up_blocks.%d.resnets.%d.%.100s", f->vae.nlev - 1 - i, j, rest);
+    else if (sscanf(bfl, "decoder.up.%d.upsample.%159s", &i, rest) == 2)
+        snprintf(out, n, "decoder.up_blocks.%d.upsamplers.0.%.100s", f->vae.nlev - 1 - i, rest);
+    else k = 1;
+    if (k) {
+        if (!subst(out, n, ".mid.block_1.", ".mid_block.resnets.0.")) subst(out, n, ".mid.block_2.", ".mid_block.resnets.1.");
+        if (subst(out, n, ".mid.attn_1.", ".mid_block.attentions.0.")) {
+            static const char *const m[][2] = {{".norm.", ".group_norm."}, {".q.", ".to_q."}, {".k.", ".to_k."},
+                                               {".v.", ".to_v."}, {".proj_out.", ".to_out.0."}};
+            for (size_t q = 0; q < sizeof m / sizeof m[0]; q++)
+                if (subst(out, n, m[q][0], m[q][1])) break;
+        }
+        subst(out, n, ".norm_out.", ".conv_norm_out.");
+        if (!strncmp(bfl, "encoder.quant_conv.", 19)) snprintf(out, n, "%s", bfl + 8);
+        if (!strncmp(bfl, "decoder.post_quant_conv.", 24)) snprintf(out, n, "%s", bfl + 8);
+    }
+    subst(out, n, ".nin_shortcut.", ".conv_shortcut.");
+}
+
 static int st_shape(ic_codec *f, ork_st_set *s, const char *name, ork_st_info *t) {
-    return f->st->find(s, name, t) == ORK_OK;
+    char k[192];
+    vae_key(f, name, k, sizeof k);
+    return f->st->find(s, k, t) == ORK_OK;
 }
 
 /* vae_path: a .safetensors file, or a folder holding ae.safetensors (what a
@@ -56,12 +107,16 @@ static ork_status vae_file(ic_codec *f, char *out, size_t n) {
         return ORK_E_CONFIG;
     }
     if (sb.kind == ORK_KIND_DIR) {
-        snprintf(out, n, "%s/ae.safetensors", f->path);
-        if (pl->path_info(out, &sb) != ORK_OK) {
-            IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' is a folder without ae.safetensors", f->path);
-            return ORK_E_CONFIG;
+        /* BFL's ae.safetensors; a diffusers vae/ folder; a pipeline folder holding vae/ */
+        static const char *const in_dir[] = {"ae.safetensors", "diffusion_pytorch_model.safetensors",
+                                             "vae/diffusion_pytorch_model.safetensors"};
+        for (size_t i = 0; i < sizeof in_dir / sizeof in_dir[0]; i++) {
+            snprintf(out, n, "%s/%s", f->path, in_dir[i]);
+            if (pl->path_info(out, &sb) == ORK_OK && sb.kind == ORK_KIND_FILE) return ORK_OK;
         }
-        return ORK_OK;
+        IC_LOG(f, ORK_LEVEL_ERROR, "vae_path '%s' is a folder without ae.safetensors (BFL) or "
+               "[vae/]diffusion_pytorch_model.safetensors (diffusers)", f->path);
+        return ORK_E_CONFIG;
     }
     snprintf(out, n, "%s", f->path);
     return ORK_OK;
@@ -77,9 +132,10 @@ ork_status flux_vae_open(ic_codec *f) {
     ork_st_info t;
     char n[160];
     memset(v, 0, sizeof *v);
+    v->diffusers = f->st->find(s, "encoder.down_blocks.0.resnets.0.conv1.weight", &t) == ORK_OK;
     if (!st_shape(f, s, "encoder.conv_in.weight", &t) || t.ndim != 4) {
-        IC_LOG(f, ORK_LEVEL_ERROR, "%s: no encoder.conv_in.weight (B, C, 3, 3): not a BFL autoencoder "
-                 "(FLUX ae.safetensors keys; diffusers AutoencoderKL files are not supported)", path);
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: no encoder.conv_in.weight (B, C, 3, 3): not an autoencoder (BFL's "
+                 "ae.safetensors or a diffusers AutoencoderKL)", path);
         goto done;
     }
     v->ch = (int)t.shape[0];
@@ -124,6 +180,11 @@ ork_status flux_vae_open(ic_codec *f) {
             goto done;
         }
     v->version = st_shape(f, s, "encoder.quant_conv.weight", &t) ? 2 : 1;
+    if (v->version == 2 && v->diffusers) {
+        IC_LOG(f, ORK_LEVEL_ERROR, "%s: a diffusers AutoencoderKL with quant_conv (use_quant_conv): not FLUX.1's "
+                 "autoencoder (FLUX.2's is read from BFL's ae.safetensors)", path);
+        goto done;
+    }
     if (v->version == 2) {
         ork_st_info tm, tv;
         int64_t nc = 4 * (int64_t)v->z;
@@ -264,13 +325,20 @@ static ork_status vae_walk(ic_codec *f, const ork_weight_sink *sink) {
         const ork_weight_decl *d = &f->weights[i];
         if (!(d->flags & ORK_WEIGHT_CODEC) || strncmp(d->name, "vae.", 4) != 0) continue;
         ork_st_info t;
-        if (f->st->find(s, d->name + 4, &t) != ORK_OK) {
-            IC_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s'", f->vae_file, d->name + 4);
+        char key[192];
+        vae_key(f, d->name + 4, key, sizeof key);
+        if (f->st->find(s, key, &t) != ORK_OK) {
+            if (f->vae.diffusers)
+                IC_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s' (BFL's %s)", f->vae_file, key, d->name + 4);
+            else
+                IC_LOG(f, ORK_LEVEL_ERROR, "%s: missing tensor '%s'", f->vae_file, key);
             st = ORK_E_FORMAT;
             break;
         }
-        int ok = t.ndim == d->ndim;
-        for (int k = 0; ok && k < d->ndim; k++) ok = t.shape[k] == d->shape[k];
+        /* diffusers keeps the attention's 1x1 convs as (C, C) linears: the same bytes */
+        int lin = f->vae.diffusers && t.ndim == 2 && d->ndim == 4 && d->shape[2] == 1 && d->shape[3] == 1;
+        int ok = t.ndim == d->ndim || lin;
+        for (int k = 0; ok && k < t.ndim; k++) ok = t.shape[k] == d->shape[k];
         if (!ok) {
             IC_LOG(f, ORK_LEVEL_ERROR, "%s: tensor '%s' has the wrong shape for a %s autoencoder with ch %d", f->vae_file,
                      t.name, f->vae.version == 2 ? "FLUX.2" : "FLUX.1", f->vae.ch);

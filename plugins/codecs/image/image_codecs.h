@@ -20,6 +20,8 @@ typedef struct flux_vae {
     int version;             /* 1: FLUX.1 AE (scale/shift), 2: FLUX.2 AE (quant convs, BatchNorm) */
     int ch, nlev, ch_mult[FLUX_VAE_MAX_LEVELS], nres_enc, nres_dec, z, in_ch, out_ch;
     float *bn_mean, *bn_std, *bn_rstd; /* FLUX.2: (4·z); std = sqrt(running_var + 1e-4) */
+    int diffusers;           /* 1: the file is a diffusers AutoencoderKL's (down_blocks.*, to_q ...):
+                              * BFL's names are translated on lookup (flux_vae.c vae_key) */
 } flux_vae;
 
 typedef struct ic_codec {
@@ -28,8 +30,9 @@ typedef struct ic_codec {
     const ork_tensor_api *ta;
     const ork_safetensors_api *st;
     ic_kind kind;
-    char path[1024];         /* what open was given: the ae.safetensors (or its folder), TAEF1's folder */
-    char vae_file[1100];     /* the ae.safetensors path resolved to */
+    char path[1024];         /* what open was given: the ae.safetensors (or its folder, or a diffusers
+                              * vae/ folder or pipeline folder), TAEF1's folder */
+    char vae_file[1100];     /* the weights file resolved to (ae.safetensors, diffusion_pytorch_model.safetensors) */
     char variant[96];
     flux_vae vae;
     int n_weights, cap_weights;
