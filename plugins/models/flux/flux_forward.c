@@ -338,7 +338,6 @@ static ork_status mlp(flux_model *f, ork_graph *g, ork_tensor *x, const char *pr
 }
 
 static ork_status block_double(flux_model *f, ork_graph *g, int i, ork_carry *c) {
-    const ork_ops *o = f->ops;
     ork_tensor *mi[6], *mt[6];
     char n[128], n2[128];
     if (f->cfg.version == 1) {
