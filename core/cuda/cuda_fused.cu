@@ -298,6 +298,7 @@ ork_status ork_cuda_gated_add(const ork_kctx *k, int64_t B, int64_t L, int64_t C
     if (!fdt(dt)) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda gated_add: dtype %d (F32, BF16, F16)", (int)dt);
     const int64_t rows = B * L, gs = Bg == 1 ? 0 : C;
     if (rows <= 0 || C <= 0) return ORK_OK;
+    if (!chunk_fits(k, B, C, 1, 1)) return ORK_E_UNSUPPORTED; /* the backward's limits; nothing logged: the op composes */
     if (dt == ORK_BF16 && C % 8 == 0 && al16(x) && al16(gate) && al16(h) && al16(y))
         k_gated_add<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, gs, x, gate, h, y, dt);
     else

@@ -362,7 +362,8 @@ typedef struct ork_backend {
      * x, h, y, dy, dx, dh (B, L, C) dt as B·L rows of C; the per-row operands gate, shift,
      * scale are (Bg, C) dt with Bg 1 (shared by every row) or B (row b·L + l reads row b).
      * Reductions deterministic (fixed partition and order). ---- */
-    /* y = x + gate·h. */
+    /* y = x + gate·h. ORK_E_UNSUPPORTED, nothing logged, where the backward cannot run (C
+     * too large): the op composes instead. */
     ork_status (*gated_add)(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bg, const void *x,
                             const void *gate, const void *h, void *y, ork_dtype dt);
     /* dh = dy·gate (dt); dgate (Bg, C) of gdt = Σ over the rows reading it of dy·h; either may be

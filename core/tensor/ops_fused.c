@@ -61,6 +61,12 @@ static ork_status pass_grad(ork_graph *g, ork_tensor *y, ork_tensor *x) {
     return ork_grad_push(g, x, dx);
 }
 
+/* An output made for a fused kernel that declined: its arena block back. */
+static void drop_out(ork_graph *g, ork_tensor *y) {
+    ork_arena_put(g->arena, y->base);
+    y->flags |= ORK_TF_FREED;
+}
+
 /* ---- gated_add ------------------------------------------------------------------------------ */
 
 /* The row map a node keeps in its parameters: x as B·L rows of C; Bg rows of
@@ -89,6 +95,13 @@ static ork_status gated_add_bwd(ork_graph *g, ork_tape_node *n) {
     return pass_grad(g, y, x); /* last: dy is read above */
 }
 
+/* add(x, mul(h, gate)): the ops it replaces, recorded as they were */
+static ork_status gated_composed(ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_tensor *h, ork_tensor **y) {
+    ork_tensor *t;
+    ORK_TRY(ork_op_mul(g, h, gate, &t));
+    return ork_op_add(g, x, t, y);
+}
+
 ork_status ork_op_gated_add(ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_tensor *h, ork_tensor **y) {
     static const char *OP = "gated_add";
     LIVE(x); LIVE(gate); LIVE(h);
@@ -96,13 +109,15 @@ ork_status ork_op_gated_add(ork_graph *g, ork_tensor *x, ork_tensor *gate, ork_t
     ork_bcast bc;
     ORK_TRY(make_bcast(OP, x, gate, &bc));
     rows_p r = {0};
-    if (!fused_on() || !BE->gated_add || gate->dtype != x->dtype || !row_map(x, gate, &r.B, &r.L, &r.C, &r.Bg)) {
-        ork_tensor *t; /* the composition: add(x, mul(h, gate)) */
-        ORK_TRY(ork_op_mul(g, h, gate, &t));
-        return ork_op_add(g, x, t, y);
-    }
+    if (!fused_on() || !BE->gated_add || gate->dtype != x->dtype || !row_map(x, gate, &r.B, &r.L, &r.C, &r.Bg))
+        return gated_composed(g, x, gate, h, y);
     ORK_TRY(new_like(g, x, y));
-    ORK_TRY(BE->gated_add(KX, r.B, r.L, r.C, r.Bg, D(x), D(gate), D(h), D(*y), x->dtype));
+    ork_status s = BE->gated_add(KX, r.B, r.L, r.C, r.Bg, D(x), D(gate), D(h), D(*y), x->dtype);
+    if (s == ORK_E_UNSUPPORTED) { /* the backend cannot (nothing logged): compose */
+        drop_out(g, *y);
+        return gated_composed(g, x, gate, h, y);
+    }
+    ORK_TRY(s);
     ork_tensor *in[3] = {x, gate, h};
     if (!wants(g, 3, in)) return ORK_OK;
     ork_tape_node *n;
@@ -164,8 +179,7 @@ ork_status ork_op_layernorm_modulate(ork_graph *g, ork_tensor *x, ork_tensor *sh
         ork_arena_put(g->arena, mean);
         ork_arena_put(g->arena, rstd);
         if (s != ORK_E_UNSUPPORTED) return s;
-        ork_arena_put(g->arena, (*y)->base); /* the backend cannot (nothing logged): compose */
-        (*y)->flags |= ORK_TF_FREED;
+        drop_out(g, *y); /* the backend cannot (nothing logged): compose */
         return ln_mod_composed(g, x, shift, scale, eps, y);
     }
     ork_tape_node *n;

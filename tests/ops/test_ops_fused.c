@@ -7,6 +7,8 @@
  *    plain-C reference kernels for the four fused entries: output and
  *    gradients against the composition within F32 rounding, the node is the
  *    fused one (its op name), and dx is dy itself (gated_add passes it on);
+ *  - where the fused entries decline (ORK_E_UNSUPPORTED, as CUDA's past their
+ *    limits) the op composes: bit for bit the composition again;
  *  - backward vs central finite differences (grad_check.c) on both;
  *  - malformed arguments each fail with ORK_E_INVALID and one line.
  * The CUDA kernels against the CUDA composition: tests/cuda/test_cuda_fused.c. */
@@ -119,8 +121,22 @@ static ork_status ref_ln_mod_bwd(const ork_kctx *k, int64_t B, int64_t L, int64_
     return ORK_OK;
 }
 
-static ork_backend FB;   /* the CPU backend with the reference fused entries */
-static ork_graph *Gc, *Gf; /* composition graph (plain CPU), fused-node graph (FB) */
+/* entries that decline, as CUDA's do past their limits */
+static ork_status no_gated_add(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bg, const void *x,
+                               const void *gate, const void *h, void *y, ork_dtype dt) {
+    (void)k; (void)B; (void)L; (void)C; (void)Bg; (void)x; (void)gate; (void)h; (void)y; (void)dt;
+    return ORK_E_UNSUPPORTED;
+}
+static ork_status no_ln_mod(const ork_kctx *k, int64_t B, int64_t L, int64_t C, int64_t Bsh, int64_t Bsc, float eps,
+                            const void *x, const void *shift, const void *scale, void *y, float *mean, float *rstd,
+                            ork_dtype dt) {
+    (void)k; (void)B; (void)L; (void)C; (void)Bsh; (void)Bsc; (void)eps; (void)x; (void)shift; (void)scale; (void)y;
+    (void)mean; (void)rstd; (void)dt;
+    return ORK_E_UNSUPPORTED;
+}
+
+static ork_backend FB, NB; /* the CPU backend with the reference fused entries; with declining ones */
+static ork_graph *Gc, *Gf, *Gn; /* composition graph (plain CPU), fused-node graph (FB), declining (NB) */
 
 static int setup(void) {
     O = ork_ops_table();
@@ -131,13 +147,18 @@ static int setup(void) {
     FB.gated_add_bwd = ref_gated_add_bwd;
     FB.layernorm_modulate = ref_ln_mod;
     FB.layernorm_modulate_bwd = ref_ln_mod_bwd;
+    NB = FB;
+    NB.gated_add = no_gated_add;
+    NB.layernorm_modulate = no_ln_mod;
     ork_graph_opts o = {.act_dtype = ORK_F32, .nthreads = 2};
     if (ork_graph_create(ork_cpu_backend(), G.alloc, &o, &Gc) != ORK_OK) return 1;
+    if (ork_graph_create(&NB, G.alloc, &o, &Gn) != ORK_OK) return 1;
     return ork_graph_create(&FB, G.alloc, &o, &Gf) != ORK_OK;
 }
 static int teardown(void) {
     ork_graph_destroy(Gc);
     ork_graph_destroy(Gf);
+    ork_graph_destroy(Gn);
     return gc_teardown();
 }
 
@@ -276,14 +297,14 @@ static void t_table(void) {
     CU_ASSERT(ork_cpu_backend()->gated_add == NULL); /* the CPU composes (same numerics as before) */
 }
 
-/* CPU backend: the op is the composition, bit for bit */
-static void t_cpu_is_composition(void) {
+/* CPU backend, and a backend whose fused entries decline: the op is the composition, bit for bit */
+static void is_composition(ork_graph *g) {
     fcase cs[8];
     int n;
     make_cases(cs, &n);
     for (int i = 0; i < n; i++) {
         run_out a, b;
-        CU_ASSERT_FATAL(run(Gc, cs[i].op, 1, &cs[i].ri, &a) == ORK_OK);
+        CU_ASSERT_FATAL(run(g, cs[i].op, 1, &cs[i].ri, &a) == ORK_OK);
         CU_ASSERT_FATAL(run(Gc, cs[i].op, 0, &cs[i].ri, &b) == ORK_OK);
         int ok = same_bits(a.y, b.y, in_numel(&cs[i], 0));
         for (int j = 0; j < 3; j++) ok &= same_bits(a.grad[j], b.grad[j], in_numel(&cs[i], j));
@@ -295,6 +316,8 @@ static void t_cpu_is_composition(void) {
     }
     free_cases(cs, n);
 }
+static void t_cpu_is_composition(void) { is_composition(Gc); }
+static void t_declined_is_composition(void) { is_composition(Gn); }
 
 /* The fused node (reference kernels) against the composition: F32 rounding apart */
 static void t_fused_node(void) {
@@ -391,6 +414,7 @@ static void t_refusals(void) {
 static const ork_test_case cases[] = {
     {"ops table has the ABI 1.4 fused ops", t_table},
     {"CPU: each op is its composition, bit for bit", t_cpu_is_composition},
+    {"fused entries that decline: the composition, bit for bit", t_declined_is_composition},
     {"fused node (reference kernels) vs the composition", t_fused_node},
     {"backward vs finite differences (CPU)", t_fd_cpu},
     {"backward vs finite differences (fused node)", t_fd_fused_node},
