@@ -165,8 +165,9 @@ __global__ void k_modulate(int64_t n, Bc bh, Bc bs, const void *x, const void *s
  * its other strides multiples of 8, and the pointers 16-byte aligned: one
  * 16-byte load/store per 8 elements, one broadcast index per 8. The F32 math
  * per element is the scalar kernels', written the same way, so the results
- * are bit-identical (tests/cuda/test_cuda_ew8.c). Opt-in (ORK_CUDA_EW8=1,
- * ew8_on below) until measured on the GPU. */
+ * are bit-identical (tests/cuda/test_cuda_ew8.c). On by default since its
+ * step-level before/after (PERF.md: 0.88 of the 1024² step); ORK_CUDA_EW8=0
+ * turns it off (ew8_on below). */
 __device__ __forceinline__ void ld8(const void *p, int64_t i, float f[8]) {
     uint4 u = *(const uint4 *)((const __nv_bfloat16 *)p + i);
     const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
@@ -568,14 +569,14 @@ static int v8_map(const ork_bcast *bc, const void *b) {
     if (bc->bstride[L] == 1) return al16(b) ? 1 : -1;
     return bc->bstride[L] == 0 ? 0 : -1;
 }
-/* ORK_CUDA_EW8=1 turns the 8-wide path on. Off by default until its step-level
- * before/after is measured on the GPU (issue #31; bench/profile/run_gpu.sh ew8
- * and orakul phases with ORK_CUDA_EW8=0 / 1 in one call); read once. */
+/* The 8-wide path is the default: measured on the H200 (issue #31, PERF.md, f137c24)
+ * it took the 1024² step from 756.6 to 667.5 ms recomputing, 525.6 to 474.6 ms
+ * keeping every block. ORK_CUDA_EW8=0 turns it off (A/B runs); read once. */
 static int ew8_on(void) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("ORK_CUDA_EW8");
-        on = e && e[0] == '1';
+        on = !(e && e[0] == '0');
     }
     return on;
 }
