@@ -62,16 +62,51 @@ static void pass_vae_path(job *j) {
         }
 }
 
-/* model.quantize_kwargs.fp8_gemm: a string key the fp8 quantizers declare
- * ("dequant" | "native"); the core reads it for the graph (graph.h). */
-int ork_train_fp8_gemm(const job *j) {
-    if (!j->c_quant || !j->c_quant->c->params || !j->quant_params) return ORK_FP8_GEMM_DEQUANT;
+/* The fp8 quantizer's value of key (a string or int key it declares), or NULL. */
+static const void *quant_key(const job *j, const char *key, ork_param_type type) {
+    if (!j->c_quant || !j->c_quant->c->params || !j->quant_params) return NULL;
     for (const ork_param *k = j->c_quant->c->params; k->key; k++)
-        if (!strcmp(k->key, "fp8_gemm") && k->type == ORK_PARAM_STRING) {
-            const char *v = *(const char *const *)((const char *)j->quant_params + k->offset);
-            return v && !strcmp(v, "native") ? ORK_FP8_GEMM_NATIVE : ORK_FP8_GEMM_DEQUANT;
-        }
-    return ORK_FP8_GEMM_DEQUANT;
+        if (!strcmp(k->key, key) && k->type == type) return (const char *)j->quant_params + k->offset;
+    return NULL;
+}
+
+/* model.quantize_kwargs.fp8_gemm: a string key the fp8 quantizers declare
+ * ("auto" | "dequant" | "native"); the core reads it for the graph (graph.h).
+ * auto (the default, issue #31): native when block_size is 0 and the graph's
+ * backend has the native FP8 GEMMs on this device (sm_89+), dequant otherwise,
+ * without a line. ORK_FP8_GEMM=dequant|native still overrides (graph.c). */
+int ork_train_fp8_gemm(const job *j) {
+    const char *const *vp = quant_key(j, "fp8_gemm", ORK_PARAM_STRING);
+    const char *v = vp ? *vp : NULL;
+    if (!v) return ORK_FP8_GEMM_DEQUANT;
+    if (!strcmp(v, "native")) return ORK_FP8_GEMM_NATIVE;
+    if (strcmp(v, "auto") != 0) return ORK_FP8_GEMM_DEQUANT;
+    const int64_t *block = quant_key(j, "block_size", ORK_PARAM_INT);
+    if ((block && *block != 0) || !j->g || !j->g->be->linear_fp8) return ORK_FP8_GEMM_DEQUANT;
+    char why[256];
+    ork_fp8_linear_desc d = {.M = 0, .why = why, .why_n = sizeof why};
+    return j->g->be->linear_fp8(&j->g->k, &d) == ORK_OK ? ORK_FP8_GEMM_NATIVE : ORK_FP8_GEMM_DEQUANT;
+}
+
+/* The plan's line about the fp8 GEMMs (fp8 quantizers only). */
+void ork_train_fp8_plan_line(const job *j, FILE *out) {
+    const char *const *vp = quant_key(j, "fp8_gemm", ORK_PARAM_STRING);
+    if (!vp || !*vp) return;
+    const int64_t *block = quant_key(j, "block_size", ORK_PARAM_INT);
+    const char *env = getenv("ORK_FP8_GEMM"), *v = env && *env ? env : *vp;
+    const char *src = env && *env ? "ORK_FP8_GEMM" : "model.quantize_kwargs.fp8_gemm";
+    if (env && *env && strcmp(env, "dequant") != 0 && strcmp(env, "native") != 0)
+        fprintf(out, "fp8 GEMMs: ORK_FP8_GEMM=%s is not native or dequant (run refuses it)\n", env);
+    else if (!strcmp(v, "dequant"))
+        fprintf(out, "fp8 GEMMs: dequantized to bf16 (%s: dequant)\n", src);
+    else if (!strcmp(v, "native"))
+        fprintf(out, "fp8 GEMMs: native FP8, forward and input gradient (%s: native; refused on a GPU below sm_89)\n",
+                src);
+    else if (block && *block != 0)
+        fprintf(out, "fp8 GEMMs: dequantized to bf16 (block_size %lld has no native path)\n", (long long)*block);
+    else
+        fprintf(out, "fp8 GEMMs: native FP8, forward and input gradient, on sm_89+ GPUs (bf16 dequant elsewhere); "
+                "fp8_gemm: dequant or ORK_FP8_GEMM=dequant forces the bf16 path\n");
 }
 
 ork_status ork_train_resolve_all(job *j) {

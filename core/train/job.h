@@ -202,6 +202,7 @@ ork_status ork_train_check_datasets(job *j);
 ork_status ork_train_open_model(job *j);
 ork_status ork_train_pick_backend(job *j);
 int ork_train_fp8_gemm(const job *j);
+void ork_train_fp8_plan_line(const job *j, FILE *out);
 
 /* dataset_cache.c: the latent cache, text embeddings, batches */
 ork_dataset_opts ork_train_dataset_opts(const ork_process_config *p, const ork_dataset_config *dc);

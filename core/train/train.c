@@ -547,6 +547,7 @@ ork_status ork_train_plan(ork_config *cfg, const ork_registry *reg, FILE *out) {
                 j.p->model.name_or_path, j.info.variant, j.info.n_blocks, j.info.n_weights, (long long)lin,
                 (double)bytes / 1e9);
         fprintf(out, "components: model %s, loss %s, optimizer %s\n", j.c_model->c->id, j.c_loss->c->id, j.c_opt->c->id);
+        ork_train_fp8_plan_line(&j, out);
         fprintf(out, "output: %s/%s_<step>.safetensors (%s LoRA format)\n", j.out_dir, j.name, j.info.lora_format);
         /* LoRA files of this job and no state: run refuses without --overwrite; plan says so as a warning */
         ork_log_demote(1);

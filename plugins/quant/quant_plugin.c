@@ -14,8 +14,9 @@
  * single-threaded quantize_fp8 once per row range (rows are independent, so any
  * thread count gives the same bytes) and reporting a failure itself, with the
  * tensor's name and the global element index, as one line through host->log. The fp8 key
- * fp8_gemm (dequant | native) picks the CUDA forward GEMM; this plugin only
- * validates it (native needs block_size 0), the core reads it for its graph.
+ * fp8_gemm (auto | dequant | native) picks the CUDA GEMMs of the fp8 weights; this
+ * plugin only validates it (native needs block_size 0), the core reads it for its
+ * graph (auto: native where the device and block_size allow it).
  * bf16: RNE f32 -> bf16, no scales. none: lossless copy / widening, no scales.
  * Every component refuses NaN/Inf in a weight (ORK_E_NUMERIC, one line naming
  * the tensor and the element).
@@ -44,7 +45,7 @@ typedef struct quant_params {
     int64_t threads;      /* cap on CPU threads; 0 = all online CPUs */
     int32_t report_error; /* log each tensor's relative RMS error (INFO) */
     const char *dtype;    /* none: storage dtype "f32" | "bf16" */
-    const char *fp8_gemm; /* fp8: "dequant" | "native" (read by the core for its graph; validated here) */
+    const char *fp8_gemm; /* fp8: "auto" | "dequant" | "native" (read by the core for its graph; validated here) */
 } quant_params;
 
 #define P(f) offsetof(quant_params, f)
@@ -55,9 +56,10 @@ typedef struct quant_params {
 static const ork_param fp8_keys[] = {
     {"block_size", ORK_PARAM_INT, 1, 0, "0", 0, 128, NULL, P(block_size),
      "0: one fp32 scale per output row; 128: one per row and 128 input columns (outlier-heavy layers)"},
-    {"fp8_gemm", ORK_PARAM_STRING, 1, 0, "dequant", 1, 0, "dequant|native", P(fp8_gemm),
-     "CUDA forward GEMM: dequant (bf16 copy of the weight, any GPU) or native (Hopper FP8 GEMM, per-token E4M3 "
-     "activations; sm_90+, block_size 0)"},
+    {"fp8_gemm", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|dequant|native", P(fp8_gemm),
+     "CUDA GEMMs of the fp8 weights (forward and input gradient): native (FP8 GEMMs, per-token E4M3 activations; "
+     "sm_89+, block_size 0), dequant (a bf16 copy of the weight, any GPU), auto (native where the GPU and "
+     "block_size allow it, else dequant)"},
     KEY_THREADS, KEY_REPORT, {NULL}};
 static const ork_param bf16_keys[] = {KEY_THREADS, KEY_REPORT, {NULL}};
 static const ork_param none_keys[] = {
@@ -106,9 +108,10 @@ static ork_status create_kind(const ork_host *host, const void *params, qkind ki
                   (long long)p->block_size);
         return ORK_E_CONFIG;
     }
-    if (kind == QK_FP8 && p->fp8_gemm && strcmp(p->fp8_gemm, "dequant") != 0) {
+    if (kind == QK_FP8 && p->fp8_gemm && strcmp(p->fp8_gemm, "dequant") != 0 && strcmp(p->fp8_gemm, "auto") != 0) {
         if (strcmp(p->fp8_gemm, "native") != 0) {
-            host->log(host, ORK_LEVEL_ERROR, "model.quantize_kwargs.fp8_gemm: '%s' is not dequant or native", p->fp8_gemm);
+            host->log(host, ORK_LEVEL_ERROR, "model.quantize_kwargs.fp8_gemm: '%s' is not auto, dequant or native",
+                      p->fp8_gemm);
             return ORK_E_CONFIG;
         }
         if (p->block_size != 0) {

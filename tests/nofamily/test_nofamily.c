@@ -152,7 +152,9 @@ static uint64_t fnv(const uint8_t *p, size_t n) {
  *    same; an .alpha line is dropped only when it holds 16.0f;
  *  - the plan's "recompute:" line, which 9175750 added (#31 point 3: the
  *    estimate of keeping recorded forwards instead of recomputing them; a
- *    line of its own, family-neutral, the other lines unchanged). */
+ *    line of its own, family-neutral, the other lines unchanged);
+ *  - the plan's "fp8 GEMMs:" line (#31: native FP8 GEMMs the default for an
+ *    fp8 base; a line of its own, the other lines unchanged). */
 static char *meant(const char *text) {
     static const char *const words[][2] = {{"(FLUX.1 time shift)", "(resolution time shift)"},
                                            {"(FLUX.2 time shift)", "(resolution and steps time shift)"}};
@@ -167,6 +169,7 @@ static char *meant(const char *text) {
         if (!strncmp(l, "tensor ", 7) && strstr(l, alpha16) && !strcmp(strstr(l, alpha16), alpha16)) continue;
         if (!strncmp(l, "meta orakul_lora_scale ", 23) && strstr(l, "= 1 folded")) continue;
         if (!strncmp(l, "  recompute: ", 13)) continue; /* added by 9175750 (#31), after the others */
+        if (!strncmp(l, "fp8 GEMMs: ", 11)) continue;     /* the fp8 GEMM path's own line (#31), fp8 bases only */
         char line[2048];
         tt_fmt(line, sizeof line, "%s", l);
         for (size_t w = 0; w < 2; w++) {

@@ -454,7 +454,7 @@ static void test_malformed_args(void) {
     qt_free(&qi);
 }
 
-/* fp8_gemm (model.quantize_kwargs): dequant | native on the fp8 components only;
+/* fp8_gemm (model.quantize_kwargs): auto | dequant | native on the fp8 components only;
  * the plugin refuses other values and native with block scales; the graph
  * refuses native on a backend without it (here: the CPU) with one line, and
  * ORK_FP8_GEMM overrides the configured mode. */
@@ -465,8 +465,8 @@ static void test_fp8_gemm_key(void) {
         if (!strcmp(p->key, "fp8_gemm")) {
             seen = 1;
             CU_ASSERT_EQUAL(p->type, ORK_PARAM_STRING);
-            CU_ASSERT_STRING_EQUAL(p->def, "dequant");
-            CU_ASSERT_STRING_EQUAL(p->choices, "dequant|native");
+            CU_ASSERT_STRING_EQUAL(p->def, "auto"); /* native where the device allows it (#31) */
+            CU_ASSERT_STRING_EQUAL(p->choices, "auto|dequant|native");
         }
     CU_ASSERT(seen);
     for (const ork_param *p = ork_registry_find(qt_reg, ORK_KIND_QUANT, "bf16")->c->params; p->key; p++)
@@ -479,6 +479,11 @@ static void test_fp8_gemm_key(void) {
     qt_clear_log();
     CU_ASSERT_EQUAL(qt_make_keys("fp8_e4m3", &k, &q), ORK_E_CONFIG);
     CU_ASSERT(qt_nerrors == 1 && strstr(qt_lines[0], "fp8_gemm") && strstr(qt_lines[0], "block_size"));
+    k.fp8_gemm = "auto"; /* auto takes block scales (the core picks dequant for them) */
+    qt_clear_log();
+    CU_ASSERT_EQUAL(qt_make_keys("fp8_e4m3", &k, &q), ORK_OK);
+    CU_ASSERT_EQUAL(qt_nlines, 0);
+    qt_free(&q);
     k.block_size = 0;
     k.fp8_gemm = "fast";
     qt_clear_log();
