@@ -15,8 +15,10 @@ For each model (--which mistral,qwen3):
      (512 tokens each, left-padded like the pipeline's: the hidden states of
      the three layers stacked and copied back as F32, as orakul's rows are);
   3. with accelerate's cpu_offload (every module's weights from host memory at
-     each forward: --offload-n captions) when accelerate imports, else a line
-     saying it is not installed;
+     each forward: --offload-n captions, one batch) when accelerate imports and
+     the time left before --deadline covers its estimate (the model back to
+     the host, then every weight over the link from pageable memory per
+     forward), after orakul's runs; else a row saying why it did not run;
   4. orakul, each a separate process reading the shards: resident bf16 (no
      budget), bf16 within --budget-gb (streamed: 32 GiB of weights), fp8
      (quantize_te qfloat8) within --budget-gb (Mistral's 30 layers are 16.8
@@ -221,6 +223,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--timeout", type=int, default=150)
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="epoch seconds the whole run must end by (the offload row is skipped when it cannot fit)")
     ap.add_argument("--keep", action="store_true", help="keep the shards")
     ap.add_argument("--make-only", action="store_true", help="only write the shards (random weights) under --dir")
     ap.add_argument("--headers-only", action="store_true", help="only write the shards' headers (sparse files)")
@@ -292,12 +296,18 @@ def run_all(a, res, emit, have_acc, device):
             row["model"] = which
             emit(row)
             res[(which, c)] = row
-        if which == "mistral" and have_acc and "offload" not in os.environ.get("BENCH_LLM_SKIP", ""):
+        why = offload_skip(a, res, model, which, have_acc) if which == "mistral" else "-"
+        if why and which == "mistral":
+            res[(which, "offload_skip")] = why
+            log("offload row not run: " + why)
+        elif not why:
             try:
+                t0 = time.time()
                 model = model.to("cpu")
                 if device.startswith("cuda"):
                     torch.cuda.empty_cache()
                 cpu_offload(model, execution_device=torch.device(device if device != "cpu" else "cpu"))
+                log("offload: cpu_offload set up in %.1f s (model to the host included)" % (time.time() - t0))
                 s = hf_encode(model, cfg, layers, a.offload_n, a.hf_batch, device)
                 emit({"impl": "transformers+accelerate.cpu_offload", "model": which, "dtype": "bf16",
                       "captions": a.offload_n, "batch": a.hf_batch, "seconds": s,
@@ -313,13 +323,33 @@ def run_all(a, res, emit, have_acc, device):
             subprocess.run(["rm", "-rf", d])
 
 
+def offload_skip(a, res, model, which, have_acc):
+    """Why accelerate's cpu_offload row does not run (None: it runs)."""
+    if not have_acc:
+        return "accelerate is not installed on this machine (nor in .carry/wheels)"
+    if "offload" in os.environ.get("BENCH_LLM_SKIP", ""):
+        return "BENCH_LLM_SKIP=offload"
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    gbs = res["gbs"] or 10.0
+    # the model to the host (~ the link's rate each way, pageable: a third of it), then one forward per batch
+    # moving every weight up from pageable memory; 20 s for the hooks and the rest
+    batches = (a.offload_n + a.hf_batch - 1) // a.hf_batch
+    est = 20 + (1 + batches) * nbytes / (gbs / 3 * 1e9)
+    left = a.deadline - time.time() if a.deadline else float("inf")
+    if left < est + 15:
+        return "%.0f s left before the deadline; it needs ~%.0f s (%.1f GB to the host, then over the link %d time%s " \
+               "from pageable memory)" % (max(left, 0), est, nbytes / 1e9, batches, "" if batches == 1 else "s")
+    return None
+
+
 def fmt_row(r):
     if not r or "error" in r:
         return "failed (%s)" % (r or {}).get("error", "not run")
     return ("%.2f captions/s (%.1f s; weights to the device %.1f s; encode alone %.2f/s), peak %.1f GiB, chunk %d%s" %
             (r["captions_per_s"], r["seconds"], r["load_seconds"], r["encode_captions_per_s"], r["peak_gib"], r["chunk"],
-             ", streamed: %d weight pass%s, %.1f GB over the link" % (r["passes"], "" if r["passes"] == 1 else "es",
-                                                                     r["link_gb"]) if r["layer_major"] else ""))
+             ", streamed%s: %d weight pass%s, %.1f GB over the link" % (
+                 " through the block streamer" if r.get("streamer") else " block by block", r["passes"],
+                 "" if r["passes"] == 1 else "es", r["link_gb"]) if r["layer_major"] else ""))
 
 
 def table(a, res, have_acc):
@@ -364,9 +394,8 @@ def table(a, res, have_acc):
             ratio = "%.1f (rate)" % (r["captions_per_s"] / off) if r and "error" not in r else "-"
             print("| the same, transformers + accelerate `cpu_offload` (weights from host memory every forward) | "
                   "orakul streamed bf16 above | %.3f captions/s (%d captions) | %s |" % (off, a.offload_n, ratio))
-        elif not have_acc:
-            print("| transformers + accelerate `cpu_offload` | not run: accelerate is not installed on this machine "
-                  "| | |")
+        elif res.get((which, "offload_skip")):
+            print("| transformers + accelerate `cpu_offload` | not run: %s | | |" % res[(which, "offload_skip")])
         elif res.get((which, "offload_err")):
             print("| transformers + accelerate `cpu_offload` | failed: %s | | |" % res[(which, "offload_err")])
 

@@ -18,8 +18,9 @@
  * (the whole call: tokenize, weights to the device — the checkpoint read,
  * quantized, copied, every layer-major block —, encode, rows back),
  * captions_per_s, load_seconds, encode_seconds, peak_gib, weight_gib,
- * layer_major, chunk, retries, the plan's passes, link_gb (its bytes over
- * the link) and predicted_s, budget_gib, finite. Not a test. */
+ * layer_major, chunk, retries, the plan's passes, streamer (1: layer-major
+ * through the core's block streamer, text/cond_plan.h), link_gb (its bytes
+ * over the link) and predicted_s, budget_gib, finite. Not a test. */
 #include "plugin/registry.h"
 #include "tensor/backend.h"
 #include "text/cond_plan.h"
@@ -139,12 +140,12 @@ int main(int argc, char **argv) {
                "\"captions\": %d, \"rows\": %d, \"T\": %d, \"seconds\": %.3f, \"captions_per_s\": %.2f, "
                "\"load_seconds\": %.3f, \"tokenize_seconds\": %.3f, \"encode_seconds\": %.3f, "
                "\"encode_captions_per_s\": %.2f, \"peak_gib\": %.3f, \"weight_gib\": %.3f, \"layer_major\": %d, "
-               "\"chunk\": %d, \"retries\": %d, \"passes\": %d, \"link_gb\": %.3f, \"predicted_s\": %.3f, "
+               "\"chunk\": %d, \"retries\": %d, \"passes\": %d, \"streamer\": %d, \"link_gb\": %.3f, \"predicted_s\": %.3f, "
                "\"budget_gib\": %.2f, \"each\": %d, \"finite\": %d, \"repeat\": %d}\n",
                tag, variant, name, o.quantize ? o.qtype : be->device == ORK_DEV_CUDA ? "bf16" : "f32", n, got, T,
                s.seconds, s.seconds > 0 ? n / s.seconds : 0.0, s.load_seconds, s.tokenize_seconds, s.encode_seconds,
                s.encode_seconds > 0 ? n / s.encode_seconds : 0.0, s.peak_bytes / 1073741824.0,
-               s.weight_bytes / 1073741824.0, s.layer_major, s.chunk, s.retries, sp->passes, ep.link_bytes / 1e9,
+               s.weight_bytes / 1073741824.0, s.layer_major, s.chunk, s.retries, sp->passes, sp->streamer, ep.link_bytes / 1e9,
                ep.t_pred, budget_gb, each, finite, r);
         fflush(stdout);
     }

@@ -6,20 +6,23 @@
 # (quantize_te qfloat8: 16.8 GiB, resident as planned, and streamed by force),
 # and Qwen3-4B resident, each against
 # transformers (resident bf16; and with accelerate's cpu_offload when
-# accelerate imports: from .carry/wheels if the image lacks it), with the
+# accelerate imports — from .carry/wheels if the image lacks it — and the
+# deadline leaves it the time it needs, else a row saying why), with the
 # streamed runs' link efficiency (issue 8's: max(resident, link-only) /
 # streamed). bench/text/bench_llm.py does the work; random bf16 weights at
 # the real shapes, made on the GPU and written to /dev/shm when it has 40 GB
 # free (else $TMPDIR), deleted afterwards.
 #   build   configure + build with CUDA into build-gpu/: bench_llm_encode, the llm and quant plugins,
-#           test_cond_plan_cuda, test_textcond_cuda
+#           test_cond_plan_cuda, test_textcond_cuda, test_llm_stream_cuda
 #   test    test_cond_plan_cuda (the encode's plan, streamed == resident bit for bit with any weight
-#           cache, the device's memory given back after each encode) and test_textcond_cuda (T5/CLIP,
-#           layer-major == resident)
+#           cache, the device's memory given back after each encode), test_textcond_cuda (T5/CLIP,
+#           layer-major == resident) and test_llm_stream_cuda (the layer-major encode through the
+#           block streamer == resident == the per-block store, bit for bit, bf16 and qfloat8)
 #   bench   bench_llm.py: one JSON line per run in $OUT/llm_bench.jsonl, the table for docs/PERF.md
 # Usage (repo root; carry .gpu-deps and .carry): bash bench/text/llm_bench_gpu.sh [build] [test] [bench] [N]
 #        (no phase: all three; N captions, default 64). One deadline for all, LLM_BENCH_BUDGET_S (570 s).
-# Env: LLM_WHICH (mistral,qwen3), LLM_CASES (res,stream_bf16,fp8,stream_fp8), BENCH_LLM_SKIP=offload.
+# Env: LLM_WHICH (mistral,qwen3), LLM_CASES (res,stream_bf16,fp8,stream_fp8), BENCH_LLM_SKIP=offload,
+#      ORAKUL_TEXT_STREAM=0 (the streamed runs through the per-block store instead of the block streamer: the A/B).
 # Wheels (optional, for the offload row): pip download accelerate psutil --no-deps -d .carry/wheels
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -46,14 +49,14 @@ for ph in $phases; do
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     timeout $(left) bash -c "cmake -S . -B $B -DORAKUL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_BUILD_TYPE=Release \
         >'$OUT/llm_bench_build.log' 2>&1 && cmake --build $B -j16 --target bench_llm_encode orakul_plugin_llm \
-        orakul_plugin_quant orakul_plugin_t5clip orakul_plugin_flux test_cond_plan_cuda test_textcond_cuda \
+        orakul_plugin_quant orakul_plugin_t5clip orakul_plugin_flux test_cond_plan_cuda test_textcond_cuda test_llm_stream_cuda \
         >>'$OUT/llm_bench_build.log' 2>&1"
     rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"
     [ $rc -eq 0 ] || { grep -E "error" "$OUT/llm_bench_build.log" | head -20; tail -20 "$OUT/llm_bench_build.log"; exit 1; } ;;
   test)
-    (cd $B && timeout 150 ctest -R "^(cond_plan_cuda|textcond_cuda)$" --output-on-failure >"$OUT/llm_bench_test.log" 2>&1)
-    echo "== test_cond_plan_cuda + test_textcond_cuda rc=$? in $(( $(date +%s) - t0 )) s"
-    grep -E "FAIL|asserts|tests passed|device free|checkpoint read [0-9]+ times|err/M" "$OUT/llm_bench_test.log" | head -30 ;;
+    (cd $B && timeout 150 ctest -R "^(cond_plan_cuda|textcond_cuda|llm_stream_cuda)$" --output-on-failure >"$OUT/llm_bench_test.log" 2>&1)
+    echo "== test_cond_plan_cuda + test_textcond_cuda + test_llm_stream_cuda rc=$? in $(( $(date +%s) - t0 )) s"
+    grep -E "FAIL|asserts|tests passed|device free|checkpoint read [0-9]+ times|err/M|through the streamer" "$OUT/llm_bench_test.log" | head -30 ;;
   bench)
     if ! python3 -c "import accelerate" 2>/dev/null; then
       pylib=${TMPDIR:-/tmp}/orakul_llm_pylib
@@ -67,7 +70,7 @@ for ph in $phases; do
     rm -rf "$D"; mkdir -p "$D"
     timeout $(left) python3 bench/text/bench_llm.py --bin $B/bench/text/bench_llm_encode --dir "$D" --n "$n" \
       --which "${LLM_WHICH:-mistral,qwen3}" --cases "${LLM_CASES:-res,stream_bf16,fp8,stream_fp8}" \
-      --out "$OUT/llm_bench.jsonl" 2>"$OUT/llm_bench.log" | tee "$OUT/llm_bench_table.md"
+      --deadline $(( t_end - 15 )) --out "$OUT/llm_bench.jsonl" 2>"$OUT/llm_bench.log" | tee "$OUT/llm_bench_table.md"
     echo "== bench_llm rc=$? in $(( $(date +%s) - t0 )) s"
     grep -E "made|saved|pinned|error|Traceback|timed out|text encode|checkpoint read" "$OUT/llm_bench.log" | head -30
     rm -rf "$D" ;;
