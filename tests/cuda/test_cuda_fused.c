@@ -62,6 +62,7 @@ static uint16_t *rnd(int64_t n, double sc, float **f) {
 
 typedef struct {
     int64_t B, L, C, Bp[2]; /* x (B, L, C); the per-row operands (Bp, 1, C) or (C) when Bp = 0 */
+    int chain;              /* y feeds another op (see run) */
 } shp;
 static int64_t nx(const shp *s) { return s->B * s->L * s->C; }
 static int64_t np(const shp *s, int i) { return (s->Bp[i] ? s->Bp[i] : 1) * s->C; }
@@ -111,7 +112,11 @@ static ork_status run(int op, int fused, const shp *s, const inputs *in, outputs
     ORK_TRY(T->to_host(Gr, y, ORK_F32, o->y));
     ork_tensor *dy;
     ORK_TRY(T->from_host(Gr, ORK_BF16, 3, dx, in->dy, &dy));
-    ORK_TRY(ork_backward_from(Gr, 1, &y, &dy));
+    /* chained: y feeds a scale by 1 (exact), an inner tensor as in a block, whose gradient
+     * gated_add hands on to x; else y is the output backward starts from (kept: a copy) */
+    ork_tensor *top = y;
+    if (s->chain) ORK_TRY(O->scale(Gr, y, 1.0f, &top));
+    ORK_TRY(ork_backward_from(Gr, 1, &top, &dy));
     for (int i = 0; i < 3; i++) {
         int64_t m = ork_tensor_numel(lv[i]);
         o->g[i] = malloc((size_t)m * sizeof(float));
@@ -244,10 +249,10 @@ static void check_lnmod(const shp *s) {
     free_inputs(&in);
 }
 
-static const shp S_FLUX = {1, 4608, 3072, {1, 1}};   /* gate / shift per batch (B, 1, C), scale too */
-static const shp S_SHARED = {1, 4608, 3072, {0, 1}}; /* gate / shift (C) shared, scale (B, 1, C) */
-static const shp S_B2 = {2, 512, 3072, {2, 0}};      /* per batch row; lnmod's scale shared */
-static const shp S_ODD = {2, 77, 1001, {2, 1}};      /* C not a multiple of 8: the scalar path */
+static const shp S_FLUX = {1, 4608, 3072, {1, 1}, 1};   /* gate / shift per batch (B, 1, C), scale too */
+static const shp S_SHARED = {1, 4608, 3072, {0, 1}, 0}; /* gate / shift (C) shared, scale (B, 1, C) */
+static const shp S_B2 = {2, 512, 3072, {2, 0}, 0};      /* per batch row; lnmod's scale shared */
+static const shp S_ODD = {2, 77, 1001, {2, 1}, 1};      /* C not a multiple of 8: the scalar path */
 
 static void t_gated_flux(void) { check_gated(&S_FLUX); }
 static void t_gated_shared(void) { check_gated(&S_SHARED); }
