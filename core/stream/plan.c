@@ -136,15 +136,20 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
     p->lora += p->lora_shadow_dev;
     p->grads = (size_t)g_dev * 4;
     p->opt = gib_round((double)g_dev * ob);
-    p->total = p->frozen_resident + p->codec + p->slots + p->staging + p->lora + p->grads + p->opt + p->saved + p->carry_grads +
-               p->work + p->workspace;
+    /* train/ema.c: F32 shadows (resident: every parameter's; streamed: in the state
+     * records, so on the device where the optimizer state is) + the scratch of the
+     * largest parameter */
+    p->ema = in->ema ? 4 * (size_t)g_dev + 4 * (size_t)p->lora_max_tensor : 0;
+    p->total = p->frozen_resident + p->codec + p->slots + p->staging + p->lora + p->grads + p->opt + p->ema + p->saved +
+               p->carry_grads + p->work + p->adapter_transient + p->workspace;
     /* host: the packed streamed blocks, plus the trainable state when it streams */
     size_t host = 0;
     for (int b = 0; b < n; b++)
         if (p->streamed[b]) host += (p->block_bytes[b] + ORK_STREAM_ALIGN - 1) / ORK_STREAM_ALIGN * ORK_STREAM_ALIGN;
     /* the trainable records: parameters + optimizer state (gradients live in the device slot only) */
     if (p->trainable_streamed)
-        host += (size_t)lora_all * (size_t)(pb + (p->lora_shadow ? 2 : 0)) + gib_round((double)lora_all * ob);
+        host += (size_t)lora_all * (size_t)(pb + (p->lora_shadow ? 2 : 0)) + gib_round((double)lora_all * ob) +
+                (in->ema ? 4 * (size_t)lora_all : 0);
     p->host_pinned = host;
 }
 
@@ -480,7 +485,8 @@ static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) {
 /* ONE line: what does not fit and what to change. */
 static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
     char a[32], b[32], c1[32], c2[32], c3[32];
-    double act = (double)(p->saved + p->carry_grads + p->work), tr = (double)(p->lora + p->grads + p->opt),
+    double act = (double)(p->saved + p->carry_grads + p->work + p->adapter_transient),
+           tr = (double)(p->lora + p->grads + p->opt + p->ema),
            fr = (double)(p->frozen_resident + p->slots + p->staging + p->codec);
     const char *fix;
     if (act >= tr && act >= fr) fix = "lower the resolution (datasets[].resolution) or train.batch_size";
@@ -571,6 +577,8 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
                 int64_t r2 = in->lora_rank < out_f ? in->lora_rank : out_f;
                 if (r2 > in_f) r2 = in_f;
                 p->block_lora[b] += r2 * (in_f + out_f);
+                int64_t big_t = r2 * (in_f > out_f ? in_f : out_f); /* down (r, in) or up (out, r) */
+                if (big_t > p->lora_max_tensor) p->lora_max_tensor = big_t;
                 p->block_lin_flops[b] += 2.0 * (double)B * (double)tok * (double)(r2 * (in_f + out_f));
             }
             if (ne > big[b]) {
@@ -601,6 +609,8 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
             p->block_attn_flops[b] = 4.0 * (double)B * (double)La * (double)La * (double)(ad > 0 ? ad : hidden);
         }
         if (in->lora_params) p->block_lora[b] = in->lora_params[b];
+        if (in->lora_params && !in->lora_max_tensor && p->block_lora[b] > p->lora_max_tensor)
+            p->lora_max_tensor = p->block_lora[b];
         if (p->transformer[b]) tb[p->n_transformer++] = b;
     }
     p->first_trainable = in->first_trainable;
@@ -609,6 +619,8 @@ static ork_status gather_sizes(ork_stream_plan *p, const ork_plan_inputs *in, in
         for (int b = n - 1; b >= 0; b--)
             if (p->block_lora[b] > 0) p->first_trainable = b;
     }
+    if (in->lora_max_tensor > 0) p->lora_max_tensor = in->lora_max_tensor;
+    p->adapter_transient = in->adapter_transient;
     sf->wide = wide;
     sf->big_lin = big_lin;
     return ORK_OK;
@@ -797,6 +809,26 @@ static ork_status plan_make_one(const ork_plan_inputs *in, ork_stream_plan **out
     return ORK_OK;
 }
 
+/* tensor/ops_linear.c's LOKR_CHUNK_BYTES */
+#define PLAN_LOKR_CHUNK ((size_t)64 << 20)
+
+size_t ork_plan_lokr_transient(int64_t N, int64_t K, int64_t a, int64_t c, int act_bytes) {
+    if (N <= 0 || K <= 0 || a <= 0 || c <= 0 || N % a || K % c) return 0;
+    int64_t b = N / a, d = K / c;
+    /* lokr_weight_operand: the operand (N, K) in the activations' dtype + P, ci rows of w1 */
+    int64_t ci = (int64_t)(PLAN_LOKR_CHUNK / ((size_t)(c * b * d) * 4));
+    ci = ci < 1 ? 1 : ci > a ? a : ci;
+    int ab = act_bytes > 0 ? act_bytes : 2;
+    /* lokr_f32: w1 and w2 as F32 copies rounded through the activations' dtype, unless both are F32 */
+    size_t copies = ab == 4 ? 0 : (size_t)(a * c + b * d) * (4 + (size_t)ab);
+    size_t operand = (size_t)(N * K) * (size_t)ab + (size_t)(ci * c * b * d) * 4 + copies;
+    /* lokr_param_grads: G and G' of ci rows of w1 each */
+    int64_t cg = (int64_t)(PLAN_LOKR_CHUNK / ((size_t)(b * K) * 8));
+    cg = cg < 1 ? 1 : cg > a ? a : cg;
+    size_t grads = 2 * (size_t)(cg * b * K) * 4 + copies;
+    return operand > grads ? operand : grads;
+}
+
 /* ORK_PLAN_CODEC_PREDICT: the raw plan, then the coded one (quietly: its
  * refusal is not the user's, the raw plan stands); coded unless the raw plan
  * is predicted faster. Where the compute bounds every pass, coding only costs
@@ -864,12 +896,16 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 mib((double)p->grads, b, sizeof b), p->staging ? "the staging buffer and " : "");
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
-    fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s, saved carries %s, carry grads %s, block working set %s, workspace %s = %s\n",
+    char ema[48] = "", at[64] = "", m1[32];
+    if (p->ema) snprintf(ema, sizeof ema, ", EMA %s", mib((double)p->ema, m1, sizeof m1));
+    if (p->adapter_transient)
+        snprintf(at, sizeof at, ", adapter transient %s", mib((double)p->adapter_transient, m1, sizeof m1));
+    fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s%s, saved carries %s, carry grads %s, block working set %s%s, workspace %s = %s\n",
             mib((double)p->frozen_resident, a, sizeof a), mib((double)(p->slots + p->staging), b, sizeof b),
             p->staging ? " (with staging)" : "", mib((double)p->codec, c, sizeof c),
-            mib((double)p->lora, d, sizeof d), mib((double)p->grads, e, sizeof e), mib((double)p->opt, g, sizeof g),
+            mib((double)p->lora, d, sizeof d), mib((double)p->grads, e, sizeof e), mib((double)p->opt, g, sizeof g), ema,
             mib((double)p->saved, h, sizeof h), mib((double)p->carry_grads, i2, sizeof i2), mib((double)p->work, j, sizeof j),
-            mib((double)p->workspace, k, sizeof k), mib((double)p->total, l, sizeof l));
+            at, mib((double)p->workspace, k, sizeof k), mib((double)p->total, l, sizeof l));
     fprintf(f, "  host: %s pinned\n", mib((double)p->host_pinned, a, sizeof a));
     fprintf(f, "  PCIe per micro-step: H2D %.2f GB, D2H %.2f GB\n", p->h2d_bytes / 1e9, p->d2h_bytes / 1e9);
     double cd = p->t_compute + p->t_decode_sm;

@@ -13,6 +13,12 @@
  *   + one block's working set: B x L x hidden x act_bytes x factor (80 for transformer blocks, measured;
  *     4 for embedders / final layer; docs/streaming.md derives the 24 for FLUX blocks)
  *   + workspace (cuBLASLt, attention; 512 MiB default)
+ *   + with train.ema_config.use_ema, the EMA's F32 shadows (4 bytes a trainable
+ *     parameter: all of them resident, or in the streamed state records and the two
+ *     stepping blocks' device slots) and its scratch of the largest trainable tensor
+ *     (train/ema.c)
+ *   + an adapter's transient per linear (LoKr: W + kron(w1, w2) built as the GEMM
+ *     operand and its chunked F32 products, tensor/ops_linear.c), the largest layer's
  * The budget is model.vram_budget_gb, or the device's free memory minus a
  * margin (1 GiB) when that is 0.
  *
@@ -121,6 +127,11 @@ typedef struct ork_plan_inputs {
     const int64_t *lora_params;  /* [n_blocks] or NULL: rank x (in + out) per default LoRA target */
     int param_bytes;             /* 0: 4 (F32) */
     double opt_bytes_per_param;  /* adamw 8, adamw8bit ~2.03; 0: 8 */
+    int ema;                     /* 1: train.ema_config.use_ema (F32 shadows, train/ema.c) */
+    int64_t lora_max_tensor;     /* the largest trainable tensor's elements (the EMA's scratch); 0: from the
+                                  * shapes (LoRA's down / up), or with lora_params the largest block's */
+    size_t adapter_transient;    /* bytes one adapted linear holds beside the block working set while it
+                                  * runs (LoKr: ork_plan_lokr_transient), the largest layer's; 0: none */
     /* activations */
     int batch;                   /* 0: 1 */
     int64_t img_tokens, txt_tokens;
@@ -162,6 +173,9 @@ typedef struct ork_stream_plan {
                                   * gradients' bytes at least the largest streamed block's load */
     int lend_applies;            /* the last prediction lent (set by it) */
     size_t lora, grads, opt, saved, carry_grads, work, workspace, total;
+    size_t ema;                  /* the EMA's device bytes (inputs' ema; 0 without) */
+    size_t adapter_transient;    /* the inputs' */
+    int64_t lora_max_tensor;     /* the largest trainable tensor's elements */
     /* host and PCIe */
     size_t host_pinned;
     double h2d_bytes, d2h_bytes; /* per optimizer step (one micro-batch) */
@@ -190,6 +204,14 @@ typedef struct ork_stream_plan {
     size_t keep_bytes;
     double keep_step_flops, t_step_kept;
 } ork_stream_plan;
+
+/* The bytes the linear op's LoKr path (tensor/ops_linear.c) holds at once for one
+ * layer of weight (N, K) with w1 (a, c), w2 (b, d) (N = a·b, K = c·d) and activations
+ * of act_bytes: the operand W + ΔW (N·K·act_bytes) with its F32 chunk of
+ * vec(w1)·vec(w2)ᵀ (forward, and again for dx), or the gradient's two F32 chunks of
+ * dyᵀ·x and its permutation; chunks of whole rows of w1 within 64 MiB (at least one
+ * row). Largest of the phases. */
+size_t ork_plan_lokr_transient(int64_t N, int64_t K, int64_t a, int64_t c, int act_bytes);
 
 /* *out on success; on failure ONE error line (what to change) is logged and
  * ORK_E_BUDGET returned. */

@@ -6,14 +6,46 @@
  * its ahead region. [control-thread] */
 #include "train/job.h"
 
+#include "plugin/model_decl.h"
+#include "train/lora.h"
 #include "util/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef ORAKUL_HAVE_CUDA
 #include "cuda/cuda_ctx.h"
 #endif
+
+/* LoKr (network.type lokr, train/lora.h): over the default targets, the
+ * largest transient the linear op builds (W + kron(w1, w2) and its chunks,
+ * ork_plan_lokr_transient) and the largest of w1 (a, c), w2 (b, d) or its
+ * low-rank pair (the EMA's scratch), with lora.c's factorization. */
+static void lokr_sizes(const job *j, ork_plan_inputs *in) {
+    const ork_network_config *nc = &j->p->network;
+    size_t worst = 0;
+    int64_t big = 0;
+    for (int i = 0; i < j->info.n_weights; i++) {
+        const ork_weight_decl *d = &j->info.weights[i];
+        size_t len = strlen(d->name);
+        char module[192];
+        if (!(d->flags & ORK_WEIGHT_LINEAR) || d->ndim != 2 || len < 8 || strcmp(d->name + len - 7, ".weight")) continue;
+        snprintf(module, sizeof module, "%.*s", (int)(len - 7), d->name);
+        if (!ork_model_lora_default_target(&j->info, d, module)) continue;
+        int64_t N = d->shape[0], K = d->shape[1], a, b, c, dd;
+        ork_lokr_factorization(N, nc->lokr_factor, &a, &b);
+        ork_lokr_factorization(K, nc->lokr_factor, &c, &dd);
+        size_t t = ork_plan_lokr_transient(N, K, a, c, in->act_bytes);
+        if (t > worst) worst = t;
+        int64_t w2 = !nc->lokr_full_rank && (double)nc->linear < (double)(b > dd ? b : dd) / 2.0 ? (b + dd) * nc->linear
+                                                                                                : b * dd;
+        if (a * c > big) big = a * c;
+        if (w2 > big) big = w2;
+    }
+    in->adapter_transient = worst;
+    in->lora_max_tensor = big;
+}
 
 /* The residency plan (core/stream/plan.h) from the config: what stays on the
  * device and what streams, checked against the budget before step 1. */
@@ -136,6 +168,8 @@ ork_status ork_train_make_plan(job *j, ork_device dev) {
     in.txt_tokens = j->info.context_len > 0 ? j->info.context_len : 512;
     in.act_bytes = dev == ORK_DEV_CPU ? 4 : 2;
     in.first_trainable = -1;
+    in.ema = j->p->train.use_ema != 0; /* train/ema.c's shadows and scratch */
+    if (j->p->network.type && !strcmp(j->p->network.type, "lokr")) lokr_sizes(j, &in);
     return ork_stream_plan_make(&in, &j->plan);
 }
 
