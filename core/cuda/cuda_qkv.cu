@@ -7,14 +7,17 @@
  * RMS-normalises q and k over D (F32 sum of squares, weight w), rounds the
  * normed value to the activation dtype (as the composition's rmsnorm output
  * is), rotates each pair (2j, 2j+1) by pe and writes q, k, v (B, H, L, D) at
- * the stream's offset in L, plus rstd (2, B, H, L). The values are those of
- * split + permute + rmsnorm + concat + rope up to the order of the F32 sum of
- * squares (one ulp of rstd, now and then one BF16 ulp of an output).
+ * the stream's offset in L, plus rstd (2, B, H, L). The arithmetic is the
+ * composition's (split + permute + rmsnorm + concat + rope on this backend),
+ * step for step and in the same order (see "The composition's arithmetic"
+ * below), so the results are meant to be the same bits.
  *
  * Backward, the same walk: the inverse rotation of dq/dk (rounded to the
  * activation dtype, as the composition's rope backward output is), the RMS
  * norm's input gradient from the saved rstd, dv moved, written as dqkv (B,
- * L_i, 3·H·D). The norm weights' gradients Σ_rows g·x·rstd are a column
+ * L_i, 3·H·D), again the composition's arithmetic. The norm weights'
+ * gradients Σ_rows g·x·rstd (the one result that is not the composition's
+ * bits: another partition of the rows) are a column
  * reduction: when asked for, every warp keeps its columns' partial sums over
  * the rows it walked (a fixed partition) in the context's scratch and a second
  * kernel adds them in a fixed order, so the result is deterministic.
@@ -25,7 +28,6 @@
 namespace {
 
 constexpr int WARPS = 8;                     /* warps per block */
-constexpr int MAXP = ORK_QKV_MAX_D / 64;     /* pairs per lane: D/2 pairs over 32 lanes */
 
 struct QkvK { /* the descriptor by value, with each stream's offset in L */
     int n;
@@ -63,17 +65,32 @@ __device__ __forceinline__ float rnd_dt(float v, int dt) {
     if (dt == ORK_F16) return __half2float(__float2half_rn(v));
     return v;
 }
-__device__ __forceinline__ float wsum(float v) {
-#pragma unroll
-    for (int s = 16; s; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    return v;
-}
+
+/* The composition's arithmetic, step for step (cuda_ew.cu: k_rmsnorm,
+ * k_rmsnorm_bwd, k_rope as compiled: their SASS was read with nvdisasm), so
+ * that the fused results equal it bit for bit:
+ * - a row's sum over C runs in norm_threads(C) threads (128 below C = 256,
+ *   256 from there to 1023), thread t adding fma(v, v, ·) over c = t, t + T,
+ *   ...; each warp sums its threads with the xor butterfly (16 .. 1) and lane
+ *   0's result goes to shared memory; the block adds those in warp order.
+ *   Here lane j holds the elements c = j + 32k (k < KMAX), i.e. composition
+ *   thread 32w + j owns k = w, w + NW, ...; the butterfly of each w runs in
+ *   this one warp and every lane takes lane 0's value.
+ * - rmsnorm: (x·rstd)·w; rope: y0 = fma(c, a, −(s·b)), y1 = fma(s, a, c·b)
+ *   for the pair (a, b) (the backward with s negated).
+ * - rmsnorm backward: Σ fma(x, dy·w, ·) as above, / C; dx = fma(rstd, dy·w,
+ *   −(((x·rstd)·rstd)·rstd)·s).
+ * The explicit __f*_rn intrinsics keep ptxas from contracting otherwise. */
+constexpr int KMAX = ORK_QKV_MAX_D / 32; /* elements per lane */
+
+__device__ __forceinline__ int comp_warps(int64_t D) { return D >= 256 ? 8 : 4; } /* norm_threads(D) / 32 */
 
 __global__ void __launch_bounds__(WARPS * 32) k_qkv_rope(QkvK p, const float *pe, void *q, void *k, void *v,
                                                          float *rstd, int dt) {
     const int lane = threadIdx.x & 31;
     const int64_t warp = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5), nwarp = (int64_t)gridDim.x * WARPS;
     const int64_t H = p.H, D = p.D, P = D / 2, HD = H * D, BHL = p.B * H * p.L;
+    const int nw = comp_warps(D), odd = lane & 1;
     for (int s = 0; s < p.n; s++) {
         const int64_t Ls = p.len[s], rows = p.B * Ls * H;
         const void *x = p.qkv[s];
@@ -82,31 +99,38 @@ __global__ void __launch_bounds__(WARPS * 32) k_qkv_rope(QkvK p, const float *pe
             const int64_t src = t * 3 * HD + h * D, orow = (b * H + h) * p.L + lg, dst = orow * D;
             for (int part = 0; part < 2; part++) {
                 const int64_t xo = src + part * HD;
-                float a[MAXP], c[MAXP], ss = 0.f;
+                float xv[KMAX];
 #pragma unroll
-                for (int j = 0; j < MAXP; j++) {
-                    const int64_t pi = lane + 32 * j;
-                    a[j] = c[j] = 0.f;
-                    if (pi < P) {
-                        a[j] = ork_ld(x, xo + 2 * pi, dt);
-                        c[j] = ork_ld(x, xo + 2 * pi + 1, dt);
-                        ss += a[j] * a[j] + c[j] * c[j];
-                    }
+                for (int kk = 0; kk < KMAX; kk++) {
+                    const int64_t c = lane + 32 * kk;
+                    xv[kk] = c < D ? ork_ld(x, xo + c, dt) : 0.f;
                 }
-                const float rs = rsqrtf(wsum(ss) / (float)D + p.eps);
+                float total = 0.f;
+                for (int w = 0; w < nw; w++) { /* composition thread 32w + lane, then its warp's butterfly */
+                    float acc = 0.f;
+#pragma unroll
+                    for (int kk = 0; kk < KMAX; kk++)
+                        if (kk % nw == w && lane + 32 * kk < D) acc = __fmaf_rn(xv[kk], xv[kk], acc);
+#pragma unroll
+                    for (int o = 16; o; o >>= 1) acc = __fadd_rn(__shfl_xor_sync(0xffffffffu, acc, o), acc);
+                    total = __fadd_rn(total, __shfl_sync(0xffffffffu, acc, 0));
+                }
+                const float rs = rsqrtf(total / (float)D + p.eps);
                 if (lane == 0) rstd[part * BHL + orow] = rs;
-                const void *w = p.w[part][s];
+                const void *wp = p.w[part][s];
                 const int wdt = p.wdt[part][s];
                 void *y = part ? k : q;
 #pragma unroll
-                for (int j = 0; j < MAXP; j++) {
-                    const int64_t pi = lane + 32 * j;
-                    if (pi >= P) continue;
-                    const float wa = w ? ork_ld(w, 2 * pi, wdt) : 1.f, wb = w ? ork_ld(w, 2 * pi + 1, wdt) : 1.f;
-                    const float na = rnd_dt(a[j] * rs * wa, dt), nb = rnd_dt(c[j] * rs * wb, dt);
+                for (int kk = 0; kk < KMAX; kk++) {
+                    const int64_t c = lane + 32 * kk;
+                    float nv = 0.f;
+                    if (c < D) nv = rnd_dt(__fmul_rn(__fmul_rn(xv[kk], rs), wp ? ork_ld(wp, c, wdt) : 1.f), dt);
+                    const float pv = __shfl_xor_sync(0xffffffffu, nv, 1); /* the pair's other element */
+                    if (c >= D) continue;
+                    const int64_t pi = c >> 1;
                     const float cs = pe[(lg * P + pi) * 2], sn = pe[(lg * P + pi) * 2 + 1];
-                    ork_st(y, dst + 2 * pi, cs * na - sn * nb, dt);
-                    ork_st(y, dst + 2 * pi + 1, sn * na + cs * nb, dt);
+                    const float out = odd ? __fmaf_rn(sn, pv, __fmul_rn(cs, nv)) : __fmaf_rn(cs, nv, -__fmul_rn(sn, pv));
+                    ork_st(y, dst + c, out, dt);
                 }
             }
             for (int64_t e = lane; e < D; e += 32) ork_st(v, dst + e, ork_ld(x, src + 2 * HD + e, dt), dt);
@@ -121,54 +145,62 @@ __global__ void __launch_bounds__(WARPS * 32) k_qkv_rope_bwd(QkvK p, const float
     const int lane = threadIdx.x & 31;
     const int64_t warp = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5), nwarp = (int64_t)gridDim.x * WARPS;
     const int64_t H = p.H, D = p.D, P = D / 2, HD = H * D, BHL = p.B * H * p.L;
+    const int nw = comp_warps(D), odd = lane & 1;
     for (int s = 0; s < p.n; s++) {
         const int64_t Ls = p.len[s], rows = p.B * Ls * H;
         const void *x = p.qkv[s];
         void *dx = o.dqkv[s];
-        float acc[2][MAXP][2];
+        float acc[2][KMAX];
 #pragma unroll
         for (int u = 0; u < 2; u++)
 #pragma unroll
-            for (int j = 0; j < MAXP; j++) acc[u][j][0] = acc[u][j][1] = 0.f;
+            for (int kk = 0; kk < KMAX; kk++) acc[u][kk] = 0.f;
         for (int64_t r = warp; r < rows; r += nwarp) {
             const int64_t h = r % H, t = r / H, l = t % Ls, b = t / Ls, lg = p.off[s] + l;
             const int64_t src = t * 3 * HD + h * D, orow = (b * H + h) * p.L + lg, dst = orow * D;
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const void *dy = u ? dk : dq;
-                const void *w = p.w[u][s];
+                const void *wp = p.w[u][s];
                 const int wdt = p.wdt[u][s];
                 const int64_t xo = src + u * HD;
                 const float rs = rstd[u * BHL + orow];
-                float a[MAXP], c[MAXP], ga[MAXP], gc[MAXP], wa[MAXP], wb[MAXP], sm = 0.f;
+                float xv[KMAX], gw[KMAX], gv[KMAX];
 #pragma unroll
-                for (int j = 0; j < MAXP; j++) {
-                    const int64_t pi = lane + 32 * j;
-                    a[j] = c[j] = ga[j] = gc[j] = 0.f;
-                    wa[j] = wb[j] = 1.f;
-                    if (pi >= P) continue;
-                    a[j] = ork_ld(x, xo + 2 * pi, dt);
-                    c[j] = ork_ld(x, xo + 2 * pi + 1, dt);
-                    if (w) { wa[j] = ork_ld(w, 2 * pi, wdt); wb[j] = ork_ld(w, 2 * pi + 1, wdt); }
-                    if (dy) { /* Rᵀ: the rope kernel's inverse with s negated */
+                for (int kk = 0; kk < KMAX; kk++) {
+                    const int64_t c = lane + 32 * kk;
+                    const float d0 = dy && c < D ? ork_ld(dy, dst + c, dt) : 0.f;
+                    const float dp = __shfl_xor_sync(0xffffffffu, d0, 1);
+                    xv[kk] = gv[kk] = gw[kk] = 0.f;
+                    if (c >= D) continue;
+                    xv[kk] = ork_ld(x, xo + c, dt);
+                    if (dy) { /* Rᵀ: the rope kernel's inverse, s negated */
+                        const int64_t pi = c >> 1;
                         const float cs = pe[(lg * P + pi) * 2], sn = -pe[(lg * P + pi) * 2 + 1];
-                        const float da = ork_ld(dy, dst + 2 * pi, dt), db = ork_ld(dy, dst + 2 * pi + 1, dt);
-                        ga[j] = rnd_dt(cs * da - sn * db, dt);
-                        gc[j] = rnd_dt(sn * da + cs * db, dt);
+                        gv[kk] = rnd_dt(odd ? __fmaf_rn(sn, dp, __fmul_rn(cs, d0)) : __fmaf_rn(cs, d0, -__fmul_rn(sn, dp)), dt);
                     }
-                    sm += ga[j] * wa[j] * a[j] + gc[j] * wb[j] * c[j];
+                    gw[kk] = __fmul_rn(gv[kk], wp ? ork_ld(wp, c, wdt) : 1.f);
                 }
-                sm = wsum(sm) / (float)D;
+                float total = 0.f;
+                for (int w = 0; w < nw; w++) {
+                    float a = 0.f;
 #pragma unroll
-                for (int j = 0; j < MAXP; j++) {
-                    const int64_t pi = lane + 32 * j;
-                    if (pi >= P) continue;
+                    for (int kk = 0; kk < KMAX; kk++)
+                        if (kk % nw == w && lane + 32 * kk < D) a = __fmaf_rn(xv[kk], gw[kk], a);
+#pragma unroll
+                    for (int oo = 16; oo; oo >>= 1) a = __fadd_rn(__shfl_xor_sync(0xffffffffu, a, oo), a);
+                    total = __fadd_rn(total, __shfl_sync(0xffffffffu, a, 0));
+                }
+                const float sm = total / (float)D;
+#pragma unroll
+                for (int kk = 0; kk < KMAX; kk++) {
+                    const int64_t c = lane + 32 * kk;
+                    if (c >= D) continue;
                     if (dx) {
-                        ork_st(dx, xo + 2 * pi, rs * (ga[j] * wa[j]) - a[j] * rs * rs * rs * sm, dt);
-                        ork_st(dx, xo + 2 * pi + 1, rs * (gc[j] * wb[j]) - c[j] * rs * rs * rs * sm, dt);
+                        const float t3 = __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(xv[kk], rs), rs), rs), sm);
+                        ork_st(dx, xo + c, __fmaf_rn(rs, gw[kk], -t3), dt);
                     }
-                    acc[u][j][0] += ga[j] * a[j] * rs;
-                    acc[u][j][1] += gc[j] * c[j] * rs;
+                    acc[u][kk] += gv[kk] * xv[kk] * rs;
                 }
             }
             if (dx)
@@ -180,9 +212,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_qkv_rope_bwd(QkvK p, const float
             for (int u = 0; u < 2; u++) {
                 float *pp = part + (((int64_t)s * 2 + u) * nwarp + warp) * D;
 #pragma unroll
-                for (int j = 0; j < MAXP; j++) {
-                    const int64_t pi = lane + 32 * j;
-                    if (pi < P) { pp[2 * pi] = acc[u][j][0]; pp[2 * pi + 1] = acc[u][j][1]; }
+                for (int kk = 0; kk < KMAX; kk++) {
+                    const int64_t c = lane + 32 * kk;
+                    if (c < D) pp[c] = acc[u][kk];
                 }
             }
         }
