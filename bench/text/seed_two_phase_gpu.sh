@@ -15,9 +15,14 @@
 #           while the machine stays warm: after bench/text/llm_bench_gpu.sh build, seconds)
 #   make    the encoder's shards ($SEED2_DIR, default $TMPDIR/orakul_seed2; kept for `run`)
 #   plan    `orakul plan` of the job (the encode's plan, then the denoiser's)
-#   run     `orakul run`: phase 1 (encode) and phase 2 (the steps) times, then the shards deleted
+#   run     `orakul run`: phase 1 (encode) and phase 2 (the steps) times; the shards are deleted as
+#           soon as the log says the captions are encoded (the 64 GiB disk then holds the 15.6 GB
+#           LoRA instead), the job's output after the report (KEEP=1 keeps both)
 # Usage (repo root; carry .gpu-deps): bash bench/text/seed_two_phase_gpu.sh [build] [make] [plan] [run]
-#        (no phase: all four; a cold build-gpu may need its own call: `... build`, then `... make plan run`)
+#        (no phase: all four). Expected on the H200: build 3-4 min cold (seconds when build-gpu/ is
+#        warm), make ~1.5 min, plan ~20 s, run ~3.5 min (encode ~30 s, FLUX.2-dev's r1280 set-up ~2 min,
+#        4 steps, the LoRA's save ~30 s): with a cold build, two calls — `... build`, then
+#        `... make plan run` on the same (warm) machine.
 # Env: N (captions, 64), STEPS (4), BUDGET (24), RANK (1280), RES (512), KEEP=1 keeps the shards.
 # Logs in $OUT: seed2_build.log, seed2_make.log, seed2_plan.log, seed2_run.log.
 # CPU dry run of everything but the run: ORAKUL_CUDA=OFF bash ... plan with SEED2_HEADERS=1
@@ -45,13 +50,21 @@ ds=/tmp/ork-seed2/ds$RES; y=/tmp/ork-seed2/seed2.yaml; out=/tmp/ork-seed2/out
 make_job() {
   rm -rf "$ds" "$out"; mkdir -p "$ds"
   python3 - "$ds" "$RES" "$N" <<'EOF'
+import shutil
 import sys
-from PIL import Image
 ds, res, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-im = Image.open("assets/photos/astronaut.png").convert("RGB").resize((res, res), Image.BICUBIC)
+src = "assets/photos/astronaut.png"  # 512 x 512
+try:
+    from PIL import Image
+    im = Image.open(src).convert("RGB").resize((res, res), Image.BICUBIC)
+except ImportError:  # no PIL here: the photo as it is (the dataset's buckets resize it)
+    im = None
 caps = [l.strip() for l in open("tests/fixtures/text/captions.txt", encoding="utf-8", errors="replace") if l.strip()]
 for i in range(n):
-    im.save("%s/img%04d.png" % (ds, i))
+    if im is not None:
+        im.save("%s/img%04d.png" % (ds, i))
+    else:
+        shutil.copy(src, "%s/img%04d.png" % (ds, i))
     open("%s/img%04d.txt" % (ds, i), "w", encoding="utf-8").write(caps[i % len(caps)] + (" #%d" % i if i >= len(caps) else ""))
 EOF
   sed -e "s#@RANK@#$RANK#g" -e "s#@RES@#$RES#g" -e "s#@OUT@#$out#" -e "s#@DS@#$ds#" -e "s#@STEPS@#$STEPS#" \
@@ -74,8 +87,15 @@ for ph in $phases; do
     rc=$?; echo "== build rc=$rc in $(( $(date +%s) - t0 )) s"; tail -3 "$OUT/seed2_build.log"
     [ $rc -eq 0 ] || exit 1 ;;
   make)
-    df -h "$(dirname "$D")" | tail -1; free -g | head -2
-    rm -rf "$D"; mkdir -p "$D"
+    rm -rf "$D" /tmp/ork-seed2/out; mkdir -p "$D"
+    df -h "$D" | tail -1; free -g | head -2
+    # 35 GB of shards (deleted by `run` once the encode is done, before the 15.6 GB LoRA is saved)
+    if [ -z "${SEED2_HEADERS:-}" ]; then
+      avail=$(df -k --output=avail "$D" | tail -1)
+      if [ "${avail:-0}" -lt 38000000 ] 2>/dev/null; then
+        echo "== make: $D has $(( ${avail:-0} / 1048576 )) GiB free; the shards need 35 GB (SEED2_DIR elsewhere)"; exit 1
+      fi
+    fi
     if [ -n "${SEED2_HEADERS:-}" ]; then mode=--headers-only; else mode=--make-only; fi
     timeout $(left) python3 bench/text/bench_llm.py $mode --which mistral --dir "$D" > "$OUT/seed2_make.log" 2>&1
     rc=$?; echo "== make ($mode) rc=$rc in $(( $(date +%s) - t0 )) s"; tail -3 "$OUT/seed2_make.log"
@@ -87,15 +107,25 @@ for ph in $phases; do
     grep -E "^text|^  |predicted|error|host" "$OUT/seed2_plan.log" | head -24 ;;
   run)
     make_job
+    [ -d "$D/mistral" ] || { echo "== run: no shards in $D/mistral (run the make phase first, on the same machine)"; exit 1; }
+    : > "$OUT/seed2_run.log"
+    # the shards are read by the encode only: deleted once it is done (the disk then holds the LoRA)
+    if [ -z "${KEEP:-}" ]; then
+      ( while kill -0 $$ 2>/dev/null && ! grep -qE "text: [0-9]+ captions: [0-9]+ encoded" "$OUT/seed2_run.log"; do
+          sleep 2; done; rm -rf "$D" ) &
+      watcher=$!
+    fi
     timeout $(left) $B/bin/orakul run $y > "$OUT/seed2_run.log" 2>&1
     rc=$?; t_all=$(( $(date +%s) - t0 ))
+    [ -n "${watcher:-}" ] && kill $watcher 2>/dev/null
     echo "== run rc=$rc in $t_all s (N $N captions, r$RANK $RES², budget $BUDGET GiB, $STEPS steps)"
     grep -E "text encode|text: |streaming|plan|ready in|^step|error|peak" "$OUT/seed2_run.log" | grep -v "^step [3-9]/" | head -24
     # phase 1: the encode's own line; phase 2: the steps after the first (the first warms up)
     enc=$(grep -oE "text: [0-9]+ captions: [0-9]+ encoded \([0-9.]+ s\)" "$OUT/seed2_run.log" | tail -1)
     step=$(grep -oE "^step [0-9]+/[0-9]+.*" "$OUT/seed2_run.log" | tail -n +2 | grep -oE "[0-9.]+ s/it" | head -5 | tr '\n' ' ')
     echo "== phase 1 (encode): ${enc:-not found}; phase 2 (train): ${step:-see seed2_run.log}"
-    [ -n "${KEEP:-}" ] || rm -rf "$D" ;;
+    [ $rc -eq 0 ] || tail -5 "$OUT/seed2_run.log"
+    [ -n "${KEEP:-}" ] || rm -rf "$D" "$out" ;;
   *) echo "unknown phase $ph (build make plan run)"; exit 2 ;;
   esac
 done
