@@ -15,7 +15,9 @@
  *    components equal, bit for bit, what the FLUX plugin's own codecs gave
  *    before the move (tests/fixtures/codec_old_path.safetensors, written by
  *    tests/reference/codec_old_path.sh from revision 26cb3c1): vae1, vae2,
- *    pixel, and taef1 when ../shared/assets/taef1 holds its weights. */
+ *    pixel, and taef1 when ../shared/assets/taef1 holds its weights; with a
+ *    C library other than glibc (Windows), whose float functions round a last
+ *    bit differently, to the tolerance written in same_as_old. */
 #include "../flux/flux_test_util.h"
 
 #include <sys/stat.h>
@@ -431,10 +433,33 @@ static int same_as_old(const char *c, const char *const *kv, ork_st_file *old, o
         const ork_st_tensor *o = ork_st_find(old, name);
         int same = o && o->dtype == ORK_F32 && o->nbytes == n[k] * sizeof(float) && !memcmp(o->data, got[k], o->nbytes);
         size_t diff = 0;
-        for (size_t i = 0; o && !same && i < n[k] && (i + 1) * sizeof(float) <= o->nbytes; i++)
-            diff += memcmp((const float *)(const void *)o->data + i, got[k] + i, sizeof(float)) != 0;
+        double M = 0, worst = 0, e2 = 0, r2 = 0;
+        for (size_t i = 0; o && !same && i < n[k] && (i + 1) * sizeof(float) <= o->nbytes; i++) {
+            float r;
+            memcpy(&r, o->data + i * sizeof(float), sizeof r);
+            double d = fabs((double)got[k][i] - (double)r);
+            diff += memcmp(&r, got[k] + i, sizeof(float)) != 0;
+            M = fmax(M, fabs((double)r));
+            worst = isnan(d) ? INFINITY : fmax(worst, d);
+            e2 += d * d, r2 += (double)r * r;
+        }
+        double l2 = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
         printf("\n    %-14s %s", name, same ? "bit for bit" : o ? "DIFFERS" : "absent from the fixture");
-        if (!same && o) printf(" (%zu of %zu elements)", diff, n[k]);
+        if (!same && o)
+            printf(" (%zu of %zu elements; max|err| %.3g of max|ref|, L2 %.3g)", diff, n[k], M > 0 ? worst / M : worst, l2);
+        /* Not glibc (ORK_TEST_GLIBC_BITS): the fixture's last bits came from glibc's
+         * expf / tanhf, this C library rounds a few of them the other way, and the
+         * codec carries those bits on. The same values to a float's precision: tokens
+         * and decoded within 1e-5 of max|ref| (measured under Wine: 2e-6 at most); a
+         * gradient through ReLUs (TAEF1's decoder) flips masks where a pre-activation
+         * is within rounding of 0 (test_flux_taef1.c: torch F32 vs F64, 1.2e-3 in
+         * L2), so it is held in L2, 1e-2, and within 1e-2 of max|ref| per element
+         * (measured: 1.3e-3; a broken backward is O(1)). */
+        if (!same && o && !ORK_TEST_GLIBC_BITS && o->nbytes == n[k] * sizeof(float) &&
+            (k < 2 ? worst <= 1e-5 * M : worst <= 1e-5 * M || (l2 <= 1e-2 && worst <= 1e-2 * M))) {
+            printf(", within tolerance (not glibc's libm)");
+            same = 1;
+        }
         ok = same;
     }
     free(img); free(R); free(th); free(dh); free(gh);

@@ -5,7 +5,7 @@
  * functions directly, which this header gives them over the platform layer or
  * the C runtime: mkdir(path, mode), setenv / unsetenv, mkdtemp, realpath,
  * lstat, utimensat (whole seconds), getline, open_memstream (a temporary file whose bytes fclose hands back),
- * symlink (ENOSYS: Windows needs a privilege for it), geteuid (0: see below), the <sys/wait.h>
+ * symlink (a copy: Windows needs a privilege for links), geteuid (0: see below), the <sys/wait.h>
  * macros for system()'s result (the exit code itself on Windows), and
  * system() itself for the three shell commands the tests give it for their
  * scratch folders — "rm -rf", "mkdir -p" and "cp [-r]" on single-quoted or
@@ -91,11 +91,6 @@ static inline char *realpath(const char *path, char *out) {
  * permissions do not for root on POSIX: the tests' "as root" branch applies */
 static inline int geteuid(void) { return 0; }
 
-static inline int symlink(const char *target, const char *path) {
-    (void)target, (void)path;
-    errno = ENOSYS;
-    return -1;
-}
 
 static inline ssize_t getline(char **line, size_t *cap, FILE *f) {
     size_t n = 0;
@@ -209,6 +204,25 @@ static inline int ork_tw_cp(const char *from, const char *to, int recursive) {
     if (in) fclose(in);
     if (out && fclose(out) != 0) rc = -1;
     return rc;
+}
+
+/* symlink(target, path): a copy of target (a file, or a folder and all it
+ * holds) at path. Windows makes symbolic links only with a privilege (or
+ * developer mode) that a user's account and Wine's prefix may lack; the tests
+ * link read-only fixtures into a scratch layout (a model folder, a Hugging
+ * Face cache), for which a copy reads the same. A relative target is taken
+ * from path's folder, as a link's is. Fails (EEXIST) when path exists. */
+static inline int symlink(const char *target, const char *path) {
+    char from[PATH_MAX];
+    int abs = ork_path_is_sep(target[0]) || (target[0] && target[1] == ':');
+    size_t dl = 0;
+    for (size_t i = 0; path[i]; i++)
+        if (ork_path_is_sep(path[i])) dl = i + 1;
+    if (abs || dl == 0) snprintf(from, sizeof from, "%s", target);
+    else snprintf(from, sizeof from, "%.*s%s", (int)dl, path, target);
+    if (ork_path_exists(path)) return errno = EEXIST, -1;
+    if (!ork_path_exists(from)) return errno = ENOENT, -1;
+    return ork_tw_cp(from, path, 1) == 0 ? 0 : (errno = errno ? errno : EIO, -1);
 }
 
 /* The next word of a command line: bare, or in single quotes; NULL at the end. */

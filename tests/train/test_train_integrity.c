@@ -142,7 +142,7 @@ static int st_rewrite(const char *path, mutate_fn fn, void *ctx, const char *met
     for (size_t i = 0; bufs && i < n; i++) free(bufs[i]);
     free(bufs);
     ork_st_close(f);
-    return ok && rename(tmp, path) == 0 ? 0 : -1;
+    return ok && ork_path_replace(tmp, path) == ORK_OK ? 0 : -1; /* rename(2) refuses an existing path on Windows */
 }
 
 /* Flip one bit of the byte at `from_end` bytes before the end of the file. */
