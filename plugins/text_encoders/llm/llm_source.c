@@ -8,7 +8,8 @@
  * "language_model.model." in 4, "model.language_model." in 5; Qwen3 / Mistral
  * causal LMs: "model."); the vision tower, projector and lm_head are never
  * read. Loading joins q|k|v and gate|up and permutes q / k rows (llm.h) in
- * one buffer reused from weight to weight; every other weight is put straight
+ * one buffer reused from weight to weight; every other weight, and gate|up
+ * when the file holds gate_proj and up_proj back to back, is put straight
  * from the file's mapping (the core's store copies it where it lives: the
  * device, or a streamed block's pinned host region).
  * Owns nothing beyond the llm_model fields it fills. */
@@ -372,8 +373,13 @@ static ork_status put_parts(llm_model *m, const ork_weight_sink *sink, const ork
                 (long long)rows, (long long)want_rows);
         return ORK_E_FORMAT;
     }
-    int direct = np == 1 && !p[0].hd;
-    if (direct && !fp8) return sink->put(sink, d->name, t[0].dtype, t[0].data);
+    /* one part, or parts the file keeps back to back in order, none permuted (gate|up: the
+     * safetensors writers order tensors by name, gate_proj's bytes end where up_proj's begin):
+     * put straight from the mapping, nothing assembled */
+    int direct = same && !fp8;
+    for (int i = 0; i < np && direct; i++)
+        direct = !p[i].hd && (i == 0 || (const char *)t[i].data == (const char *)t[i - 1].data + t[i - 1].nbytes);
+    if (direct) return sink->put(sink, d->name, t[0].dtype, t[0].data);
     if (fp8 && (!same || !(d->flags & ORK_WEIGHT_LINEAR))) {
         LLM_LOG(m, ORK_LEVEL_ERROR, "%s: %s: fp8 is read for linear weights stored all in one fp8 dtype", m->ck.path,
                 d->name);
