@@ -27,6 +27,7 @@
  *       the median over `repeats` of the mean of 20 back-to-back calls (events).
  * Owns nothing beyond main. */
 #include "numerics/half.h"
+#include "platform/platform.h"
 #include "plugin/registry.h"
 #include "util/log.h"
 
@@ -37,8 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #ifdef ORAKUL_HAVE_CUDA
 #include "cuda/cuda_ctx.h"
@@ -68,14 +67,9 @@ static int make(const char *name, int64_t block, inst *out) {
     return out->vt->create(&pc->host, buf, &out->self) != ORK_OK;
 }
 
-static double clk(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static double now(void) { return clk(CLOCK_MONOTONIC); }
+static double now(void) { return 1e-9 * (double)ork_time_ns(); }
 /* Process CPU seconds: with the wall time it tells a contended box apart. */
-static double cpu_now(void) { return clk(CLOCK_PROCESS_CPUTIME_ID); }
+static double cpu_now(void) { return 1e-9 * (double)ork_process_cpu_ns(); }
 static double g_cpu0;
 static double g_cpu_per_run;
 
@@ -109,7 +103,7 @@ static int speed(int reps) {
     uint8_t *q = malloc(n * 2), *out = malloc(n * 4);
     if (!w || !wf || !s || !t || !q || !out) { fprintf(stderr, "out of memory\n"); return 1; }
     for (size_t i = 0; i < n; i++) { wf[i] = 0.02f * gauss(); w[i] = ork_f32_to_bf16(wf[i]); }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = ork_cpu_count();
     printf("quant plugin, CPU: %lld x %lld weight, median of %d after a warm-up, %ld online CPUs\n",
            (long long)rows, (long long)cols, reps, ncpu);
     printf("%-24s %-8s %7s %9s %9s %10s\n", "op", "scales", "threads", "ms", "GB/s", "cpu ns/el");

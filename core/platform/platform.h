@@ -145,7 +145,8 @@ int ork_path_access(const char *path, int write);
 
 /* Atomically replace `to` by `from` (both in one folder) and make the rename
  * durable: rename + fsync of the folder (POSIX); MoveFileExW with
- * MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH (Windows). */
+ * MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH (Windows, where a `to`
+ * that another process holds open refuses it: retried for up to 5 s). */
 ork_status ork_path_replace(const char *from, const char *to);
 /* fsync of a folder, so that names created or renamed in it survive a crash
  * (POSIX; a no-op on Windows, where MOVEFILE_WRITE_THROUGH does it). */
@@ -205,6 +206,11 @@ long ork_pid(void);
 int ork_pid_alive(long pid);
 /* Nanoseconds of a monotonic clock (only differences mean anything). */
 uint64_t ork_time_ns(void);
+/* Nanoseconds of CPU time this process has used, all its threads, user and
+ * system (clock_gettime CLOCK_PROCESS_CPUTIME_ID; GetProcessTimes, in 100 ns
+ * ticks); 0 when the system will not say. For benchmarks: next to the wall
+ * time it tells a contended machine apart. */
+uint64_t ork_process_cpu_ns(void);
 /* Sleep at least us microseconds (Windows: whole milliseconds; under 1000 a yield). */
 void ork_sleep_us(uint32_t us);
 /* The environment: getenv (NULL when unset); set (value NULL: unset). */

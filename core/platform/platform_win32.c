@@ -475,9 +475,25 @@ ork_status ork_dir_sync(const char *dir) {
     return ORK_OK;
 }
 
+/* MoveFileExW refuses to replace a file that another process holds open
+ * (the C runtime's and most programs' opens do not share delete access) or
+ * maps: a reader of the checkpoint, a virus scanner or the search indexer
+ * looking at the file for a moment. Those refusals (access denied, sharing or
+ * lock violation) are retried for up to REPLACE_WAIT_MS, with waits of 1, 2,
+ * 4 ... 64 ms; any other failure, or one that lasts, is returned. */
+#define REPLACE_WAIT_MS 5000u
 ork_status ork_path_replace(const char *from, const char *to) {
     wchar_t *a = wpath(from), *b = a ? wpath(to) : NULL;
-    BOOL ok = a && b && MoveFileExW(a, b, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH);
+    BOOL ok = FALSE;
+    for (DWORD waited = 0, nap = 1; a && b; waited += nap, nap = nap < 64 ? nap * 2 : 64) {
+        if ((ok = MoveFileExW(a, b, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH))) break;
+        DWORD e = GetLastError();
+        if ((e != ERROR_ACCESS_DENIED && e != ERROR_SHARING_VIOLATION && e != ERROR_LOCK_VIOLATION) ||
+            waited >= REPLACE_WAIT_MS)
+            break;
+        Sleep(nap);
+        SetLastError(e);
+    }
     ork_status s = ok ? ORK_OK : (a && b ? os_fail() : ORK_E_IO);
     free(a), free(b);
     return s;
@@ -694,6 +710,14 @@ uint64_t ork_time_ns(void) {
     QueryPerformanceCounter(&c);
     uint64_t f = (uint64_t)freq.QuadPart, t = (uint64_t)c.QuadPart;
     return t / f * 1000000000u + t % f * 1000000000u / f;
+}
+
+uint64_t ork_process_cpu_ns(void) {
+    FILETIME c, e, k, u;
+    if (!GetProcessTimes(GetCurrentProcess(), &c, &e, &k, &u)) return 0;
+    uint64_t kt = (uint64_t)k.dwHighDateTime << 32 | k.dwLowDateTime;
+    uint64_t ut = (uint64_t)u.dwHighDateTime << 32 | u.dwLowDateTime;
+    return (kt + ut) * 100u; /* 100 ns ticks */
 }
 
 void ork_sleep_us(uint32_t us) { Sleep(us / 1000); /* Sleep(0) yields */ }

@@ -470,6 +470,14 @@ static void test_system(void) {
     ork_sleep_us(2000);
     uint64_t t1 = ork_time_ns();
     CU_ASSERT(t1 > t0); /* monotonic and moving */
+    /* process CPU time: moves while this thread computes (Windows counts it in
+     * ticks of ~15.6 ms: spin until it moves, for at most 10 s of wall time) */
+    uint64_t c0 = ork_process_cpu_ns(), c1 = c0;
+    volatile double sink = 0;
+    for (uint64_t w0 = ork_time_ns(); c1 == c0 && ork_time_ns() - w0 < 10000000000u; c1 = ork_process_cpu_ns())
+        for (int i = 0; i < 100000; i++) sink += i * 0.5;
+    CU_ASSERT(c0 > 0);
+    CU_ASSERT(c1 > c0);
     size_t pg = ork_page_size();
     CU_ASSERT(pg >= 4096 && (pg & (pg - 1)) == 0);
     CU_ASSERT(ork_cpu_count() >= 1);

@@ -95,6 +95,11 @@ static void test_kill_and_resume(void) {
         ork_proc_wait(proc, ORK_PROC_FOREVER, &st);
         ork_proc_free(proc);
         int was_killed = !ended && st == 137; /* 128 + SIGKILL; TerminateProcess's code */
+        if (ended) { /* it ended before the kill: say how */
+            char *t = tt_read_all(le, NULL);
+            printf("  kill %d: orakul ended by itself, exit %d; its stderr:\n%s\n", k, st, t ? t : "");
+            free(t);
+        }
         killed += was_killed;
         in_save += hit_tmp && was_killed;
 
