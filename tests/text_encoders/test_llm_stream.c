@@ -2,8 +2,8 @@
  * core's block streamer (core/text/cond_run.c, ork_tc_lm_streamer; issue #29:
  * every weight put once into pinned host memory, two device slots, block k+1
  * over the link while block k runs) with the llm plugin, on the CPU. A Qwen3
- * checkpoint written here with random BF16 weights (27 of 36 layers, width
- * 32; the token table as wide as tok_flux2/qwen3's ids), a model of one txt
+ * checkpoint written here with random BF16 weights (llm_ckpt.h: 27 of 36
+ * layers, width 32; the token table as wide as tok_flux2/qwen3's ids), a model of one txt
  * slot with Qwen3's chat template:
  *  - streamed == resident == the per-block layer-major store
  *    (ORAKUL_TEXT_STREAM=0) bit for bit, the same chunks; the streamer reads
@@ -24,8 +24,7 @@
 #include "ork_test.h"
 #include "plugin_test_util.h"
 
-#include "io/safetensors.h"
-#include "numerics/half.h"
+#include "llm_ckpt.h"
 #include "text/cond_internal.h"
 #include "text/cond_plan.h"
 #include "text/conditioner.h"
@@ -64,76 +63,6 @@ static void log_sink(ork_log_level lvl, const char *line, void *user) {
     if (lvl < ORK_LOG_WARN && strstr(line, "text encode ")) snprintf(info_line, sizeof info_line, "%s", line);
 }
 
-/* ---- the checkpoint: every tensor of a Qwen3 layer from one table ------------------------------- */
-
-typedef struct tdef {
-    const char *name; /* after "model.layers.N." */
-    int rows, cols;   /* cols 0: a norm scale */
-} tdef;
-
-static int add_bf16(ork_st_writer *w, uint16_t **keep, int *nk, const char *name, int64_t rows, int64_t cols,
-                    uint64_t *seed) {
-    int64_t n = rows * (cols ? cols : 1), sh[2] = {rows, cols};
-    float *v = malloc((size_t)n * sizeof *v);
-    uint16_t *h = malloc((size_t)n * sizeof *h);
-    if (!v || !h) return free(v), free(h), 1;
-    float s = cols ? 1.0f / sqrtf((float)cols) : 0.5f;
-    for (int64_t i = 0; i < n; i++) {
-        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        float u = (float)((*seed >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
-        v[i] = cols ? s * u : 1.0f + s * u;
-    }
-    ork_bf16_from_f32(v, (size_t)n, h);
-    free(v);
-    keep[(*nk)++] = h;
-    return ork_st_writer_add(w, name, ORK_BF16, cols ? 2 : 1, sh, h, (uint64_t)n * 2) != ORK_OK;
-}
-
-static int write_qwen3(const char *dir) {
-    enum { H = 4, KV = 2, DH = 8, FF = 64, NL = 27 };
-    static const tdef layer[] = {{"self_attn.q_proj.weight", H * DH, W},  {"self_attn.k_proj.weight", KV * DH, W},
-                                 {"self_attn.v_proj.weight", KV * DH, W}, {"self_attn.o_proj.weight", W, H * DH},
-                                 {"self_attn.q_norm.weight", DH, 0},      {"self_attn.k_norm.weight", DH, 0},
-                                 {"mlp.gate_proj.weight", FF, W},         {"mlp.up_proj.weight", FF, W},
-                                 {"mlp.down_proj.weight", W, FF},         {"input_layernorm.weight", W, 0},
-                                 {"post_attention_layernorm.weight", W, 0}};
-    const int per = (int)(sizeof layer / sizeof layer[0]);
-    char p[700], name[200];
-    snprintf(p, sizeof p, "%s/text_encoder", dir);
-    if (mkdir(dir, 0755) || mkdir(p, 0755)) return 1;
-    ork_st_writer *w = NULL;
-    if (ork_st_writer_new(&w) != ORK_OK) return 1;
-    static uint16_t *keep[NL * 11 + 2];
-    int nk = 0, e = 0;
-    uint64_t seed = 29;
-    e |= add_bf16(w, keep, &nk, "model.embed_tokens.weight", 151936, W, &seed);
-    for (int l = 0; l < NL && !e; l++)
-        for (int j = 0; j < per; j++) {
-            snprintf(name, sizeof name, "model.layers.%d.%s", l, layer[j].name);
-            e |= add_bf16(w, keep, &nk, name, layer[j].rows, layer[j].cols, &seed);
-        }
-    snprintf(p, sizeof p, "%s/text_encoder/model.safetensors", dir);
-    if (!e) e |= ork_st_writer_commit(w, p) != ORK_OK;
-    ork_st_writer_free(w);
-    for (int i = 0; i < nk; i++) free(keep[i]);
-    snprintf(p, sizeof p, "%s/text_encoder/config.json", dir);
-    FILE *f = fopen(p, "w");
-    if (!f) return 1;
-    fprintf(f, "{\"model_type\": \"qwen3\", \"num_hidden_layers\": 36, \"head_dim\": %d, \"num_attention_heads\": %d, "
-            "\"num_key_value_heads\": %d, \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000.0}\n", DH, H, KV);
-    fclose(f);
-    snprintf(p, sizeof p, "%s/tokenizer", dir);
-    if (mkdir(p, 0755)) return 1;
-    static const char *const files[] = {"tokenizer.json.gz", "tokenizer_config.json"};
-    for (int i = 0; i < 2 && !e; i++) {
-        char t[700];
-        snprintf(t, sizeof t, "%s/%s", TOKDIR, files[i]);
-        snprintf(p, sizeof p, "%s/tokenizer/%s", dir, files[i]);
-        e |= symlink(t, p) != 0;
-    }
-    return e;
-}
-
 static int init(void) {
     ork_log_set_sink(log_sink, NULL);
     if (ork_test_registry_open(ORK_PLUGIN_DIR "/orakul-llm" ORK_PLUGIN_SUFFIX, &reg) ||
@@ -143,7 +72,10 @@ static int init(void) {
     if (!mkdtemp(tmp)) return 1;
     char d[400];
     snprintf(d, sizeof d, "%s/qwen3", tmp);
-    return write_qwen3(d);
+    static const char *const files[] = {"tokenizer.json.gz", "tokenizer_config.json", NULL};
+    llm_ckpt c = {.qwen = 1, .width = W, .layers = 27, .cfg_layers = 36, .heads = 4, .kv_heads = 2, .head_dim = 8,
+                  .ff = 64, .vocab = 151936, .tokdir = TOKDIR, .tokfiles = files, .seed = 29};
+    return llm_ckpt_write(d, &c);
 }
 
 static int clean(void) {
