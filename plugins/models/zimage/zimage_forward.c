@@ -241,6 +241,15 @@ static ork_status ffn(zi_model *z, ork_graph *g, ork_tensor *x, const char *p, o
     return lin(z, g, a, n, 0, y);
 }
 
+/* *x += gate·r (gate NULL: *x += r): the fused gated_add where the core has it
+ * (ABI 1.4; one kernel each way on CUDA), else mul + add (the same values). */
+static ork_status residual(zi_model *z, ork_graph *g, ork_tensor **x, ork_tensor *gate, ork_tensor *r) {
+    if (!gate) return z->ops->add(g, *x, r, x);
+    if (ork_ops_has_fused(z->ops)) return z->ops->gated_add(g, *x, gate, r, x);
+    TRY(z->ops->mul(g, r, gate, &r));
+    return z->ops->add(g, *x, r, x);
+}
+
 /* One ZImageTransformerBlock on *x (zimage.h); modulated ones read the
  * timestep conditioning adaln. */
 static ork_status transformer(zi_model *z, ork_graph *g, const char *p, ork_tensor **x, ork_tensor *pe,
@@ -266,16 +275,14 @@ static ork_status transformer(zi_model *z, ork_graph *g, const char *p, ork_tens
     TRY(attention(z, g, h, p, pe, &r));
     snprintf(n, sizeof n, "%s.attention_norm2", p);
     TRY(rms(z, g, r, n, &r));
-    if (adaln) TRY(o->mul(g, r, mod[1], &r));
-    TRY(o->add(g, *x, r, x));
+    TRY(residual(z, g, x, mod[1], r));
     snprintf(n, sizeof n, "%s.ffn_norm1", p);
     TRY(rms(z, g, *x, n, &h));
     if (adaln) TRY(o->modulate(g, h, zero, mod[2], &h));
     TRY(ffn(z, g, h, p, &r));
     snprintf(n, sizeof n, "%s.ffn_norm2", p);
     TRY(rms(z, g, r, n, &r));
-    if (adaln) TRY(o->mul(g, r, mod[3], &r));
-    return o->add(g, *x, r, x);
+    return residual(z, g, x, mod[3], r);
 }
 
 static ork_status block_final(zi_model *z, ork_graph *g, ork_carry *c) {
