@@ -10,7 +10,8 @@
 # bench/text/bench_llm.py --make-only (35 GB of bf16 shards on the disk: page
 # cache, which the plan's MemAvailable check counts as available, unlike
 # /dev/shm), the denoiser the preset's (preset:flux2-dev).
-# Phases (one deadline for all, SEED2_BUDGET_S, 560 s from the start):
+# Phases (one deadline for all, SEED2_BUDGET_S, 575 s from the start; a phase the time left cannot
+# finish, with those after it, is not started: the line says which call to make next, exit 3):
 #   build   configure + build with CUDA in build-gpu/: orakul and the plugins a run loads (kept
 #           while the machine stays warm: after bench/text/llm_bench_gpu.sh build, seconds)
 #   make    the encoder's shards ($SEED2_DIR, default $TMPDIR/orakul_seed2; kept for `run`)
@@ -36,7 +37,7 @@ N=${N:-64}; STEPS=${STEPS:-4}; BUDGET=${BUDGET:-24}; RANK=${RANK:-1280}; RES=${R
 D=${SEED2_DIR:-${TMPDIR:-/tmp}/orakul_seed2}
 B=$root/build-gpu
 [ "${ORAKUL_CUDA:-ON}" = OFF ] && B=${SEED2_BUILD:-$root/build}
-t_end=$(( $(date +%s) + ${SEED2_BUDGET_S:-560} ))
+t_end=$(( $(date +%s) + ${SEED2_BUDGET_S:-575} ))
 left() { local l=$(( t_end - $(date +%s) )); [ $l -gt 10 ] && echo $l || echo 10; }
 if [ -d "$root/.gpu-deps/usr" ]; then
   export LD_LIBRARY_PATH=$root/.gpu-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -74,8 +75,18 @@ EOF
       bench/stream/flux2_dev.yaml.in > $y
 }
 mkdir -p /tmp/ork-seed2
+# what each phase takes at most on the H200 (s), so that a call stops before a phase it cannot finish
+need_of() { case $1 in build) echo 240;; make) echo 110;; plan) echo 30;; run) echo 260;; *) echo 0;; esac; }
+rest="$phases"
 for ph in $phases; do
   t0=$(date +%s)
+  need=0; for r in $rest; do need=$(( need + $(need_of $r) )); done
+  if [ "$ph" != build ] && [ $(( t_end - t0 )) -lt $need ]; then
+    echo "== stopping before '$ph': $(( t_end - t0 )) s left, '$rest' needs ~$need s: call again with" \
+         "\`bash bench/text/seed_two_phase_gpu.sh $rest\` (build-gpu/ stays while the machine is warm)"
+    exit 3
+  fi
+  rest=${rest#*$ph}
   case $ph in
   build)
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
