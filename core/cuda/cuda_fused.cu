@@ -13,6 +13,8 @@
  * its partial sums to the context's scratch and one small kernel adds them in
  * a fixed order: deterministic. All math in F32; the normalised x stays F32
  * (the composition layernorm + modulate rounds it to BF16 in between).
+ * Kernel names keep bench/profile/kernel_classes.py's classes: k_bcast_* is
+ * elementwise, k_modulate_* norm / modulation, k_sum_* reduction.
  * [stream-ordered]: nothing here syncs or allocates. */
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_fused.h"
@@ -69,7 +71,7 @@ template <> __device__ __forceinline__ void stv<8>(void *p, int64_t i, int, cons
 /* ---- gated add ---- */
 /* y = x + gate·h; blocks stride over rows, threads over the column groups of a row. */
 template <int VEC>
-__global__ void k_gated_add(int64_t rows, int64_t L, int64_t C, int64_t gs, const void *x, const void *gate,
+__global__ void k_bcast_gated_add(int64_t rows, int64_t L, int64_t C, int64_t gs, const void *x, const void *gate,
                             const void *h, void *y, int dt) {
     const int64_t nv = C / VEC;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -88,7 +90,7 @@ __global__ void k_gated_add(int64_t rows, int64_t L, int64_t C, int64_t gs, cons
 /* Block (chunk c, batch b) takes rows r0..r1 of batch b: dh = dy·gate; part[(b·nchunk + c), :]
  * = Σ_rows dy·h (when part). Thread t owns column groups t + j·blockDim.x, j < MAXV. */
 template <int VEC>
-__global__ void __launch_bounds__(CHUNK_T) k_gated_add_bwd(int64_t L, int64_t C, int nchunk, int64_t gs, const void *gate, const void *h,
+__global__ void __launch_bounds__(CHUNK_T) k_bcast_gated_add_bwd(int64_t L, int64_t C, int nchunk, int64_t gs, const void *gate, const void *h,
                                 const void *dy, void *dh, float *part, int dt) {
     constexpr int MAXV = Groups<VEC>::n;
     const int64_t nv = C / VEC, b = blockIdx.y, c = blockIdx.x;
@@ -147,7 +149,7 @@ __global__ void k_sum_chunks(int64_t nout, int64_t C, int64_t nq, const float *p
 /* ---- modulated layer norm ---- */
 /* One row per block iteration: mean, rstd (two-pass, as k_layernorm), y = x̂·(1 + scale) + shift. */
 template <int VEC>
-__global__ void k_ln_mod(int64_t rows, int64_t L, int64_t C, float eps, int64_t shs, int64_t scs, const void *x,
+__global__ void k_modulate_layernorm(int64_t rows, int64_t L, int64_t C, float eps, int64_t shs, int64_t scs, const void *x,
                          const void *shift, const void *scale, void *y, float *mean, float *rstd, int dt) {
     const int64_t nv = C / VEC;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -184,7 +186,7 @@ __global__ void k_ln_mod(int64_t rows, int64_t L, int64_t C, float eps, int64_t 
  * dx = rstd·(dn − mean(dn) − x̂·mean(dn·x̂)); per column Σ dy (dshift) and Σ dy·x̂
  * (dscale) into part[(b·nchunk + c), :] and part[P + (b·nchunk + c), :], P = B·nchunk·C. */
 template <int VEC>
-__global__ void __launch_bounds__(CHUNK_T) k_ln_mod_bwd(int64_t L, int64_t C, int nchunk, int64_t scs, const void *x, const void *scale,
+__global__ void __launch_bounds__(CHUNK_T) k_modulate_layernorm_bwd(int64_t L, int64_t C, int nchunk, int64_t scs, const void *x, const void *scale,
                              const float *mean, const float *rstd, const void *dy, void *dx, float *part_sh,
                              float *part_sc, int dt) {
     constexpr int MAXV = Groups<VEC>::n;
@@ -300,9 +302,9 @@ ork_status ork_cuda_gated_add(const ork_kctx *k, int64_t B, int64_t L, int64_t C
     if (rows <= 0 || C <= 0) return ORK_OK;
     if (!chunk_fits(k, B, C, 1, 1)) return ORK_E_UNSUPPORTED; /* the backward's limits; nothing logged: the op composes */
     if (dt == ORK_BF16 && C % 8 == 0 && al16(x) && al16(gate) && al16(h) && al16(y))
-        k_gated_add<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, gs, x, gate, h, y, dt);
+        k_bcast_gated_add<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, gs, x, gate, h, y, dt);
     else
-        k_gated_add<1><<<row_grid(k, rows), row_threads(C), 0, STREAM>>>(rows, L, C, gs, x, gate, h, y, dt);
+        k_bcast_gated_add<1><<<row_grid(k, rows), row_threads(C), 0, STREAM>>>(rows, L, C, gs, x, gate, h, y, dt);
     LAUNCHED();
     return ORK_OK;
 }
@@ -323,9 +325,9 @@ ork_status ork_cuda_gated_add_bwd(const ork_kctx *k, int64_t B, int64_t L, int64
     float *part = dgate ? cx->scratch : nullptr;
     dim3 grid((unsigned)nc, (unsigned)B);
     if (vec == 8)
-        k_gated_add_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, gs, gate, h, dy, dh, part, dt);
+        k_bcast_gated_add_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, gs, gate, h, dy, dh, part, dt);
     else
-        k_gated_add_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, gs, gate, h, dy, dh, part, dt);
+        k_bcast_gated_add_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, gs, gate, h, dy, dh, part, dt);
     LAUNCHED();
     if (dgate) {
         const int64_t nout = Bg * C, nq = Bg == 1 ? B * nc : nc;
@@ -346,10 +348,10 @@ ork_status ork_cuda_layernorm_modulate(const ork_kctx *k, int64_t B, int64_t L, 
     if (!chunk_fits(k, B, C, 1, 2)) return ORK_E_UNSUPPORTED; /* nothing logged: the op composes */
     const int64_t shs = Bsh == 1 ? 0 : C, scs = Bsc == 1 ? 0 : C;
     if (vec == 8)
-        k_ln_mod<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale,
+        k_modulate_layernorm<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale,
                                                                            y, mean, rstd, dt);
     else
-        k_ln_mod<1><<<row_grid(k, rows), row_threads(C), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale, y,
+        k_modulate_layernorm<1><<<row_grid(k, rows), row_threads(C), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale, y,
                                                                        mean, rstd, dt);
     LAUNCHED();
     return ORK_OK;
@@ -377,10 +379,10 @@ ork_status ork_cuda_layernorm_modulate_bwd(const ork_kctx *k, int64_t B, int64_t
     float *psh = dshift ? cx->scratch : nullptr, *psc = dscale ? cx->scratch + P : nullptr;
     dim3 grid((unsigned)nc, (unsigned)B);
     if (vec == 8)
-        k_ln_mod_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh,
+        k_modulate_layernorm_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh,
                                                                     psc, dt);
     else
-        k_ln_mod_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh, psc,
+        k_modulate_layernorm_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh, psc,
                                                                 dt);
     LAUNCHED();
     if (dshift) {
