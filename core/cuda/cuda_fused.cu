@@ -90,8 +90,9 @@ __global__ void k_bcast_gated_add(int64_t rows, int64_t L, int64_t C, int64_t gs
 /* Block (chunk c, batch b) takes rows r0..r1 of batch b: dh = dy·gate; part[(b·nchunk + c), :]
  * = Σ_rows dy·h (when part). Thread t owns column groups t + j·blockDim.x, j < MAXV. */
 template <int VEC>
-__global__ void __launch_bounds__(CHUNK_T) k_bcast_gated_add_bwd(int64_t L, int64_t C, int nchunk, int64_t gs, const void *gate, const void *h,
-                                const void *dy, void *dh, float *part, int dt) {
+__global__ void __launch_bounds__(CHUNK_T)
+k_bcast_gated_add_bwd(int64_t L, int64_t C, int nchunk, int64_t gs, const void *gate, const void *h, const void *dy,
+                      void *dh, float *part, int dt) {
     constexpr int MAXV = Groups<VEC>::n;
     const int64_t nv = C / VEC, b = blockIdx.y, c = blockIdx.x;
     const int64_t r0 = L * c / nchunk, r1 = L * (c + 1) / nchunk;
@@ -186,9 +187,10 @@ __global__ void k_modulate_layernorm(int64_t rows, int64_t L, int64_t C, float e
  * dx = rstd·(dn − mean(dn) − x̂·mean(dn·x̂)); per column Σ dy (dshift) and Σ dy·x̂
  * (dscale) into part[(b·nchunk + c), :] and part[P + (b·nchunk + c), :], P = B·nchunk·C. */
 template <int VEC>
-__global__ void __launch_bounds__(CHUNK_T) k_modulate_layernorm_bwd(int64_t L, int64_t C, int nchunk, int64_t scs, const void *x, const void *scale,
-                             const float *mean, const float *rstd, const void *dy, void *dx, float *part_sh,
-                             float *part_sc, int dt) {
+__global__ void __launch_bounds__(CHUNK_T)
+k_modulate_layernorm_bwd(int64_t L, int64_t C, int nchunk, int64_t scs, const void *x, const void *scale,
+                         const float *mean, const float *rstd, const void *dy, void *dx, float *part_sh,
+                         float *part_sc, int dt) {
     constexpr int MAXV = Groups<VEC>::n;
     const int64_t nv = C / VEC, b = blockIdx.y, c = blockIdx.x;
     const int64_t r0 = L * c / nchunk, r1 = L * (c + 1) / nchunk;
@@ -344,15 +346,17 @@ ork_status ork_cuda_layernorm_modulate(const ork_kctx *k, int64_t B, int64_t L, 
     const int64_t rows = B * L;
     if (rows <= 0 || C <= 0) return ORK_OK;
     const int vec = dt == ORK_BF16 && C % 8 == 0 && al16(x) && al16(shift) && al16(scale) && al16(y) ? 8 : 1;
-    /* the backward's limits decide here (both widths have the same) */
+    /* the backward's limits decide here: the scalar width's, the stricter (the backward may meet
+     * other alignments than this call) */
     if (!chunk_fits(k, B, C, 1, 2)) return ORK_E_UNSUPPORTED; /* nothing logged: the op composes */
     const int64_t shs = Bsh == 1 ? 0 : C, scs = Bsc == 1 ? 0 : C;
+    const unsigned grid = row_grid(k, rows);
     if (vec == 8)
-        k_modulate_layernorm<8><<<row_grid(k, rows), row_threads(C / 8), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale,
-                                                                           y, mean, rstd, dt);
+        k_modulate_layernorm<8><<<grid, row_threads(C / 8), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale, y,
+                                                                          mean, rstd, dt);
     else
-        k_modulate_layernorm<1><<<row_grid(k, rows), row_threads(C), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale, y,
-                                                                       mean, rstd, dt);
+        k_modulate_layernorm<1><<<grid, row_threads(C), 0, STREAM>>>(rows, L, C, eps, shs, scs, x, shift, scale, y, mean,
+                                                                      rstd, dt);
     LAUNCHED();
     return ORK_OK;
 }
@@ -379,11 +383,11 @@ ork_status ork_cuda_layernorm_modulate_bwd(const ork_kctx *k, int64_t B, int64_t
     float *psh = dshift ? cx->scratch : nullptr, *psc = dscale ? cx->scratch + P : nullptr;
     dim3 grid((unsigned)nc, (unsigned)B);
     if (vec == 8)
-        k_modulate_layernorm_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh,
-                                                                    psc, dt);
+        k_modulate_layernorm_bwd<8><<<grid, chunk_threads(C, 8), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy,
+                                                                               dx, psh, psc, dt);
     else
-        k_modulate_layernorm_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy, dx, psh, psc,
-                                                                dt);
+        k_modulate_layernorm_bwd<1><<<grid, chunk_threads(C, 1), 0, STREAM>>>(L, C, nc, scs, x, scale, mean, rstd, dy,
+                                                                               dx, psh, psc, dt);
     LAUNCHED();
     if (dshift) {
         const int64_t nout = Bsh * C, nq = Bsh == 1 ? B * nc : nc;
