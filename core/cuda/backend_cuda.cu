@@ -74,8 +74,9 @@ static size_t be_linear_fp8_ws(int64_t M, int64_t K) { return ork_cuda_fp8_linea
 static ork_status be_linear_fp8(const ork_kctx *k, const ork_fp8_linear_desc *d) {
     if (d->M == 0) return ork_cuda_fp8_native_ok(ork_cuda_kctx(k), d->why, d->why_n);
     ork_cuda_fp8_linear_args a = {d->M, d->N, d->K, d->x, d->w, d->wdt, d->w_scale, d->bias, d->y, d->ws, 1,
-                                  d->why, d->why_n, d->ws_bytes, 0};
-    return ork_cuda_fp8_linear(ork_cuda_kctx(k), ork_cuda_kstream(k), &a);
+                                  d->why, d->why_n};
+    size_t wsb = d->ws_bytes ? d->ws_bytes : ork_cuda_fp8_linear_ws(d->M, d->K);
+    return ork_cuda_fp8_linear_sized(ork_cuda_kctx(k), ork_cuda_kstream(k), &a, wsb, 0);
 }
 static size_t be_fp8_ws(const ork_kctx *k, int dgrad, int64_t M, int64_t N, int64_t K) {
     return ork_cuda_fp8_ws(ork_cuda_kctx(k), dgrad, 0, M, N, K);

@@ -483,13 +483,17 @@ static ork_status common_checks(ork_dtype wdt, int64_t N, int64_t K, const void 
 }
 
 extern "C" ork_status ork_cuda_fp8_linear(ork_cuda_ctx *c, void *stream, const ork_cuda_fp8_linear_args *a) {
+    return ork_cuda_fp8_linear_sized(c, stream, a, ork_cuda_fp8_linear_ws(a->M, a->K), 0);
+}
+
+extern "C" ork_status ork_cuda_fp8_linear_sized(ork_cuda_ctx *c, void *stream, const ork_cuda_fp8_linear_args *a,
+                                                size_t have, int scalar_scales) {
     const int mode = fp8_mode(c, a->why, a->why_n);
     if (!mode) return ORK_E_UNSUPPORTED;
     if (a->M <= 0 || a->N <= 0) return ORK_OK;
     if (a->K <= 0) return ORK_FAIL(ORK_E_INVALID, "cuda fp8 linear: K = %lld", (long long)a->K);
-    const int sc = mode == 1 || a->scalar_scales;
+    const int sc = mode == 1 || scalar_scales;
     size_t need = ork_cuda_fp8_ws(c, 0, sc, a->M, a->N, a->K);
-    size_t have = a->ws_bytes ? a->ws_bytes : ork_cuda_fp8_linear_ws(a->M, a->K);
     const void *ptrs[] = {a->x, a->w, a->w_scale, a->y, a->ws, a->bias};
     ORK_TRY(common_checks(a->wdt, a->N, a->K, ptrs, 6, have, need, a->why, a->why_n));
     if (!a->x || !a->w || !a->w_scale || !a->y || !a->ws)

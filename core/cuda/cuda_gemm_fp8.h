@@ -70,12 +70,10 @@ typedef struct ork_cuda_fp8_linear_args {
     const float *w_scale;                /* (N) F32 */
     const void *bias;                    /* (N) BF16, or NULL */
     void *y;                             /* (M, N) BF16 (overwritten) */
-    void *ws;                            /* scratch, 256-byte aligned: see ws_bytes */
+    void *ws;                            /* scratch of ork_cuda_fp8_linear_ws(M, K) bytes (the outer-vector
+                                          * scheme), or see ork_cuda_fp8_linear_sized; 256-byte aligned */
     int fast_accum;                      /* cuBLASLt FP8 fast accumulation (TransformerEngine's forward choice) */
     char *why; size_t why_n;             /* on ORK_E_UNSUPPORTED: why not (may be NULL) */
-    size_t ws_bytes;                     /* bytes at ws; 0: ork_cuda_fp8_linear_ws(M, K) (enough for the
-                                          * outer-vector scheme only) */
-    int scalar_scales;                   /* 1: the tensor-wide scheme even where outer vectors exist */
 } ork_cuda_fp8_linear_args;
 
 typedef struct ork_cuda_fp8_dgrad_args {
@@ -117,7 +115,14 @@ ork_status ork_cuda_fp8_quant_rows_cs(void *stream, int64_t M, int64_t N, const 
 /* out (C, R) = in (R, C)ᵀ, bytes; R, C multiples of 4, pointers 4-byte aligned. */
 ork_status ork_cuda_fp8_transpose(void *stream, int64_t R, int64_t C, const void *in, void *out);
 
+/* The forward with ork_cuda_fp8_linear_ws(M, K) bytes at a->ws: enough for the
+ * outer-vector scheme only (elsewhere ORK_E_UNSUPPORTED, "scratch"). */
 ork_status ork_cuda_fp8_linear(ork_cuda_ctx *c, void *stream, const ork_cuda_fp8_linear_args *a);
+/* The forward with ws_bytes at a->ws (ork_cuda_fp8_ws(c, 0, scalar_scales, M, N, K)
+ * for this device); scalar_scales 1: the tensor-wide scheme even where outer
+ * vectors exist (tests). */
+ork_status ork_cuda_fp8_linear_sized(ork_cuda_ctx *c, void *stream, const ork_cuda_fp8_linear_args *a, size_t ws_bytes,
+                                     int scalar_scales);
 ork_status ork_cuda_fp8_dgrad(ork_cuda_ctx *c, void *stream, const ork_cuda_fp8_dgrad_args *a);
 
 /* The context's FP8 descriptor cache (cuda_ctx.cu calls it on destroy). */

@@ -322,18 +322,19 @@ static void test_forward_scalar(void) {
     CK(cudaMemcpyAsync(dsw, sw, (size_t)N * 4, cudaMemcpyHostToDevice, g_st));
     for (int sc = 0; sc < 2; sc++) {
         char why[256] = "";
-        ork_cuda_fp8_linear_args a = {M, N, K, dx, dw, ORK_F8_E4M3, dsw, db, dy, ws, 0, why, sizeof why, wsb, sc};
+        ork_cuda_fp8_linear_args a = {M, N, K, dx, dw, ORK_F8_E4M3, dsw, db, dy, ws, 0, why, sizeof why};
         clear_log();
-        CU_ASSERT_EQUAL(ork_cuda_fp8_linear(g_ctx, g_st, &a), ORK_OK);
+        CU_ASSERT_EQUAL(ork_cuda_fp8_linear_sized(g_ctx, g_st, &a, wsb, sc), ORK_OK);
         CU_ASSERT_EQUAL(g_nlines, 0);
         CK(cudaMemcpyAsync(sc ? y1 : y0, dy, ny * 2, cudaMemcpyDeviceToHost, g_st));
     }
     /* the tensor-wide scheme with the outer-vector scratch size: refused, not overrun */
     {
         char why[256] = "";
-        ork_cuda_fp8_linear_args a = {M, N, K, dx, dw, ORK_F8_E4M3, dsw, db, dy, ws, 0, why, sizeof why, 0, 1};
+        ork_cuda_fp8_linear_args a = {M, N, K, dx, dw, ORK_F8_E4M3, dsw, db, dy, ws, 0, why, sizeof why};
         clear_log();
-        CU_ASSERT_EQUAL(ork_cuda_fp8_linear(g_ctx, g_st, &a), ORK_E_UNSUPPORTED);
+        CU_ASSERT_EQUAL(ork_cuda_fp8_linear_sized(g_ctx, g_st, &a, ork_cuda_fp8_linear_ws(M, K), 1),
+                        ORK_E_UNSUPPORTED);
         CU_ASSERT_EQUAL(g_nlines, 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, "scratch"));
     }
