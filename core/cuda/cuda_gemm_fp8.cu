@@ -114,21 +114,10 @@ extern "C" size_t ork_cuda_fp8_ws(const ork_cuda_ctx *c, int dgrad, int scalar, 
 
 #define QR_THREADS 256
 
-__device__ __forceinline__ uint32_t bmax_abs(uint32_t m, uint32_t two) { /* two bf16 in one word */
-    uint32_t a = two & 0x7FFFu, b = (two >> 16) & 0x7FFFu;
-    m = a > m ? a : m;
-    return b > m ? b : m;
-}
-
-__device__ __forceinline__ uint8_t q_e4m3(uint16_t h, float s) {
-    float v = __uint_as_float((uint32_t)h << 16);
-    return (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
-}
-
-/* The row's scale from its largest magnitude given as bits (bf16 bits << 16, or
- * f32 bits): finite values order like their bits and NaN above Inf. An all-zero
- * row: 1. A NaN row: 1 too (NaN > 0 is false), and its NaN codes carry the NaN
- * through the GEMM; an Inf row: Inf, every code NaN or 0, so its output row is NaN. */
+/* The row's scale from its largest magnitude given as F32 bits: finite values
+ * order like their bits and NaN above Inf. An all-zero row: 1. A NaN row: 1 too
+ * (NaN > 0 is false), and its NaN codes carry the NaN through the GEMM; an Inf
+ * row: Inf, every code NaN or 0, so its output row is NaN. */
 __device__ __forceinline__ float row_scale(uint32_t fbits) {
     float amax = __uint_as_float(fbits);
     float s = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
@@ -147,13 +136,30 @@ __device__ __forceinline__ uint32_t block_max(uint32_t mb, uint32_t *red) {
     return t;
 }
 
-/* One block per row m: pass 1 finds max |x| (as bf16 magnitude bits: finite
- * values order like their bits), pass 2 divides by the scale and rounds, as
+/* Element k of a row as the quantizer sees it: the bf16 value, times cs[k] in
+ * F32 (one rounding) when CS. */
+template <int CS>
+__device__ __forceinline__ float qval(uint16_t h, const float *__restrict__ cs, int64_t k) {
+    float v = __uint_as_float((uint32_t)h << 16);
+    return CS ? __fmul_rn(v, cs[k]) : v;
+}
+__device__ __forceinline__ uint32_t max_bits(uint32_t m, float v) {
+    uint32_t a = __float_as_uint(v) & 0x7FFFFFFFu;
+    return a > m ? a : m;
+}
+__device__ __forceinline__ uint32_t q_e4m3(float v, float s) {
+    return (uint32_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
+}
+
+/* One block per row m of x (M, K) BF16 (times diag(cs) when CS): pass 1 finds
+ * the largest magnitude, pass 2 divides by the scale and rounds, as
  * numerics/quantize.c does (IEEE division, then cvt.rn.satfinite). VEC: 8
  * elements per load (K % 8 == 0, 16-byte aligned x, 8-byte aligned xq). */
-template <int VEC>
-__global__ void __launch_bounds__(QR_THREADS) quant_rows_kernel(const uint16_t *__restrict__ x, uint8_t *__restrict__ xq,
-                                                                 float *__restrict__ sx, int64_t K) {
+template <int VEC, int CS>
+__global__ void __launch_bounds__(QR_THREADS) quant_rows_kernel(const uint16_t *__restrict__ x,
+                                                                 const float *__restrict__ cs,
+                                                                 uint8_t *__restrict__ xq, float *__restrict__ sx,
+                                                                 int64_t K) {
     __shared__ uint32_t red[QR_THREADS / 32];
     const int64_t m = blockIdx.x;
     const uint16_t *row = x + m * K;
@@ -163,112 +169,56 @@ __global__ void __launch_bounds__(QR_THREADS) quant_rows_kernel(const uint16_t *
         const uint4 *r4 = (const uint4 *)row;
         for (int64_t i = threadIdx.x; i < K / 8; i += QR_THREADS) {
             uint4 v = r4[i];
-            mb = bmax_abs(mb, v.x); mb = bmax_abs(mb, v.y); mb = bmax_abs(mb, v.z); mb = bmax_abs(mb, v.w);
-        }
-    } else {
-        for (int64_t i = threadIdx.x; i < K; i += QR_THREADS) {
-            uint32_t a = row[i] & 0x7FFFu;
-            mb = a > mb ? a : mb;
-        }
-    }
-    const float s = row_scale(block_max(mb, red) << 16);
-    if (threadIdx.x == 0) sx[m] = s;
-    if (VEC) {
-        const uint4 *r4 = (const uint4 *)row;
-        uint2 *q8 = (uint2 *)qrow;
-        for (int64_t i = threadIdx.x; i < K / 8; i += QR_THREADS) {
-            uint4 v = r4[i];
-            uint32_t w[4] = {v.x, v.y, v.z, v.w}, lo = 0, hi = 0;
-            for (int j = 0; j < 2; j++) {
-                lo |= (uint32_t)q_e4m3((uint16_t)(w[j] & 0xFFFFu), s) << (16 * j);
-                lo |= (uint32_t)q_e4m3((uint16_t)(w[j] >> 16), s) << (16 * j + 8);
-                hi |= (uint32_t)q_e4m3((uint16_t)(w[j + 2] & 0xFFFFu), s) << (16 * j);
-                hi |= (uint32_t)q_e4m3((uint16_t)(w[j + 2] >> 16), s) << (16 * j + 8);
-            }
-            q8[i] = make_uint2(lo, hi);
-        }
-    } else {
-        for (int64_t i = threadIdx.x; i < K; i += QR_THREADS) qrow[i] = q_e4m3(row[i], s);
-    }
-}
-
-extern "C" ork_status ork_cuda_fp8_quant_rows(void *stream, int64_t M, int64_t K, const void *x, uint8_t *xq, float *sx) {
-    if (M <= 0 || K <= 0) return ORK_OK;
-    if (M > 0x7FFFFFFF) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda fp8 quant rows: M = %lld rows", (long long)M);
-    int vec = K % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)xq % 8 == 0;
-    if (vec)
-        quant_rows_kernel<1><<<(unsigned)M, QR_THREADS, 0, ork_stream(stream)>>>((const uint16_t *)x, xq, sx, K);
-    else
-        quant_rows_kernel<0><<<(unsigned)M, QR_THREADS, 0, ork_stream(stream)>>>((const uint16_t *)x, xq, sx, K);
-    ORK_CUDA_LAUNCHED();
-    return ORK_OK;
-}
-
-/* u[m, n] = bf16 dy[m, n] · cs[n] in F32 (one rounding), quantized per row m like
- * x above (max |u| as F32 magnitude bits). One block per row; VEC as above. */
-__device__ __forceinline__ float cs_prod(uint16_t h, float c) { return __fmul_rn(__uint_as_float((uint32_t)h << 16), c); }
-__device__ __forceinline__ uint32_t fmax_bits(uint32_t m, float v) {
-    uint32_t a = __float_as_uint(v) & 0x7FFFFFFFu;
-    return a > m ? a : m;
-}
-__device__ __forceinline__ uint8_t q_f32(float v, float s) {
-    return (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
-}
-
-template <int VEC>
-__global__ void __launch_bounds__(QR_THREADS) quant_rows_cs_kernel(const uint16_t *__restrict__ x,
-                                                                    const float *__restrict__ cs,
-                                                                    uint8_t *__restrict__ xq, float *__restrict__ sx,
-                                                                    int64_t N) {
-    __shared__ uint32_t red[QR_THREADS / 32];
-    const int64_t m = blockIdx.x;
-    const uint16_t *row = x + m * N;
-    uint8_t *qrow = xq + m * N;
-    uint32_t mb = 0;
-    if (VEC) {
-        const uint4 *r4 = (const uint4 *)row;
-        for (int64_t i = threadIdx.x; i < N / 8; i += QR_THREADS) {
-            uint4 v = r4[i];
             uint32_t w[4] = {v.x, v.y, v.z, v.w};
             for (int j = 0; j < 4; j++) {
-                mb = fmax_bits(mb, cs_prod((uint16_t)(w[j] & 0xFFFFu), cs[8 * i + 2 * j]));
-                mb = fmax_bits(mb, cs_prod((uint16_t)(w[j] >> 16), cs[8 * i + 2 * j + 1]));
+                mb = max_bits(mb, qval<CS>((uint16_t)(w[j] & 0xFFFFu), cs, 8 * i + 2 * j));
+                mb = max_bits(mb, qval<CS>((uint16_t)(w[j] >> 16), cs, 8 * i + 2 * j + 1));
             }
         }
     } else {
-        for (int64_t i = threadIdx.x; i < N; i += QR_THREADS) mb = fmax_bits(mb, cs_prod(row[i], cs[i]));
+        for (int64_t i = threadIdx.x; i < K; i += QR_THREADS) mb = max_bits(mb, qval<CS>(row[i], cs, i));
     }
     const float s = row_scale(block_max(mb, red));
     if (threadIdx.x == 0) sx[m] = s;
     if (VEC) {
         const uint4 *r4 = (const uint4 *)row;
         uint2 *q8 = (uint2 *)qrow;
-        for (int64_t i = threadIdx.x; i < N / 8; i += QR_THREADS) {
+        for (int64_t i = threadIdx.x; i < K / 8; i += QR_THREADS) {
             uint4 v = r4[i];
             uint32_t w[4] = {v.x, v.y, v.z, v.w}, q[2] = {0, 0};
             for (int j = 0; j < 4; j++) {
-                q[j >> 1] |= (uint32_t)q_f32(cs_prod((uint16_t)(w[j] & 0xFFFFu), cs[8 * i + 2 * j]), s) << (16 * (j & 1));
-                q[j >> 1] |= (uint32_t)q_f32(cs_prod((uint16_t)(w[j] >> 16), cs[8 * i + 2 * j + 1]), s)
-                             << (16 * (j & 1) + 8);
+                q[j >> 1] |= q_e4m3(qval<CS>((uint16_t)(w[j] & 0xFFFFu), cs, 8 * i + 2 * j), s) << (16 * (j & 1));
+                q[j >> 1] |= q_e4m3(qval<CS>((uint16_t)(w[j] >> 16), cs, 8 * i + 2 * j + 1), s) << (16 * (j & 1) + 8);
             }
             q8[i] = make_uint2(q[0], q[1]);
         }
     } else {
-        for (int64_t i = threadIdx.x; i < N; i += QR_THREADS) qrow[i] = q_f32(cs_prod(row[i], cs[i]), s);
+        for (int64_t i = threadIdx.x; i < K; i += QR_THREADS) qrow[i] = (uint8_t)q_e4m3(qval<CS>(row[i], cs, i), s);
     }
+}
+
+static ork_status quant_rows(void *stream, int64_t M, int64_t K, const void *x, const float *cs, uint8_t *xq,
+                             float *sx) {
+    if (M <= 0 || K <= 0) return ORK_OK;
+    if (M > 0x7FFFFFFF) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda fp8 quant rows: M = %lld rows", (long long)M);
+    int vec = K % 8 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)xq % 8 == 0;
+    const uint16_t *xh = (const uint16_t *)x;
+    cudaStream_t st = ork_stream(stream);
+    if (vec && cs) quant_rows_kernel<1, 1><<<(unsigned)M, QR_THREADS, 0, st>>>(xh, cs, xq, sx, K);
+    else if (vec) quant_rows_kernel<1, 0><<<(unsigned)M, QR_THREADS, 0, st>>>(xh, cs, xq, sx, K);
+    else if (cs) quant_rows_kernel<0, 1><<<(unsigned)M, QR_THREADS, 0, st>>>(xh, cs, xq, sx, K);
+    else quant_rows_kernel<0, 0><<<(unsigned)M, QR_THREADS, 0, st>>>(xh, cs, xq, sx, K);
+    ORK_CUDA_LAUNCHED();
+    return ORK_OK;
+}
+
+extern "C" ork_status ork_cuda_fp8_quant_rows(void *stream, int64_t M, int64_t K, const void *x, uint8_t *xq, float *sx) {
+    return quant_rows(stream, M, K, x, NULL, xq, sx);
 }
 
 extern "C" ork_status ork_cuda_fp8_quant_rows_cs(void *stream, int64_t M, int64_t N, const void *dy, const float *cs,
                                                  uint8_t *q, float *s) {
-    if (M <= 0 || N <= 0) return ORK_OK;
-    if (M > 0x7FFFFFFF) return ORK_FAIL(ORK_E_UNSUPPORTED, "cuda fp8 quant rows: M = %lld rows", (long long)M);
-    int vec = N % 8 == 0 && (uintptr_t)dy % 16 == 0 && (uintptr_t)q % 8 == 0;
-    if (vec)
-        quant_rows_cs_kernel<1><<<(unsigned)M, QR_THREADS, 0, ork_stream(stream)>>>((const uint16_t *)dy, cs, q, s, N);
-    else
-        quant_rows_cs_kernel<0><<<(unsigned)M, QR_THREADS, 0, ork_stream(stream)>>>((const uint16_t *)dy, cs, q, s, N);
-    ORK_CUDA_LAUNCHED();
-    return ORK_OK;
+    return quant_rows(stream, M, N, dy, cs, q, s);
 }
 
 /* ---- the FP8 byte transpose: out (C, R) = in (R, C)ᵀ ------------------------------------ */
