@@ -20,6 +20,7 @@
  * when the plan's activation figure is right), act_peak_gib (the most
  * activation bytes live at once), act_planned_gib (the arena the plan sized)
  * and act_arena_gib (its size at the end: larger when it grew). Not a test. */
+#include "platform/platform.h"
 #include "plugin/registry.h"
 #include "tensor/backend.h"
 #include "text/cond_plan.h"
@@ -51,7 +52,7 @@ int main(int argc, char **argv) {
                 "[--quantize] [--qtype Q] [--budget-gb G] [--layer-major] [--repeat R] [--cpu] [--tag S]\n", argv[0]);
         return 2;
     }
-    if (bench_flag(argc, argv, "--layer-major")) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    if (bench_flag(argc, argv, "--layer-major")) ork_env_set("ORAKUL_TEXT_LAYER_MAJOR", "1");
     const ork_backend *be = ork_cpu_backend();
 #ifdef ORAKUL_HAVE_CUDA
     if (!bench_flag(argc, argv, "--cpu") && ork_cuda_device_count() > 0) be = ork_cuda_backend();
