@@ -197,9 +197,9 @@ void ork_tc_encode_plan_print(const ork_textcond *tc, const ork_tc_encode_plan *
             fprintf(out, "        resident: %d caption%s per chunk, %.2f GB over the link once, device peak %.2f "
                     "GiB\n", s->chunk, s->chunk == 1 ? "" : "s", s->link_bytes / 1e9, s->device_peak / GIB);
         if (p->link_gbs > 0)
-            fprintf(out, "        predicted %.1f s: link %.1f s (%.2f GB at %.0f GB/s) + compute %.1f s (at %.0f%% of "
-                    "%s's %.0f TFLOP/s)\n", s->t_pred, s->t_link, s->link_bytes / 1e9, p->link_gbs, s->t_compute,
-                    100 * p->mfu, p->device, p->gemm_tflops);
+            fprintf(out, "        predicted %.1f s: link %.1f s (%.2f GB at %.0f GB/s) %s compute %.1f s (at %.0f%% of "
+                    "%s's %.0f TFLOP/s)\n", s->t_pred, s->t_link, s->link_bytes / 1e9, p->link_gbs,
+                    s->streamer ? "overlapped with" : "+", s->t_compute, 100 * p->mfu, p->device, p->gemm_tflops);
         else
             fprintf(out, "        predicted %.1f s: compute at %.0f%% of %s's %.1f TFLOP/s (no link)\n", s->t_pred,
                     100 * p->mfu, p->device, p->gemm_tflops);

@@ -891,12 +891,20 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
     int on_device = 0, retries = 0, loads0 = r->file_loads, loads_before = 0;
     /* The plan's activation figure is an estimate: a chunk the budget refuses
      * is tried again at half the captions (the refusal a warning), down to one */
+    int no_stream = 0; /* the streamer's second slot did not fit after all: the per-block store */
     for (;;) {
-        if (st != ORK_OK && !(st == ORK_E_BUDGET && budget && p.chunk > 1)) break;
+        int stream_failed = st == ORK_E_BUDGET && r->streamer && !no_stream;
+        if (st != ORK_OK && !(st == ORK_E_BUDGET && budget && (p.chunk > 1 || stream_failed))) break;
         if (st == ORK_E_BUDGET) {
-            ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
-                     p.chunk, budget / 1073741824.0, p.chunk / 2);
-            p.chunk /= 2;
+            if (stream_failed) {
+                ORK_WARN("text encoder %s: the block streamer's two slots did not fit in %.2f GiB: one block at a "
+                         "time", t->s.encoder, budget / 1073741824.0);
+                no_stream = 1;
+            } else {
+                ORK_WARN("text encoder %s: %d captions per chunk did not fit in %.2f GiB: trying %d", t->s.encoder,
+                         p.chunk, budget / 1073741824.0, p.chunk / 2);
+                p.chunk /= 2;
+            }
             retries++;
             if (kept) { /* the caller's runner (encode_each): its arena stays */
                 store_free(r);
@@ -919,7 +927,7 @@ static ork_status run_slot(ork_textcond *tc, tc_slot *t, const ork_backend *be, 
         }
         int group = n;
         if (p.layer_major) ork_tc_lm_group(&p, budget, n, &on_device, &group);
-        r->streamer = ork_tc_lm_streamer(&p, budget, on_device, group);
+        r->streamer = !no_stream && ork_tc_lm_streamer(&p, budget, on_device, group);
         if (budget && p.chunk > 1) ork_log_demote(1);
         for (int g0 = 0; g0 < n && st == ORK_OK; g0 += group) {
             int gn = n - g0 < group ? n - g0 : group;
