@@ -157,7 +157,24 @@ static uint64_t fnv(const uint8_t *p, size_t n) {
  *    estimate of keeping recorded forwards instead of recomputing them; a
  *    line of its own, family-neutral, the other lines unchanged);
  *  - the plan's "fp8 GEMMs:" line (#31: native FP8 GEMMs the default for an
- *    fp8 base; a line of its own, the other lines unchanged). */
+ *    fp8 base; a line of its own, the other lines unchanged);
+ *  - the VRAM line's ", EMA <x>" term (see no_ema). */
+/* The VRAM line's ", EMA <x> MiB" (the plan counts the EMA's shadows since
+ * 440ed01; the base did not): the term out, and out of the total (2 decimals
+ * of GiB, as printed). */
+static void no_ema(char *line, size_t n) {
+    char *e = strncmp(line, "  VRAM: ", 8) ? NULL : strstr(line, ", EMA "), *eq = strrchr(line, '=');
+    double v = 0, gib = 0;
+    char unit[4] = "";
+    if (!e || !eq || sscanf(e, ", EMA %lf %3[GMi]B", &v, unit) != 2 || sscanf(eq, "= %lf GiB", &gib) != 1) return;
+    double mib = strcmp(unit, "Gi") ? v : v * 1024.0;
+    char *end = strchr(e + 2, ',');
+    if (!end) return;
+    memmove(e, end, strlen(end) + 1);
+    eq = strrchr(line, '=');
+    tt_fmt(eq, n - (size_t)(eq - line), "= %.2f GiB", gib - mib / 1024.0);
+}
+
 static char *meant(const char *text) {
     static const char *const words[][2] = {{"(FLUX.1 time shift)", "(resolution time shift)"},
                                            {"(FLUX.2 time shift)", "(resolution and steps time shift)"}};
@@ -175,6 +192,7 @@ static char *meant(const char *text) {
         if (!strncmp(l, "fp8 GEMMs: ", 11)) continue;     /* the fp8 GEMM path's own line (#31), fp8 bases only */
         char line[2048];
         tt_fmt(line, sizeof line, "%s", l);
+        no_ema(line, sizeof line);
         for (size_t w = 0; w < 2; w++) {
             char *at = strstr(line, words[w][0]);
             if (at) {
