@@ -30,6 +30,8 @@ struct ork_runner {
     buf *ckpt;            /* [(n_blocks + 1) * ORK_CARRY_MAX]: carry at each block boundary */
     int *ckpt_n;          /* [(n_blocks + 1)]: carry.n at each boundary */
     buf dgrad[2][ORK_CARRY_MAX];
+    buf fwd[2][ORK_CARRY_MAX]; /* ork_runner_forward's carry, block to block (tag "forward_carry") */
+    int fwd_n[2];
     ork_block_hooks hooks;
     int *order;           /* [2 * n_blocks] the pass's block order */
     ork_tensor *pool;     /* the checkpoints as one allocation, boundary by boundary (ork_runner_pool_checkpoints) */
@@ -91,7 +93,10 @@ void ork_runner_destroy(ork_runner *r) {
     if (!r) return;
     for (int i = 0; i < (r->info->n_blocks + 1) * ORK_CARRY_MAX; i++) buf_free(&r->ckpt[i]);
     for (int k = 0; k < 2; k++)
-        for (int j = 0; j < ORK_CARRY_MAX; j++) buf_free(&r->dgrad[k][j]);
+        for (int j = 0; j < ORK_CARRY_MAX; j++) {
+            buf_free(&r->dgrad[k][j]);
+            buf_free(&r->fwd[k][j]);
+        }
     ork_tensor_free(r->pool);
     free(r->pool_off);
     free(r->rec_bytes);
@@ -255,29 +260,29 @@ static ork_status buf_view(ork_runner *r, buf *b, const char *tag, const ork_ten
     return ORK_OK;
 }
 
-/* Keep carry c at block boundary i. */
-static ork_status keep_carry(ork_runner *r, int i, const ork_carry *c) {
-    r->ckpt_n[i] = c->n;
+/* Keep carry c in slots[0..ORK_CARRY_MAX) (allocations under tag), its count in *n. */
+static ork_status keep_into(ork_runner *r, buf *slots, int *n, const char *tag, const ork_carry *c) {
+    *n = c->n;
     for (int j = 0; j < ORK_CARRY_MAX; j++) {
-        buf *b = &r->ckpt[i * ORK_CARRY_MAX + j];
+        buf *b = &slots[j];
         if (j >= c->n || !c->t[j]) {
             ork_tensor_free(b->view); /* the slot is empty at this boundary */
             b->view = NULL;
             continue;
         }
         ork_tensor *dst;
-        ORK_TRY(buf_view(r, b, "checkpoints", c->t[j], c->t[j]->dtype, &dst));
+        ORK_TRY(buf_view(r, b, tag, c->t[j], c->t[j]->dtype, &dst));
         ORK_TRY(ork_graph_copy_to(r->g, c->t[j], dst));
     }
     return ORK_OK;
 }
 
-/* Leaves over the carry kept at boundary i; float activations get requires_grad. */
-static ork_status leaves(ork_runner *r, int i, int want_grad, ork_carry *in) {
+/* Leaves over the carry kept in slots (n of them); float activations get requires_grad. */
+static ork_status leaves_from(ork_runner *r, buf *slots, int n, int want_grad, ork_carry *in) {
     memset(in, 0, sizeof *in);
-    in->n = r->ckpt_n[i];
+    in->n = n;
     for (int j = 0; j < in->n; j++) {
-        ork_tensor *kt = r->ckpt[i * ORK_CARRY_MAX + j].view;
+        ork_tensor *kt = slots[j].view;
         if (!kt) continue;
         int fp = kt->dtype == ORK_F32 || kt->dtype == ORK_BF16 || kt->dtype == ORK_F16;
         ORK_TRY(ork_graph_leaf(r->g, kt, want_grad && fp, &in->t[j]));
@@ -285,17 +290,48 @@ static ork_status leaves(ork_runner *r, int i, int want_grad, ork_carry *in) {
     return ORK_OK;
 }
 
+/* Keep carry c at block boundary i. */
+static ork_status keep_carry(ork_runner *r, int i, const ork_carry *c) {
+    return keep_into(r, &r->ckpt[i * ORK_CARRY_MAX], &r->ckpt_n[i], "checkpoints", c);
+}
+
+/* Leaves over the carry kept at boundary i. */
+static ork_status leaves(ork_runner *r, int i, int want_grad, ork_carry *in) {
+    return leaves_from(r, &r->ckpt[i * ORK_CARRY_MAX], r->ckpt_n[i], want_grad, in);
+}
+
 ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred) {
-    int prev = ork_graph_set_grad(r->g, 0);
+    ork_graph *g = r->g;
+    int prev = ork_graph_set_grad(g, 0);
     ork_carry c;
     const int n = r->info->n_blocks;
     for (int i = 0; i < n; i++) r->order[i] = i;
     ork_status s = hook_pass_begin(r, n);
-    if (s == ORK_OK) s = r->vt->begin(r->model, r->g, in, &c);
-    for (int i = 0; s == ORK_OK && i < n; i++) s = run_block(r, i, &c);
+    /* as the checkpointed forward: each block in a region that keeps only its
+     * output carry (two slots in turn), so the arena holds one block's working
+     * set at a time, not the whole forward */
+    int cur = 0;
+    if (s == ORK_OK) s = r->vt->begin(r->model, g, in, &c);
+    if (s == ORK_OK) s = keep_into(r, r->fwd[cur], &r->fwd_n[cur], "forward_carry", &c);
+    for (int i = 0; s == ORK_OK && i < n; i++) {
+        ork_region reg = ork_graph_region_begin(g);
+        s = hook_enter(r, i);
+        if (s == ORK_OK) s = leaves_from(r, r->fwd[cur], r->fwd_n[cur], 0, &c);
+        if (s == ORK_OK) s = r->vt->block(r->model, g, i, &c);
+        if (s == ORK_OK) s = keep_into(r, r->fwd[!cur], &r->fwd_n[!cur], "forward_carry", &c);
+        ork_graph_region_end(g, reg);
+        ork_status s2 = hook_leave(r, i);
+        if (s == ORK_OK) s = s2;
+        cur = !cur;
+    }
     if (s == ORK_OK) s = hook_pass_end(r);
-    ork_graph_set_grad(r->g, prev);
-    if (s == ORK_OK) *pred = c.t[0];
+    /* the prediction (carry slot 0) into the arena, valid until the graph resets */
+    const ork_tensor *p = r->fwd[cur][0].view;
+    if (s == ORK_OK && (r->fwd_n[cur] < 1 || !p))
+        s = ORK_FAIL(ORK_E_INTERNAL, "runner: the model's last block left no prediction in its carry");
+    if (s == ORK_OK) s = ork_graph_new_tensor(g, p->dtype, p->ndim, p->shape, pred);
+    if (s == ORK_OK) s = ork_graph_copy_to(g, p, *pred);
+    ork_graph_set_grad(g, prev);
     return s;
 }
 

@@ -24,8 +24,9 @@
  * Bitwise the same gradients as recomputing: the kept forward is the same
  * ops on the same inputs. ORAKUL_KEEP_BLOCKS=N fixes K (benches; 0: off).
  *
- * Owns the checkpoint tensors (tag "checkpoints") and the carry-gradient
- * buffers (tag "carry_grads"); both are reused from step to step and grow
+ * Owns the checkpoint tensors (tag "checkpoints"), the carry-gradient
+ * buffers (tag "carry_grads") and the forward's two carries (tag
+ * "forward_carry"); all are reused from step to step and grow
  * only when a batch's shapes grow. [control-thread] */
 #ifndef ORK_TRAIN_RUNNER_H
 #define ORK_TRAIN_RUNNER_H
@@ -89,7 +90,11 @@ int ork_runner_kept(const ork_runner *r, size_t *bytes);
 /* Install block hooks (copied); NULL removes them. */
 void ork_runner_set_hooks(ork_runner *r, const ork_block_hooks *h);
 
-/* Forward only (grad off): *pred on g's arena, valid until ork_graph_reset. */
+/* Forward only (grad off): *pred on g's arena, valid until ork_graph_reset.
+ * Each block runs in a graph region that keeps only its output carry (two
+ * persistent carry buffers in turn, tag "forward_carry", grown only when a
+ * batch's shapes grow), so the arena holds one block's working set at a time
+ * plus what begin made and *pred (DOP's prior pass, train/dop.c). */
 ork_status ork_runner_forward(ork_runner *r, const ork_model_inputs *in, ork_tensor **pred);
 
 /* One training micro-step: forward, loss, backward; gradients accumulate
