@@ -7,6 +7,7 @@
  * [stream-ordered]: nothing here syncs or allocates. */
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_vec.cuh"
 
 #include <stdlib.h>
 
@@ -57,23 +58,7 @@ bool float_dt(ork_dtype t) { return t == ORK_F32 || t == ORK_BF16 || t == ORK_F1
 #define CHECK_DT(t, what) do { if (!float_dt(t)) return ORK_FAIL(ORK_E_UNSUPPORTED, \
     "cuda %s: dtype %d (F32, BF16, F16 supported)", what, (int)(t)); } while (0)
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int s = 16; s; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    return v;
-}
-/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it. */
-__device__ float block_sum(float v) {
-    __shared__ float sh[32];
-    __syncthreads(); /* sh may be in use by a previous call */
-    v = warp_sum(v);
-    int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0) sh[w] = v;
-    __syncthreads();
-    float r = 0.f;
-    for (int i = 0; i < nw; i++) r += sh[i];
-    return r;
-}
+/* warp_sum, block_sum, ld8, st8: cuda/cuda_vec.cuh */
 
 /* ---- fill, axpby, copy ---- */
 __global__ void k_fill(int64_t n, float v, const float *s, float scale, void *x, int dt) {
@@ -168,23 +153,6 @@ __global__ void k_modulate(int64_t n, Bc bh, Bc bs, const void *x, const void *s
  * are bit-identical (tests/cuda/test_cuda_ew8.c). On by default since its
  * step-level before/after (PERF.md: 0.88 of the 1024² step); ORK_CUDA_EW8=0
  * turns it off (ew8_on below). */
-__device__ __forceinline__ void ld8(const void *p, int64_t i, float f[8]) {
-    uint4 u = *(const uint4 *)((const __nv_bfloat16 *)p + i);
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        float2 t = __bfloat1622float2(h[k]);
-        f[2 * k] = t.x;
-        f[2 * k + 1] = t.y;
-    }
-}
-__device__ __forceinline__ void st8(void *p, int64_t i, const float f[8]) {
-    uint4 u;
-    __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(f[k]);
-    *(uint4 *)((__nv_bfloat16 *)p + i) = u;
-}
 /* b's 8 values for elements i..i+7 (i a multiple of 8): contiguous or one broadcast */
 __device__ __forceinline__ void ldb8(const Bc &bc, int inner, const void *b, int64_t i, float f[8]) {
     int64_t o = bidx(bc, i);

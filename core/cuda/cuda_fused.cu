@@ -19,6 +19,7 @@
 #include "cuda/cuda_util.cuh"
 #include "cuda/cuda_fused.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_vec.cuh" /* block_sum, ld8, st8 */
 
 namespace {
 
@@ -27,46 +28,14 @@ namespace {
 template <int VEC> struct Groups { static constexpr int n = VEC == 8 ? 4 : 16; };
 constexpr int CHUNK_T = 512;
 
-__device__ __forceinline__ float wsum(float v) {
-#pragma unroll
-    for (int s = 16; s; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    return v;
-}
-/* Sum over the block (blockDim.x a multiple of 32); every thread gets it. */
-__device__ float bsum(float v) {
-    __shared__ float sh[32];
-    __syncthreads(); /* sh may be in use by the previous call */
-    v = wsum(v);
-    int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0) sh[w] = v;
-    __syncthreads();
-    float r = 0.f;
-    for (int i = 0; i < nw; i++) r += sh[i];
-    return r;
-}
 
 /* VEC elements at element index i of p (dtype dt; VEC 8: BF16, 16-byte aligned). */
 template <int VEC> __device__ __forceinline__ void ldv(const void *p, int64_t i, int dt, float *f);
 template <> __device__ __forceinline__ void ldv<1>(const void *p, int64_t i, int dt, float *f) { f[0] = ork_ld(p, i, dt); }
-template <> __device__ __forceinline__ void ldv<8>(const void *p, int64_t i, int, float *f) {
-    uint4 u = *(const uint4 *)((const __nv_bfloat16 *)p + i);
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        float2 t = __bfloat1622float2(h[k]);
-        f[2 * k] = t.x;
-        f[2 * k + 1] = t.y;
-    }
-}
+template <> __device__ __forceinline__ void ldv<8>(const void *p, int64_t i, int, float *f) { ld8(p, i, f); }
 template <int VEC> __device__ __forceinline__ void stv(void *p, int64_t i, int dt, const float *f);
 template <> __device__ __forceinline__ void stv<1>(void *p, int64_t i, int dt, const float *f) { ork_st(p, i, f[0], dt); }
-template <> __device__ __forceinline__ void stv<8>(void *p, int64_t i, int, const float *f) {
-    uint4 u;
-    __nv_bfloat16 *h = (__nv_bfloat16 *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(f[k]);
-    *(uint4 *)((__nv_bfloat16 *)p + i) = u;
-}
+template <> __device__ __forceinline__ void stv<8>(void *p, int64_t i, int, const float *f) { st8(p, i, f); }
 
 /* ---- gated add ---- */
 /* y = x + gate·h; blocks stride over rows, threads over the column groups of a row. */
@@ -162,7 +131,7 @@ __global__ void k_modulate_layernorm(int64_t rows, int64_t L, int64_t C, float e
 #pragma unroll
             for (int k = 0; k < VEC; k++) s += a[k];
         }
-        const float mu = bsum(s) / (float)C;
+        const float mu = block_sum(s) / (float)C;
         float q = 0.f;
         for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
             float a[VEC];
@@ -170,7 +139,7 @@ __global__ void k_modulate_layernorm(int64_t rows, int64_t L, int64_t C, float e
 #pragma unroll
             for (int k = 0; k < VEC; k++) { float d = a[k] - mu; q += d * d; }
         }
-        const float rs = rsqrtf(bsum(q) / (float)C + eps);
+        const float rs = rsqrtf(block_sum(q) / (float)C + eps);
         for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
             float a[VEC], sh[VEC], sc[VEC];
             ldv<VEC>(x, o + v * VEC, dt, a);
@@ -227,8 +196,8 @@ k_modulate_layernorm_bwd(int64_t L, int64_t C, int nchunk, int64_t scs, const vo
             }
         }
         if (!dx) continue; /* uniform over the block */
-        s1 = bsum(s1) / (float)C;
-        s2 = bsum(s2) / (float)C;
+        s1 = block_sum(s1) / (float)C;
+        s2 = block_sum(s2) / (float)C;
 #pragma unroll
         for (int j = 0; j < MAXV; j++) {
             const int64_t v = threadIdx.x + (int64_t)j * blockDim.x;
