@@ -141,7 +141,7 @@ static void account(ork_stream_plan *p, const ork_plan_inputs *in) {
      * largest parameter */
     p->ema = in->ema ? 4 * (size_t)g_dev + 4 * (size_t)p->lora_max_tensor : 0;
     p->total = p->frozen_resident + p->codec + p->slots + p->staging + p->lora + p->grads + p->opt + p->ema + p->saved +
-               p->carry_grads + p->work + p->adapter_transient + p->workspace;
+               p->carry_grads + p->work + p->adapter_transient + p->dop + p->workspace;
     /* host: the packed streamed blocks, plus the trainable state when it streams */
     size_t host = 0;
     for (int b = 0; b < n; b++)
@@ -485,7 +485,7 @@ static ork_status plan_fail(const ork_plan_inputs *in, const char *fmt, ...) {
 /* ONE line: what does not fit and what to change. */
 static ork_status refuse(const ork_stream_plan *p, const ork_plan_inputs *in, const char *lead) {
     char a[32], b[32], c1[32], c2[32], c3[32];
-    double act = (double)(p->saved + p->carry_grads + p->work + p->adapter_transient),
+    double act = (double)(p->saved + p->carry_grads + p->work + p->adapter_transient + p->dop),
            tr = (double)(p->lora + p->grads + p->opt + p->ema),
            fr = (double)(p->frozen_resident + p->slots + p->staging + p->codec);
     const char *fix;
@@ -658,6 +658,17 @@ static void memory_model(ork_stream_plan *p, const ork_plan_inputs *in, const sh
         if (f > fmax) fmax = f;
     }
     p->work = gib_round(carry * fmax + fixed);
+    /* DOP (train/dop.c): 6 carries (the prior's and the main step's begin
+     * outputs, up to 2 each, both kept to the reset while the preservation step
+     * runs; the prior forward's 2 carry buffers), the prior twice (its arena
+     * copy; its F32 upload + cast) and the class prompts' uploads (F32 + cast) */
+    p->dop = 0;
+    if (in->dop) {
+        const ork_model_info *mi = p->info;
+        double up = 4.0 + (ab == 4 ? 0 : ab);
+        p->dop = gib_round(6.0 * carry + (double)B * (double)in->img_tokens * mi->token_channels * (ab + up) +
+                           (double)B * ((double)in->txt_tokens * mi->context_dim + mi->vec_dim) * up);
+    }
     p->workspace = in->workspace ? in->workspace : (size_t)512 << 20;
     /* budget */
     if (in->budget_gb > 0) p->budget = (size_t)(in->budget_gb * GIB);
@@ -896,10 +907,12 @@ void ork_stream_plan_print(const ork_stream_plan *p, FILE *f) {
                 mib((double)p->grads, b, sizeof b), p->staging ? "the staging buffer and " : "");
     fprintf(f, "%s%s\n", p->trainable_streamed ? "; trainable state streamed per block (ZeRO-Offload)" : "",
             p->trainable_streamed && p->lora_shadow ? ", BF16 shadows of the LoRA parameters for the forward pass" : "");
-    char ema[48] = "", at[64] = "", m1[32];
+    char ema[48] = "", at[96] = "", m1[32], m2[32];
     if (p->ema) snprintf(ema, sizeof ema, ", EMA %s", mib((double)p->ema, m1, sizeof m1));
     if (p->adapter_transient)
         snprintf(at, sizeof at, ", adapter transient %s", mib((double)p->adapter_transient, m1, sizeof m1));
+    if (p->dop) /* after the transient: at[] holds both */
+        snprintf(at + strlen(at), sizeof at - strlen(at), ", DOP prior pass %s", mib((double)p->dop, m2, sizeof m2));
     fprintf(f, "  VRAM: frozen resident %s, slots %s%s, codec %s, LoRA %s, grads %s, optimizer %s%s, saved carries %s, carry grads %s, block working set %s%s, workspace %s = %s\n",
             mib((double)p->frozen_resident, a, sizeof a), mib((double)(p->slots + p->staging), b, sizeof b),
             p->staging ? " (with staging)" : "", mib((double)p->codec, c, sizeof c),

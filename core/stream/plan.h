@@ -19,6 +19,11 @@
  *     (train/ema.c)
  *   + an adapter's transient per linear (LoKr: W + kron(w1, w2) built as the GEMM
  *     operand and its chunked F32 products, tensor/ops_linear.c), the largest layer's
+ *   + with train.diff_output_preservation, what its prior pass (train/dop.c) holds
+ *     beside a step: 6 carries (the prior's and the main step's begin outputs,
+ *     kept to the graph's reset, and ork_runner_forward's two carry buffers), the prior
+ *     prediction (its arena copy, then uploaded again for the preservation step)
+ *     and the class prompts' uploads (text, vec), each upload F32 plus its cast
  * The budget is model.vram_budget_gb, or the device's free memory minus a
  * margin (1 GiB) when that is 0.
  *
@@ -132,6 +137,7 @@ typedef struct ork_plan_inputs {
                                   * shapes (LoRA's down / up), or with lora_params the largest block's */
     size_t adapter_transient;    /* bytes one adapted linear holds beside the block working set while it
                                   * runs (LoKr: ork_plan_lokr_transient), the largest layer's; 0: none */
+    int dop;                     /* 1: train.diff_output_preservation (its prior pass, train/dop.c) */
     /* activations */
     int batch;                   /* 0: 1 */
     int64_t img_tokens, txt_tokens;
@@ -175,6 +181,7 @@ typedef struct ork_stream_plan {
     size_t lora, grads, opt, saved, carry_grads, work, workspace, total;
     size_t ema;                  /* the EMA's device bytes (inputs' ema; 0 without) */
     size_t adapter_transient;    /* the inputs' */
+    size_t dop;                  /* DOP's prior pass beside a step (inputs' dop; 0 without) */
     int64_t lora_max_tensor;     /* the largest trainable tensor's elements */
     /* host and PCIe */
     size_t host_pinned;

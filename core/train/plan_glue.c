@@ -169,6 +169,7 @@ ork_status ork_train_make_plan(job *j, ork_device dev) {
     in.act_bytes = dev == ORK_DEV_CPU ? 4 : 2;
     in.first_trainable = -1;
     in.ema = j->p->train.use_ema != 0; /* train/ema.c's shadows and scratch */
+    in.dop = j->p->train.diff_output_preservation != 0; /* train/dop.c's prior pass */
     if (j->p->network.type && !strcmp(j->p->network.type, "lokr")) lokr_sizes(j, &in);
     return ork_stream_plan_make(&in, &j->plan);
 }

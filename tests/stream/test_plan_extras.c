@@ -13,7 +13,12 @@
  *    (ork_plan_lokr_transient: the largest layer's W + kron(w1, w2) operand
  *    and chunks, tensor/ops_linear.c); for one linear alone, forward and
  *    backward, the LoKr op's arena peak over the plain op's equals it.
- *  - the VRAM line names "EMA" and "adapter transient" only when counted. */
+ *  - dop: train.diff_output_preservation. The prior pass (ork_runner_forward,
+ *    train/dop.c) peaks at no more than one block's working set plus a carry
+ *    (every block alone measured) and predicts bit for bit what the blocks
+ *    do on the arena; a micro-batch with the prior and the preservation step
+ *    peaks above the plain one by no more than the plan's DOP term.
+ *  - the VRAM line names "EMA", "adapter transient" and "DOP" only when counted. */
 #include "ork_test.h"
 
 #include "toy_model.h"
@@ -267,6 +272,145 @@ static void test_lokr(void) {
     printf("\n  ");
 }
 
+/* ---- DOP ------------------------------------------------------------------------ */
+static void toy_inputs(float *xin, float *tg) {
+    for (int q = 0; q < TOY_B * TOY_N * g_toy.C; q++) {
+        xin[q] = sinf(0.37f * (float)q);
+        tg[q] = cosf(0.11f * (float)q);
+    }
+}
+
+/* Block i of the toy alone, grad off, from a carry of its input's shape: its arena peak. */
+static size_t block_work(int i) {
+    rig x;
+    CU_ASSERT_EQUAL_FATAL(rig_open(&x, ORK_ADAPTER_LORA), ORK_OK);
+    int64_t sh[3] = {TOY_B, TOY_N, i == 0 ? g_toy.C : H};
+    ork_tensor *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(ork_tensor_api_table()->empty(x.g, ORK_F32, 3, sh, &t), ORK_OK);
+    size_t base = ork_arena_live(x.g->arena);
+    ork_graph_set_grad(x.g, 0);
+    ork_carry c;
+    memset(&c, 0, sizeof c);
+    c.n = 1;
+    c.t[0] = t;
+    if (x.hk.enter) CU_ASSERT_EQUAL_FATAL(x.hk.enter(x.hk.ctx, i), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(toy_block(&g_toy, x.g, i, &c), ORK_OK);
+    if (x.hk.leave) CU_ASSERT_EQUAL_FATAL(x.hk.leave(x.hk.ctx, i), ORK_OK);
+    size_t w = ork_arena_peak(x.g->arena) - base;
+    rig_close(&x);
+    return w;
+}
+
+/* The toy's prediction with grad off: ork_runner_forward (run = 1) or every
+ * block straight on the arena, no region (run = 0, the reference); *peak: the
+ * arena's peak over what the input took. */
+static void toy_forward(int run, float *out, size_t *peak) {
+    rig x;
+    CU_ASSERT_EQUAL_FATAL(rig_open(&x, ORK_ADAPTER_LORA), ORK_OK);
+    float xin[TOY_B * TOY_N * 8], tg[TOY_B * TOY_N * 8];
+    toy_inputs(xin, tg);
+    int64_t sh[3] = {TOY_B, TOY_N, g_toy.C};
+    const ork_tensor_api *ta = ork_tensor_api_table();
+    ork_tensor *xt = NULL, *pred = NULL;
+    CU_ASSERT_EQUAL_FATAL(ta->from_host(x.g, ORK_F32, 3, sh, xin, &xt), ORK_OK);
+    size_t base = ork_arena_live(x.g->arena);
+    ork_model_inputs mi = {.tokens = xt, .h_tokens = 3, .w_tokens = 4};
+    if (run) {
+        CU_ASSERT_EQUAL_FATAL(ork_runner_forward(x.r, &mi, &pred), ORK_OK);
+    } else {
+        ork_graph_set_grad(x.g, 0);
+        ork_carry c;
+        CU_ASSERT_EQUAL_FATAL(toy_begin(&g_toy, x.g, &mi, &c), ORK_OK);
+        for (int i = 0; i < NB; i++) {
+            if (x.hk.enter) CU_ASSERT_EQUAL_FATAL(x.hk.enter(x.hk.ctx, i), ORK_OK);
+            CU_ASSERT_EQUAL_FATAL(toy_block(&g_toy, x.g, i, &c), ORK_OK);
+            if (x.hk.leave) CU_ASSERT_EQUAL_FATAL(x.hk.leave(x.hk.ctx, i), ORK_OK);
+        }
+        pred = c.t[0];
+    }
+    CU_ASSERT_EQUAL_FATAL(ork_tensor_numel(pred), TOY_B * TOY_N * g_toy.C);
+    CU_ASSERT_EQUAL_FATAL(ta->to_host(x.g, pred, ORK_F32, out), ORK_OK);
+    *peak = ork_arena_peak(x.g->arena) - base;
+    rig_close(&x);
+}
+
+/* (b) the prior pass (ork_runner_forward) holds one block's working set at a
+ * time plus the carry, and predicts bit for bit what the blocks do on their own. */
+static void test_dop_prior(void) {
+    size_t w = 0;
+    for (int i = 0; i < NB; i++) {
+        size_t b = block_work(i);
+        if (b > w) w = b;
+    }
+    const size_t carry = (size_t)TOY_B * TOY_N * H * 4;
+    float got[TOY_B * TOY_N * 8], ref[TOY_B * TOY_N * 8];
+    size_t pk_run = 0, pk_ref = 0;
+    toy_forward(1, got, &pk_run);
+    toy_forward(0, ref, &pk_ref);
+    printf("\n  no-grad forward: arena peak %zu bytes (every block on the arena: %zu); one block's working set %zu, "
+           "a carry %zu", pk_run, pk_ref, w, carry);
+    CU_ASSERT(pk_run <= w + carry);
+    CU_ASSERT(pk_ref > w + carry); /* the check can fail: the whole forward does not fit under it */
+    CU_ASSERT_EQUAL(memcmp(got, ref, sizeof got), 0);
+    printf("\n  ");
+}
+
+/* One micro-batch of the toy as train.c runs it: with dop, the prior
+ * (ork_runner_forward, to the host and up again as dop.c does), the step, and
+ * the preservation step against the prior; without, the step. *peak: the
+ * arena's peak plus what ork_runner_forward's carries took (their tag). */
+static void dop_micro(int dop, size_t *peak, float *loss) {
+    rig x;
+    CU_ASSERT_EQUAL_FATAL(rig_open(&x, ORK_ADAPTER_LORA), ORK_OK);
+    float xin[TOY_B * TOY_N * 8], tg[TOY_B * TOY_N * 8], prior[TOY_B * TOY_N * 8];
+    toy_inputs(xin, tg);
+    int64_t sh[3] = {TOY_B, TOY_N, g_toy.C};
+    const ork_tensor_api *ta = ork_tensor_api_table();
+    ork_tensor *xt = NULL, *t = NULL, *pt = NULL, *pred = NULL;
+    CU_ASSERT_EQUAL_FATAL(ta->from_host(x.g, ORK_F32, 3, sh, xin, &xt), ORK_OK);
+    CU_ASSERT_EQUAL_FATAL(ta->from_host(x.g, ORK_F32, 3, sh, tg, &t), ORK_OK);
+    ork_model_inputs mi = {.tokens = xt, .h_tokens = 3, .w_tokens = 4};
+    if (dop) {
+        CU_ASSERT_EQUAL_FATAL(ork_runner_forward(x.r, &mi, &pred), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ta->to_host(x.g, pred, ORK_F32, prior), ORK_OK);
+    }
+    loss[0] = loss[1] = 0;
+    CU_ASSERT_EQUAL_FATAL(ork_runner_step(x.r, &mi, 1, toy_loss, t, &loss[0]), ORK_OK);
+    if (dop) {
+        CU_ASSERT_EQUAL_FATAL(ta->from_host(x.g, ORK_F32, 3, sh, prior, &pt), ORK_OK);
+        CU_ASSERT_EQUAL_FATAL(ork_runner_step(x.r, &mi, 1, toy_loss, pt, &loss[1]), ORK_OK);
+    }
+    *peak = ork_arena_peak(x.g->arena) + ork_alloc_peak_tag(x.a, "forward_carry");
+    rig_close(&x);
+}
+
+/* (a) a micro-batch with DOP grows the peak by no more than the plan's DOP term. */
+static void test_dop_plan(void) {
+    size_t p0 = 0, p1 = 0;
+    float l0[2], l1[2];
+    dop_micro(0, &p0, l0);
+    dop_micro(1, &p1, l1);
+    ork_plan_inputs in = inputs();
+    ork_stream_plan *q0 = plan_of(&in);
+    in.dop = 1;
+    ork_stream_plan *q1 = plan_of(&in);
+    printf("\n  toy micro-batch: peak %zu bytes, %zu with DOP's prior and preservation step; the plan's DOP term %zu",
+           p0, p1, q1->dop);
+    CU_ASSERT_EQUAL(q0->dop, 0);
+    CU_ASSERT(q1->dop > 0);
+    CU_ASSERT_EQUAL(q1->total - q0->total, q1->dop);
+    CU_ASSERT(p1 > p0);
+    CU_ASSERT(p1 - p0 <= q1->dop);
+    CU_ASSERT(l0[0] == l1[0]); /* the prior pass leaves the step's loss as it was */
+    /* no optimizer step ran and the LoRA's up starts at zero: the preservation
+     * step's prediction is the prior's bit for bit (the prior pass computes what
+     * the checkpointed step does) */
+    CU_ASSERT(l1[1] == 0.0f);
+    ork_stream_plan_free(q0);
+    ork_stream_plan_free(q1);
+    printf("\n  ");
+}
+
 /* ---- the print ------------------------------------------------------------------- */
 static int vram_line_has(const ork_stream_plan *p, const char *what) {
     char *buf = NULL;
@@ -287,18 +431,23 @@ static void test_print(void) {
     ork_stream_plan *p = plan_of(&in);
     CU_ASSERT_EQUAL(vram_line_has(p, "EMA"), 0);
     CU_ASSERT_EQUAL(vram_line_has(p, "adapter transient"), 0);
+    CU_ASSERT_EQUAL(vram_line_has(p, "DOP"), 0);
     ork_stream_plan_free(p);
     in.ema = 1;
     in.adapter_transient = 3 << 20;
+    in.dop = 1;
     p = plan_of(&in);
     CU_ASSERT_EQUAL(vram_line_has(p, ", EMA "), 1);
     CU_ASSERT_EQUAL(vram_line_has(p, "adapter transient 3.0 MiB"), 1);
+    CU_ASSERT_EQUAL(vram_line_has(p, ", DOP prior pass "), 1);
     ork_stream_plan_free(p);
 }
 
 static const ork_test_case cases[] = {
     {"EMA: the plan grows by the shadows ema.c allocates", test_ema},
     {"LoKr: the plan's transient against the op's and a step's peaks", test_lokr},
+    {"DOP: the prior forward holds one block's working set and the carry", test_dop_prior},
+    {"DOP: a micro-batch's peak grows by no more than the plan's term", test_dop_plan},
     {"the VRAM line names them only when counted", test_print},
     {NULL, NULL},
 };
