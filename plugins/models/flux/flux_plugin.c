@@ -48,7 +48,7 @@ static const ork_param flux_keys[] = {
     {"codec", ORK_PARAM_STRING, 1, 0, "auto", 1, 0, "auto|taef1|pixel|vae", P(codec), "image codec: vae (needs vae_path), taef1 (needs taef1_path), pixel (space-to-depth), auto (the first of vae, taef1 with a path set, else pixel)"},
     {"taef1_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(taef1_path), "folder holding taef1_encoder.safetensors and taef1_decoder.safetensors"},
     {"pixel_patch", ORK_PARAM_INT, 1, 0, "4", 1, 64, NULL, P(pixel_patch), "pixel codec: pixels per token side"},
-    {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "BFL autoencoder: ae.safetensors of FLUX.1 or FLUX.2 (or a folder holding it); geometry from its shapes"},
+    {"vae_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(vae_path), "the autoencoder: BFL's ae.safetensors of FLUX.1 or FLUX.2, or FLUX.1's diffusers AutoencoderKL (its diffusion_pytorch_model.safetensors), or a folder holding either ([vae/]diffusion_pytorch_model.safetensors); geometry from its shapes"},
     {"context_len", ORK_PARAM_INT, 1, 0, "0", 0, 4096, NULL, P(context_len), "text tokens when no text embeddings are given (0: 512, or 8 for custom sizes)"},
     {"t5_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(t5_path), "FLUX.1's T5-XXL encoder: a .safetensors file, an index json or a folder (default: text_encoder_2/ of a diffusers model.name_or_path)"},
     {"clip_path", ORK_PARAM_STRING, 1, 0, "''", 1, 0, NULL, P(clip_path), "FLUX.1's CLIP-L text encoder: a .safetensors file or a folder (default: text_encoder/ of a diffusers model.name_or_path)"},
@@ -176,7 +176,8 @@ static ork_status flux_declarations(flux_model *f, ork_model_info *info) {
     return ORK_OK;
 }
 
-/* Which FLUX autoencoder vae_path holds and its latent channels, from two
+/* Which FLUX autoencoder vae_path holds (a file; a folder with ae.safetensors
+ * or [vae/]diffusion_pytorch_model.safetensors) and its latent channels, from two
  * shapes (decoder.conv_in's input is z; FLUX.2 has encoder.quant_conv), for
  * a custom size's token channels and the slot's codec id. 0 when it cannot
  * tell: the codec's open then says what is wrong with the file. */
@@ -184,8 +185,17 @@ static int vae_peek(flux_model *f, int *z) {
     char path[1100];
     ork_file_kind kind;
     if (path_kind(f, f->vae_path, &kind) != ORK_OK) return 0;
-    if (kind == ORK_KIND_DIR) snprintf(path, sizeof path, "%.1000s/ae.safetensors", f->vae_path);
-    else snprintf(path, sizeof path, "%s", f->vae_path);
+    snprintf(path, sizeof path, "%.1000s", f->vae_path);
+    if (kind == ORK_KIND_DIR) { /* as the codec looks (flux_vae.c): BFL's, a diffusers vae/ folder, a pipeline's */
+        static const char *const in_dir[] = {"ae.safetensors", "diffusion_pytorch_model.safetensors",
+                                             "vae/diffusion_pytorch_model.safetensors"};
+        size_t i = 0;
+        for (; i < sizeof in_dir / sizeof in_dir[0]; i++) {
+            snprintf(path, sizeof path, "%.1000s/%s", f->vae_path, in_dir[i]);
+            if (path_kind(f, path, &kind) == ORK_OK && kind == ORK_KIND_FILE) break;
+        }
+        if (i == sizeof in_dir / sizeof in_dir[0]) return 0;
+    }
     ork_st_set *s;
     if (f->st->open(path, &s) != ORK_OK) return 0;
     ork_st_info t;
