@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_all.sh — regenerates every torch reference fixture (flux_ref.py, taef1_ref.py,
-# vgg19_ref.py, vae_ref.py) into OUTDIR (default tests/fixtures), then cross-checks the FLUX
-# models against diffusers when it is installed. Needs python3 with torch,
+# vgg19_ref.py, vae_ref.py) into OUTDIR (default tests/fixtures), then, when diffusers is
+# installed, writes vae_ref.py's FLUX.1 autoencoder as diffusers saves it
+# (vae_diffusers_ref.py) and cross-checks the FLUX models against diffusers. Needs python3 with torch,
 # torchvision, safetensors, numpy, pillow (PYTHON=... to pick one), and the
 # shared assets (../shared/assets/{taef1,photos}, or TAEF1_DIR / PHOTOS_DIR).
 # Usage: bash tests/reference/run_all.sh [OUTDIR]
@@ -18,8 +19,9 @@ mkdir -p "$out"
 "$py" "$here/vgg19_ref.py" "$out" "$photos"
 "$py" "$here/vae_ref.py" "$out" "$root/assets/photos"
 if "$py" -c "import diffusers" 2>/dev/null; then
+    "$py" "$here/vae_diffusers_ref.py" "$out" # reads vae_ref.py's vae1_small.safetensors
     "$py" "$here/flux_check_diffusers.py" "$out"
 else
-    echo "diffusers not installed: skipped flux_check_diffusers.py"
+    echo "diffusers not installed: skipped vae_diffusers_ref.py and flux_check_diffusers.py"
 fi
 ls -l "$out"
