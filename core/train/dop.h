@@ -16,6 +16,10 @@
  *    The preservation term is not timestep-weighted (SDTrainer adds it after
  *    calculate_loss); orakul scales it by 1/gradient_accumulation like the
  *    main term.
+ * Memory: the prior forward runs block by block in graph regions
+ * (ork_runner_forward), so beside a step it adds the carries, the prior and
+ * the class prompts' uploads, no activations: the plan's DOP term
+ * (stream/plan.h), printed in its VRAM line.
  * Refused with one line: without trigger_word (SDTrainer raises), without the
  * model's text encoders (nothing to encode the class prompts with), and with
  * the trainable state streamed per block (a second backward would step
