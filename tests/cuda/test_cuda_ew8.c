@@ -106,7 +106,7 @@ static void test_ew8_bitwise(void) {
 }
 
 static int suite_init(void) {
-    setenv("ORK_CUDA_EW8", "1", 1); /* the path is opt-in (cuda_ew.cu); read at the first launch */
+    setenv("ORK_CUDA_EW8", "1", 1); /* the default, but the environment may say 0 (cuda_ew.cu); read at the first launch */
     G = ork_cuda_backend();
     if (G->ctx_create(0, &KG.priv) != ORK_OK) return 1;
     if (ork_cuda_stream_create(&KG.stream) != ORK_OK) return 1;
