@@ -4,7 +4,7 @@
  * core/platform; the tests are older than that layer and call a few POSIX
  * functions directly, which this header gives them over the platform layer or
  * the C runtime: mkdir(path, mode), setenv / unsetenv, mkdtemp, realpath,
- * lstat, utimensat (whole seconds), getline, open_memstream (a temporary file whose bytes fclose hands back),
+ * lstat, utimensat (whole seconds), getline, open_memstream and fmemopen (a temporary file whose bytes fclose hands back),
  * symlink (a copy: Windows needs a privilege for links), geteuid (0: see below), the <sys/wait.h>
  * macros for system()'s result (the exit code itself on Windows), and
  * system() itself for the three shell commands the tests give it for their
@@ -115,8 +115,34 @@ typedef struct ork_tw_mem {
     FILE *f;
     char **buf;
     size_t *len;
+    char *fixed;  /* fmemopen "w": the caller's buffer of cap bytes, else NULL */
+    size_t cap;
 } ork_tw_mem;
 static ork_tw_mem ork_tw_mems[16];
+
+/* fmemopen(buf, size, mode): a temporary file. "r": it holds buf's size bytes;
+ * "w" (and "w+"): fclose (this header's) copies what was written into buf, at
+ * most size bytes, and a NUL after it when there is room, as glibc's does. */
+static inline FILE *fmemopen(void *buf, size_t size, const char *mode) {
+    if (!buf || !size || !mode) return errno = EINVAL, (FILE *)NULL;
+    FILE *f = ork_tmpfile();
+    if (!f) return NULL;
+    if (mode[0] == 'r') {
+        if (fwrite(buf, 1, size, f) != size) return fclose(f), (FILE *)NULL;
+        rewind(f);
+        return f;
+    }
+    for (int i = 0; i < 16; i++)
+        if (!ork_tw_mems[i].f) {
+            ork_tw_mems[i].f = f, ork_tw_mems[i].buf = NULL, ork_tw_mems[i].len = NULL;
+            ork_tw_mems[i].fixed = (char *)buf, ork_tw_mems[i].cap = size;
+            if (mode[0] == 'w') ((char *)buf)[0] = '\0';
+            return f;
+        }
+    fclose(f);
+    errno = EMFILE;
+    return NULL;
+}
 
 static inline FILE *open_memstream(char **buf, size_t *len) {
     for (int i = 0; i < 16; i++)
@@ -124,6 +150,7 @@ static inline FILE *open_memstream(char **buf, size_t *len) {
             FILE *f = ork_tmpfile();
             if (!f) return NULL;
             ork_tw_mems[i].f = f, ork_tw_mems[i].buf = buf, ork_tw_mems[i].len = len;
+            ork_tw_mems[i].fixed = NULL, ork_tw_mems[i].cap = 0;
             *buf = NULL, *len = 0;
             return f;
         }
@@ -136,6 +163,14 @@ static inline int ork_tw_fclose(FILE *f) {
         if (f && ork_tw_mems[i].f == f) {
             ork_tw_mems[i].f = NULL;
             long n = (fflush(f), fseek(f, 0, SEEK_END), ftell(f));
+            if (ork_tw_mems[i].fixed) { /* fmemopen: into the caller's buffer */
+                size_t k = n > 0 ? (size_t)n : 0, cap = ork_tw_mems[i].cap;
+                if (k > cap) k = cap;
+                rewind(f);
+                k = fread(ork_tw_mems[i].fixed, 1, k, f);
+                if (k < cap) ork_tw_mems[i].fixed[k] = '\0';
+                return fclose(f);
+            }
             char *b = (char *)malloc(n > 0 ? (size_t)n + 1 : 1);
             rewind(f);
             size_t got = b && n > 0 ? fread(b, 1, (size_t)n, f) : 0;
