@@ -48,12 +48,14 @@ struct ork_graph {
     size_t grad_pool_bytes, grad_pool_used;
 };
 
-/* Forward GEMM of an fp8-quantized linear weight (ops->linear; backward always
- * dequantizes): DEQUANT = path (a), the weight dequantized into a bf16 scratch
- * and a bf16 GEMM, any device; NATIVE = path (b), Hopper's FP8 GEMM with the
- * weight's per-row scales and per-token E4M3 activations (cuda_gemm_fp8.h); a
- * layer it cannot take (shape, block scales, f32 activations) falls back to (a)
- * with one WARN line per graph. */
+/* The GEMMs of an fp8-quantized linear weight (ops->linear, forward and the
+ * input gradient dx = dy·w): DEQUANT = path (a), the weight dequantized into a
+ * bf16 scratch and bf16 GEMMs, any device; NATIVE = path (b), the FP8 GEMMs of
+ * sm_89+ (cuda_gemm_fp8.h: the weight's per-row scales, per-token E4M3
+ * activations; for dx the weight's bytes transposed per call and its scales
+ * folded into dy) — the default for an fp8 base where the device has them
+ * (quant plugin's fp8_gemm: auto). A layer it cannot take (shape, block scales,
+ * f32 activations) falls back to (a) with one WARN line per graph. */
 enum { ORK_FP8_GEMM_DEQUANT = 0, ORK_FP8_GEMM_NATIVE = 1 };
 
 /* Set g's fp8 GEMM mode. The environment variable ORK_FP8_GEMM=native|dequant

@@ -24,8 +24,9 @@
  * the bytes itself: it dequantizes W into an arena scratch of the activation
  * dtype (stream-ordered on the graph's stream), runs its GEMMs on the scratch
  * and releases it right after (forward; backward dequantizes again for dx).
- * With the graph's fp8_gemm native (graph.h) the forward instead hands the fp8
- * bytes and the per-row scales to the backend's FP8 GEMM (linear_fp8).
+ * With the graph's fp8_gemm native (graph.h) the forward and dx instead hand
+ * the fp8 bytes and the per-row scales to the backend's FP8 GEMMs (linear_fp8,
+ * linear_fp8_dgrad).
  * Quantized weights are always frozen (requires_grad is refused).
  *
  * Owns: struct ork_tensor, ork_lora and ork_qinfo's definition (the weight

@@ -46,7 +46,15 @@ static int init(void) {
     if (qt_init()) return 1;
     if (ork_cuda_ctx_create(0, &g_ctx) != ORK_OK) return 1;
     if (cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking) != cudaSuccess) return 1;
+    /* These cases check the outer-vector scheme (sm_90+: xq and sx read back from
+     * the scratch ork_cuda_fp8_linear_ws sizes); on Ada (the tensor-wide scheme)
+     * ork_cuda_fp8_linear refuses that scratch, as asserted below, and
+     * tests/cuda/test_cuda_fp8_dgrad.c covers the tensor-wide forward. */
     g_native = ork_cuda_fp8_native_ok(g_ctx, g_why, sizeof g_why) == ORK_OK;
+    if (g_native && ork_cuda_fp8_scheme(g_ctx) != 2) {
+        g_native = 0;
+        snprintf(g_why, sizeof g_why, "no outer-vector scales on this device (the tensor-wide scheme)");
+    }
     if (!g_native) printf("\n  native FP8 GEMM unavailable here: %s\n", g_why);
     return 0;
 }

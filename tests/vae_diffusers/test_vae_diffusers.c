@@ -28,8 +28,8 @@ static char g_tmp[64];
 static int g_errors;
 static char g_line[1024];
 
-/* the codec's error lines (the FLUX plugin's own peek at vae_path, which reads
- * ae.safetensors only, may add one of its own for a folder: not this codec's) */
+/* the codec's error lines (the FLUX plugin's own peek at vae_path opens the
+ * same files as the codec since 84ac33d; any line here is the codec's) */
 static void sink(ork_log_level lvl, const char *line, void *user) {
     (void)user;
     if (lvl < ORK_LOG_ERROR || !strstr(line, "codec.flux1-vae")) return;
