@@ -21,6 +21,7 @@
  * layer_major, chunk, retries, the plan's passes, streamer (1: layer-major
  * through the core's block streamer, text/cond_plan.h), link_gb (its bytes
  * over the link) and predicted_s, budget_gib, finite. Not a test. */
+#include "platform/platform.h"
 #include "plugin/registry.h"
 #include "tensor/backend.h"
 #include "text/cond_plan.h"
@@ -67,7 +68,7 @@ int main(int argc, char **argv) {
                 "[--tag S] [--each]\n", argv[0]);
         return 2;
     }
-    if (bench_flag(argc, argv, "--layer-major")) setenv("ORAKUL_TEXT_LAYER_MAJOR", "1", 1);
+    if (bench_flag(argc, argv, "--layer-major")) ork_env_set("ORAKUL_TEXT_LAYER_MAJOR", "1");
     const ork_backend *be = ork_cpu_backend();
 #ifdef ORAKUL_HAVE_CUDA
     if (!bench_flag(argc, argv, "--cpu") && ork_cuda_device_count() > 0) be = ork_cuda_backend();

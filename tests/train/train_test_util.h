@@ -22,7 +22,7 @@
 #define TT_STEPS_MAX 1024
 
 /* snprintf for paths and keys (truncation is not expected at these sizes). */
-static inline int tt_fmt(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int tt_fmt(char *buf, size_t n, const char *fmt, ...) ORK_PRINTF(3, 4);
 static inline int tt_fmt(char *buf, size_t n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -106,6 +106,10 @@ static inline ork_status ork_hf_hub_snapshot(const ork_host *h, const ork_platfo
     snprintf(ref, sizeof ref, "%s/refs/main", repo);
     out[0] = 0;
     int fd = -1, have_ref = pf->fd_open(ref, ORK_F_READ | ORK_F_NONBLOCK, &fd) == ORK_OK;
+    if (!have_ref && pf->path_info(ref, &fi) == ORK_OK) { /* there but not openable: a folder on Windows */
+        h->log(h, ORK_LEVEL_ERROR, "%s: not a regular file (the Hugging Face cache's revision of %s)", ref, id);
+        return ORK_E_IO;
+    }
     if (have_ref) {
         size_t got = 0;
         ork_status s = pf->fd_info(fd, &fi);
