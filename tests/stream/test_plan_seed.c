@@ -6,11 +6,11 @@
  * the 24 GiB budget. The config is copied with its dataset folder pointed at
  * the repository's assets/photos (the plan only scans it). */
 #include "ork_test.h"
+#include "ork_test_proc.h" /* orakul spawned without a shell, on Windows too */
 
 #include <limits.h>
 #include <math.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 static char g_tmp[256];
 
@@ -26,7 +26,7 @@ static int copy_seed_config(void) {
     int ok = at && nw && nw < at;
     for (int v = 0; v < 2 && ok; v++) {
         snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, v ? "seed_bf16.yaml" : "seed.yaml");
-        FILE *f = fopen(cfg, "w");
+        FILE *f = fopen(cfg, "wb"); /* "\n" on Windows too: the variants below match it */
         if (!f) { ok = 0; break; }
         const char *after = nw + strlen(net) - 1; /* the closing brace */
         fprintf(f, "%.*s%s%.*s%s%s", (int)(after - y), y, v ? ", weight_dtype: bf16" : "", (int)(at - after), after,
@@ -47,18 +47,24 @@ static int teardown(void) {
     return system(cmd) == 0 ? 0 : 1;
 }
 
-/* runs `orakul plan` on a copied config (g_tmp/<name>) with env (ORAKUL_HOST_AVAILABLE_GB=
- * ... and the like); returns the exit code, *out and *err the two streams */
+/* runs `orakul plan` on a copied config (g_tmp/<name>) in g_tmp with env
+ * ("ORAKUL_HOST_AVAILABLE_GB=... NAME=value ...", space-separated) set for it;
+ * returns the exit code, *out and *err the two streams */
 static int plan_with_config(const char *env, const char *name, char **out, char **err) {
-    char cmd[6 * PATH_MAX], cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX];
+    char cfg[PATH_MAX], outf[PATH_MAX], errf[PATH_MAX], vars[512];
     snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, name);
     snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
     snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' plan '%s' >'%s' 2>'%s'", g_tmp, env, ORK_CLI_EXE, cfg, outf, errf);
-    int st = system(cmd);
-    *out = ork_test_read_all(outf, NULL);
-    *err = ork_test_read_all(errf, NULL);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(vars, sizeof vars, "%s", env);
+    const char *envv[9];
+    int n = 0;
+    for (char *v = strtok(vars, " "); v && n < 8; v = strtok(NULL, " ")) envv[n++] = v;
+    envv[n] = NULL;
+    const char *argv[] = {ORK_CLI_EXE, "plan", cfg, NULL};
+    int rc = ork_test_spawn(argv, envv, g_tmp, outf, errf);
+    *out = ork_test_read_text(outf);
+    *err = ork_test_read_text(errf);
+    return rc;
 }
 static int plan_with(const char *env, char **out, char **err) { return plan_with_config(env, "seed.yaml", out, err); }
 
@@ -179,7 +185,7 @@ static int seed_variant(const char *from, const char *to, const char *what, cons
     snprintf(src, sizeof src, "%s/%s", g_tmp, from);
     snprintf(dst, sizeof dst, "%s/%s", g_tmp, to);
     char *y = ork_test_read_all(src, NULL), *at = y ? strstr(y, what) : NULL;
-    FILE *f = at ? fopen(dst, "w") : NULL;
+    FILE *f = at ? fopen(dst, "wb") : NULL;
     int ok = f && fprintf(f, "%.*s%s%s", (int)(at - y), y, with, at + strlen(what)) > 0;
     if (f) ok = fclose(f) == 0 && ok;
     free(y);
