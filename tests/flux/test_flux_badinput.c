@@ -7,11 +7,11 @@
  * byte-wise / header-wise with jansson (truncated, a 2^60-byte header size,
  * overlapping offsets, an unknown dtype, trailing bytes, an empty file). */
 #include "flux_test_util.h"
+#include "ork_test_proc.h" /* orakul spawned without a shell, on Windows too */
 
 #include <jansson.h>
 #include <limits.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #define SRC FT_FIXTURES "/flux1_small_bfl.safetensors"
 
@@ -156,18 +156,16 @@ static int plan(const char *ckpt) {
             "        loss_type: mse\n",
             ORK_SOURCE_DIR, ckpt, ORK_PLUGIN_DIR);
     fclose(f);
-    char cmd[6 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "cd '%s' && env -u ORAKUL_PLUGIN_PATH '%s' plan '%s' >'%s' 2>'%s'", g_tmp, ORK_CLI_EXE,
-             cfg, outf, errf);
-    int st = system(cmd);
+    /* in g_tmp, without ORAKUL_PLUGIN_PATH: the config's plugins.path only */
+    const char *argv[] = {ORK_CLI_EXE, "plan", cfg, NULL}, *env[] = {"ORAKUL_PLUGIN_PATH", NULL};
+    int code = ork_test_spawn(argv, env, g_tmp, outf, errf);
     g_err[0] = 0;
-    FILE *e = fopen(errf, "r");
+    char *e = ork_test_read_text(errf); /* "\r\n" on Windows made "\n" */
     if (e) {
-        size_t k = fread(g_err, 1, sizeof g_err - 1, e);
-        g_err[k] = 0;
-        fclose(e);
+        snprintf(g_err, sizeof g_err, "%s", e);
+        free(e);
     }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return code;
 }
 
 /* Exactly one "error" line; it names the file and contains every key. */
