@@ -2,26 +2,54 @@
  * 1 training failed, 2 usage/config/input/plugin error) and what it prints,
  * for each command. Configs are written into a temporary directory. */
 #include "ork_test.h"
+#include "ork_test_proc.h" /* orakul spawned without a shell, on Windows too */
 
 #include <limits.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 static char g_tmp[PATH_MAX];
 static char g_out[1 << 16];
 
-/* Run `env orakul args` (stderr folded into stdout); return its exit code. */
-static int orakul(const char *env, const char *args) {
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "cd %s && env -u ORAKUL_PLUGIN_PATH %s '%s' %s 2>&1", g_tmp,
-             env ? env : "", ORK_CLI_EXE, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof g_out - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+/* What a plugin's folder ends with where orakul prints the path it loaded
+ * (the plugin path's folder, then "/" and the file name): Windows prints the
+ * folder resolved, Z:\work\...\probe. */
+#ifdef _WIN32
+#define DIR_SEP "\\"
+#else
+#define DIR_SEP "/"
+#endif
+
+/* Run orakul with args (space-separated words) in g_tmp, ORAKUL_PLUGIN_PATH
+ * unset and then env ("NAME=value" or NULL) set for it; limited (POSIX): under
+ * a 2 GiB address-space limit (prlimit). At most 30 s when limited, else
+ * without limit; g_out is its stdout and then its stderr ("\r\n" made "\n").
+ * Returns its exit code (-1: did not start or ran too long). */
+static int orakul_in(const char *env, const char *args, int limited) {
+    char words[4 * PATH_MAX], outf[PATH_MAX + 16], errf[PATH_MAX + 16];
+    const char *argv[24];
+    int n = 0;
+#ifndef _WIN32
+    if (limited) {
+        argv[n++] = "/usr/bin/prlimit";
+        argv[n++] = "--as=2147483648";
+    }
+#endif
+    argv[n++] = ORK_CLI_EXE;
+    snprintf(words, sizeof words, "%s", args);
+    for (char *w = strtok(words, " "); w && n < 23; w = strtok(NULL, " ")) argv[n++] = w;
+    argv[n] = NULL;
+    const char *envv[] = {"ORAKUL_PLUGIN_PATH", env, NULL};
+    snprintf(outf, sizeof outf, "%s/out.txt", g_tmp);
+    snprintf(errf, sizeof errf, "%s/err.txt", g_tmp);
+    int rc = ork_test_spawn_for(argv, envv, g_tmp, outf, errf, limited ? 30000 : ORK_PROC_FOREVER);
+    char *o = ork_test_read_text(outf), *e = ork_test_read_text(errf);
+    snprintf(g_out, sizeof g_out, "%s%s", o ? o : "", e ? e : "");
+    free(o);
+    free(e);
+    return rc;
 }
+static int orakul(const char *env, const char *args) { return orakul_in(env, args, 0); }
 static int out_has(const char *s) {
     int ok = strstr(g_out, s) != NULL;
     if (!ok) printf("\n  output lacks \"%s\":\n%s\n", s, g_out);
@@ -31,7 +59,7 @@ static int out_has(const char *s) {
 static void write_file(const char *name, const char *text) {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", g_tmp, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "wb"); /* the same bytes on Windows */
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs(text, f);
     fclose(f);
@@ -115,7 +143,7 @@ static void test_plugins_keys(void) {
     char env[PATH_MAX + 32];
     snprintf(env, sizeof env, "ORAKUL_PLUGIN_PATH=%s/probe", PROBE_DIR);
     CU_ASSERT_EQUAL(orakul(env, "plugins --keys"), 0);
-    CU_ASSERT_TRUE(out_has("/probe/orakul-probe.so"));
+    CU_ASSERT_TRUE(out_has(DIR_SEP "probe/orakul-probe" ORK_PLUGIN_SUFFIX));
     CU_ASSERT_TRUE(out_has("loss      test.probe (alias: probe)"));
     CU_ASSERT_TRUE(out_has("weight"));
     CU_ASSERT_TRUE(out_has("default 1.0"));
@@ -132,16 +160,16 @@ static void test_plugins_keys(void) {
 static void test_plugin_errors(void) {
     char env[2 * PATH_MAX + 32], dir[PATH_MAX], folder[PATH_MAX + 16];
     /* a refused plugin on the path: listed as an error, exit 2 */
-    snprintf(env, sizeof env, "ORAKUL_PLUGIN_PATH=%s/probe:%s/major2", PROBE_DIR, PROBE_DIR);
+    snprintf(env, sizeof env, "ORAKUL_PLUGIN_PATH=%s/probe%c%s/major2", PROBE_DIR, ork_path_list_sep(), PROBE_DIR);
     CU_ASSERT_EQUAL(orakul(env, "plugins"), 2);
-    CU_ASSERT_TRUE(out_has("/major2/orakul-major2.so: entry built for ABI 2.0"));
+    CU_ASSERT_TRUE(out_has(DIR_SEP "major2/orakul-major2" ORK_PLUGIN_SUFFIX ": entry built for ABI 2.0"));
     CU_ASSERT_TRUE(out_has("test.probe")); /* the good one is still listed */
 
     snprintf(folder, sizeof folder, "%s/images", g_tmp);
     snprintf(dir, sizeof dir, "%s/major2", PROBE_DIR);
     write_job("bad_plugin.yaml", dir, folder, "probe", "");
     CU_ASSERT_EQUAL(orakul(NULL, "plan bad_plugin.yaml"), 2);
-    CU_ASSERT_TRUE(out_has("orakul-major2.so"));
+    CU_ASSERT_TRUE(out_has("orakul-major2" ORK_PLUGIN_SUFFIX));
     CU_ASSERT_EQUAL(orakul(NULL, "run bad_plugin.yaml"), 2);
 
     /* a component no plugin provides: the error lists the available ones */
@@ -195,24 +223,27 @@ static int error_lines(void) {
 /* plan and run refuse, before reading, a CONFIG that is not a regular file
  * (/dev/zero never ends, a FIFO with no writer never answers), and a
  * config.name that is a path: exit 2 and one error line. Each command runs
- * under a 2 GiB address-space limit and a 30 s timeout, so a reader that
- * grows or blocks fails here instead of stalling the suite. */
+ * under a 2 GiB address-space limit (POSIX) and a 30 s limit, so a reader
+ * that grows or blocks fails here instead of stalling the suite. Windows has
+ * no /dev/zero and no FIFO at a path: there config.name only. */
 static void test_unreadable_config(void) {
-    static const char lim[] = "prlimit --as=2147483648 timeout -s KILL 30";
-    char fifo[PATH_MAX + 16], args[PATH_MAX + 32];
+    char args[PATH_MAX + 32];
+    static const char *const cmd[] = {"plan", "run"};
+#ifndef _WIN32
+    char fifo[PATH_MAX + 16];
     snprintf(fifo, sizeof fifo, "%s/fifo.yaml", g_tmp);
     CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0644), 0);
-    static const char *const cmd[] = {"plan", "run"};
     for (int c = 0; c < 2; c++) {
         snprintf(args, sizeof args, "%s /dev/zero", cmd[c]);
-        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_EQUAL(orakul_in(NULL, args, 1), 2);
         CU_ASSERT_TRUE(out_has("/dev/zero: the config is a character device, not a regular file"));
         CU_ASSERT_EQUAL(error_lines(), 1);
         snprintf(args, sizeof args, "%s fifo.yaml", cmd[c]);
-        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_EQUAL(orakul_in(NULL, args, 1), 2);
         CU_ASSERT_TRUE(out_has("fifo.yaml: the config is a FIFO, not a regular file"));
         CU_ASSERT_EQUAL(error_lines(), 1);
     }
+#endif
     /* config.name that would write two folders above training_folder */
     char folder[PATH_MAX + 16], text[3 * PATH_MAX];
     snprintf(folder, sizeof folder, "%s/images", g_tmp);
@@ -224,7 +255,7 @@ static void test_unreadable_config(void) {
     write_file("escape.yaml", text);
     for (int c = 0; c < 2; c++) {
         snprintf(args, sizeof args, "%s escape.yaml", cmd[c]);
-        CU_ASSERT_EQUAL(orakul(lim, args), 2);
+        CU_ASSERT_EQUAL(orakul_in(NULL, args, 1), 2);
         CU_ASSERT_TRUE(out_has("escape.yaml:3:9: config.name contains '..'"));
         CU_ASSERT_EQUAL(error_lines(), 1);
     }

@@ -9,6 +9,7 @@
 #ifndef ORK_TEST_PROC_H
 #define ORK_TEST_PROC_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +42,12 @@ static inline char *ork_test_read_text(const char *path) {
  * it: each entry "NAME=value" sets NAME, a bare "NAME" unsets it (env NULL or
  * NULL-terminated, at most 16); in the directory cwd (NULL: this one); its
  * stdout / stderr into out_path / err_path (NULL: this process's own).
- * Returns its exit code (128 + signal on POSIX), -1 when it could not start
- * (the reason printed). This process's environment and directory are the
- * same afterwards. */
-static inline int ork_test_spawn(const char *const *argv, const char *const *env, const char *cwd,
-                                 const char *out_path, const char *err_path) {
+ * It may run ms milliseconds (ORK_PROC_FOREVER: without limit); then it is
+ * killed and -1 returned. Returns its exit code (128 + signal on POSIX), -1
+ * when it could not start (the reason printed) or ran too long. This
+ * process's environment and directory are the same afterwards. */
+static inline int ork_test_spawn_for(const char *const *argv, const char *const *env, const char *cwd,
+                                     const char *out_path, const char *err_path, uint32_t ms) {
     enum { MAXENV = 16 };
     char *name[MAXENV], *old[MAXENV];
     int n = 0, rc = -1;
@@ -76,7 +78,11 @@ static inline int ork_test_spawn(const char *const *argv, const char *const *env
         fprintf(stderr, "ork_test_spawn: %s did not start\n", argv[0]);
         goto restore;
     }
-    if (!ork_proc_wait(p, ORK_PROC_FOREVER, &rc)) rc = -1;
+    if (!ork_proc_wait(p, ms, &rc)) {
+        fprintf(stderr, "ork_test_spawn: %s still ran after %u ms: killed\n", argv[0], (unsigned)ms);
+        ork_proc_kill(p);
+        rc = -1;
+    }
     ork_proc_free(p);
 restore:
     while (n-- > 0) {
@@ -85,6 +91,12 @@ restore:
         free(name[n]);
     }
     return rc;
+}
+
+/* ork_test_spawn_for without a time limit. */
+static inline int ork_test_spawn(const char *const *argv, const char *const *env, const char *cwd,
+                                 const char *out_path, const char *err_path) {
+    return ork_test_spawn_for(argv, env, cwd, out_path, err_path, ORK_PROC_FOREVER);
 }
 
 #endif
