@@ -11,27 +11,55 @@
  * tiny transformer of tests/fixtures/zimage as a diffusers folder's transformer/
  * (its caption width has no text encoder; its tokens fit the pixel codec): the
  * plan checks the config and the shapes, not the real weights. Runs the built
- * orakul (ORK_ORAKUL_EXE) with the built plugins (flux, zimage, ...). */
+ * orakul (ORK_ORAKUL_EXE) with the built plugins (flux, zimage, ...), spawned
+ * without a shell (tests/common/ork_test_proc.h), and prepares its inputs in C,
+ * so that it runs on Windows too (there the links are copies: ork_test_win.h). */
 #include "ork_test.h"
+#include "ork_test_proc.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
 static char g_tmp[256];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return rc == -1 ? -1 : WEXITSTATUS(rc);
+/* text (len bytes) into path, binary: the same bytes on every system. 0 on success. */
+static int write_all(const char *path, const char *text, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 1;
+    int ok = fwrite(text, 1, len, f) == len;
+    return fclose(f) == 0 && ok ? 0 : 1;
+}
+
+/* Every *.png and *.txt of from copied into the folder to. 0 on success. */
+static int copy_images(const char *from, const char *to) {
+    ork_dir *d;
+    if (ork_dir_open(from, &d) != ORK_OK) return 1;
+    int bad = 0, n = 0;
+    for (const char *name; !bad && (name = ork_dir_next(d)) != NULL;) {
+        size_t k = strlen(name);
+        if (k < 4 || (strcmp(name + k - 4, ".png") && strcmp(name + k - 4, ".txt"))) continue;
+        char src[1200], dst[1200];
+        snprintf(src, sizeof src, "%s/%s", from, name);
+        snprintf(dst, sizeof dst, "%s/%s", to, name);
+        size_t len = 0;
+        char *b = ork_test_read_all(src, &len);
+        bad = !b || write_all(dst, b, len);
+        free(b);
+        n++;
+    }
+    ork_dir_close(d);
+    return bad || n == 0;
+}
+
+/* the folder snap made, with a link named link to tests/fixtures/<fixture>. 0 on success. */
+static int link_fixture(const char *snap, const char *fixture, const char *link) {
+    char target[600], path[600];
+    snprintf(target, sizeof target, "%s/tests/fixtures/%s", ORK_SOURCE_DIR, fixture);
+    snprintf(path, sizeof path, "%s/%s", snap, link);
+    return ork_mkdir_p(snap) != ORK_OK || symlink(target, path) != 0;
 }
 
 /* hub repo -> the small checkpoint and autoencoder standing in for it */
@@ -49,28 +77,47 @@ static const char *const g_zimage[] = {"Tongyi-MAI--Z-Image-Turbo", "Tongyi-MAI-
 static int setup(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/orakul-aitk-ui-XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
-    if (sh("mkdir -p '%s/data' && cp '%s'/assets/photos/*.png '%s'/assets/photos/*.txt '%s/data/'", g_tmp,
-           ORK_SOURCE_DIR, ORK_SOURCE_DIR, g_tmp))
-        return 1;
+    char data[300], photos[600];
+    snprintf(data, sizeof data, "%s/data", g_tmp);
+    snprintf(photos, sizeof photos, "%s/assets/photos", ORK_SOURCE_DIR);
+    if (ork_mkdir_p(data) != ORK_OK || copy_images(photos, data)) return 1;
     for (size_t i = 0; i < sizeof g_repos / sizeof g_repos[0]; i++) {
-        char snap[512];
+        char snap[512], model[64], ae[64];
         snprintf(snap, sizeof snap, "%s/hub/models--black-forest-labs--%s/snapshots/0123abcd", g_tmp, g_repos[i].repo);
-        if (sh("mkdir -p '%s' && ln -s '%s/tests/fixtures/%s.safetensors' '%s/model.safetensors' && "
-               "ln -s '%s/tests/fixtures/%s.safetensors' '%s/ae.safetensors'",
-               snap, ORK_SOURCE_DIR, g_repos[i].bfl, snap, ORK_SOURCE_DIR, g_repos[i].ae, snap))
-            return 1;
+        snprintf(model, sizeof model, "%s.safetensors", g_repos[i].bfl);
+        snprintf(ae, sizeof ae, "%s.safetensors", g_repos[i].ae);
+        if (link_fixture(snap, model, "model.safetensors") || link_fixture(snap, ae, "ae.safetensors")) return 1;
     }
     for (size_t i = 0; i < sizeof g_zimage / sizeof g_zimage[0]; i++) {
         char snap[512];
         snprintf(snap, sizeof snap, "%s/hub/models--%s/snapshots/0123abcd/transformer", g_tmp, g_zimage[i]);
-        if (sh("mkdir -p '%s' && ln -s '%s/tests/fixtures/zimage/zimage_tiny_diffusers.safetensors' "
-               "'%s/diffusion_pytorch_model.safetensors'", snap, ORK_SOURCE_DIR, snap))
+        if (link_fixture(snap, "zimage/zimage_tiny_diffusers.safetensors", "diffusion_pytorch_model.safetensors"))
             return 1;
     }
     return 0;
 }
 
-static int teardown(void) { return sh("rm -rf '%s'", g_tmp) ? 1 : 0; }
+static int teardown(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+/* The UI fixture <name>.json with its dataset folder (/path/to/images/folder)
+ * made g_tmp/data, into cfg. 0 on success. */
+static int fixture_config(const char *name, const char *cfg) {
+    static const char ph[] = "/path/to/images/folder";
+    char src[600], data[300];
+    snprintf(src, sizeof src, "%s/tests/fixtures/aitk_ui/%s.json", ORK_SOURCE_DIR, name);
+    snprintf(data, sizeof data, "%s/data", g_tmp);
+    size_t len = 0;
+    char *j = ork_test_read_all(src, &len), *at = j ? strstr(j, ph) : NULL;
+    FILE *f = at ? fopen(cfg, "wb") : NULL;
+    int ok = f && fprintf(f, "%.*s%s%s", (int)(at - j), j, data, at + strlen(ph)) > 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(j);
+    return ok ? 0 : 1;
+}
 
 /* Plan fixture `name` (.json); want: the keys of its "ignored:" lines, in file
  * order, NULL-terminated. */
@@ -78,11 +125,13 @@ static void plan_fixture(const char *name, const char *const *want) {
     char cfg[600], err[600];
     snprintf(cfg, sizeof cfg, "%s/%s.json", g_tmp, name);
     snprintf(err, sizeof err, "%s/%s.err", g_tmp, name);
-    CU_ASSERT_EQUAL_FATAL(sh("sed 's#/path/to/images/folder#%s/data#' '%s/tests/fixtures/aitk_ui/%s.json' > '%s'",
-                             g_tmp, ORK_SOURCE_DIR, name, cfg), 0);
-    int rc = sh("HF_HUB_CACHE='%s/hub' '%s' plan '%s' > '%s/%s.out' 2> '%s'", g_tmp, ORK_ORAKUL_EXE, cfg, g_tmp,
-                name, err);
-    char *text = ork_test_read_all(err, NULL);
+    CU_ASSERT_EQUAL_FATAL(fixture_config(name, cfg), 0);
+    char out[600], hub[300];
+    snprintf(out, sizeof out, "%s/%s.out", g_tmp, name);
+    snprintf(hub, sizeof hub, "HF_HUB_CACHE=%s/hub", g_tmp);
+    const char *argv[] = {ORK_ORAKUL_EXE, "plan", cfg, NULL}, *env[] = {hub, NULL};
+    int rc = ork_test_spawn(argv, env, NULL, out, err);
+    char *text = ork_test_read_text(err); /* "\r\n" on Windows made "\n" */
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     printf("\n  %s: exit %d", name, rc);
     if (rc != 0) printf("\n%s", text);
