@@ -225,7 +225,7 @@ static int error_lines(void) {
  * config.name that is a path: exit 2 and one error line. Each command runs
  * under a 2 GiB address-space limit (POSIX) and a 30 s limit, so a reader
  * that grows or blocks fails here instead of stalling the suite. Windows has
- * no /dev/zero and no FIFO at a path: there config.name only. */
+ * no /dev/zero and no FIFO at a path: there its character device NUL. */
 static void test_unreadable_config(void) {
     char args[PATH_MAX + 32];
     static const char *const cmd[] = {"plan", "run"};
@@ -241,6 +241,13 @@ static void test_unreadable_config(void) {
         snprintf(args, sizeof args, "%s fifo.yaml", cmd[c]);
         CU_ASSERT_EQUAL(orakul_in(NULL, args, 1), 2);
         CU_ASSERT_TRUE(out_has("fifo.yaml: the config is a FIFO, not a regular file"));
+        CU_ASSERT_EQUAL(error_lines(), 1);
+    }
+#else
+    for (int c = 0; c < 2; c++) {
+        snprintf(args, sizeof args, "%s NUL", cmd[c]);
+        CU_ASSERT_EQUAL(orakul_in(NULL, args, 1), 2);
+        CU_ASSERT_TRUE(out_has("NUL: the config is a character device, not a regular file"));
         CU_ASSERT_EQUAL(error_lines(), 1);
     }
 #endif
